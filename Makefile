@@ -1,0 +1,46 @@
+# kerac — the whole set-up is `make run` and `make test` (see README.md).
+BUILD    ?= build
+ASAN     ?= build-asan
+JOBS     ?= $(shell nproc)
+EPOCHS   ?= 3
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test test-fast asan bench install clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Trains the default CNN (Keras's mnist_convnet) on Fashion-MNIST for 3 epochs.
+run: build
+	$(BUILD)/kerac train --epochs $(EPOCHS)
+
+# Every test, then the unit tests again under AddressSanitizer + UBSan.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) --no-print-directory asan
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L unit
+
+asan: deps
+	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DKERAC_SANITIZE=ON -DKERAC_NATIVE=OFF >/dev/null
+	cmake --build $(ASAN) -j$(JOBS)
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    KERAC_SANITIZED=1 ctest --output-on-failure -j$(JOBS) -L unit
+
+bench: build
+	bench/run.sh
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN)

@@ -1,0 +1,470 @@
+/* kerac.h — Keras-style deep learning in C: the public API.
+ *
+ * Everything a program needs: build a model (Sequential or Functional), compile it with a
+ * loss, an optimizer and metrics, fit / evaluate / predict it on a dataset, and read or
+ * write it as Keras's JSON model config.
+ *
+ * Conventions
+ *   - Every fallible call returns kc_status; KC_STATUS_OK (0) is success. kc_last_error()
+ *     gives a thread-local sentence naming the object and what to do.
+ *   - Results come back through out-parameters. Whoever creates an object destroys it;
+ *     every destroy function accepts NULL.
+ *   - Options structs are zero-initialised Keras defaults: a field left out means what
+ *     Keras means. Booleans whose Keras default is True are tri-state (KC_DEFAULT = 0,
+ *     KC_TRUE, KC_FALSE).
+ *   - Layouts are Keras's: channels-last NHWC activations, Conv2D kernels (kh, kw, in, out),
+ *     Dense kernels (in, out).
+ */
+#ifndef KERAC_H
+#define KERAC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KC_VERSION_MAJOR 0
+#define KC_VERSION_MINOR 1
+#define KC_VERSION_PATCH 0
+#define KC_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum kc_status {
+    KC_STATUS_OK = 0,
+    KC_STATUS_INVALID_ARGUMENT, /* a bad option or argument value */
+    KC_STATUS_SHAPE,            /* shapes do not fit together */
+    KC_STATUS_UNSUPPORTED,      /* valid Keras, not (yet) supported by kerac */
+    KC_STATUS_BAD_FILE,         /* a file exists but its content is malformed */
+    KC_STATUS_IO,               /* a file cannot be opened, read or written */
+    KC_STATUS_OUT_OF_MEMORY,    /* an allocation failed or a memory limit was hit */
+    KC_STATUS_STATE,            /* a call out of order (fit before compile, ...) */
+    KC_STATUS_DEVICE,           /* a device or backend problem */
+    KC_STATUS_NUMERIC,          /* NaN/Inf where a finite value was needed */
+    KC_STATUS_INTERRUPTED,      /* a callback asked training to stop with an error */
+    KC_STATUS_INTERNAL          /* a bug in kerac: please report it */
+} kc_status;
+
+/* The message of the last failed call on this thread ("" when none). */
+const char *kc_last_error(void);
+/* A short name for a status: "shape", "bad file", ... */
+const char *kc_status_name(kc_status s);
+/* Library version string, e.g. "0.1.0". */
+const char *kc_version(void);
+
+/* Evaluate a kc_status expression; on failure return it from the enclosing function. */
+#define KC_TRY(expr)                                                                       \
+    do {                                                                                   \
+        kc_status kc_try_s_ = (expr);                                                      \
+        if (kc_try_s_ != KC_STATUS_OK) return kc_try_s_;                                   \
+    } while (0)
+
+enum { KC_DEFAULT = 0, KC_TRUE = 1, KC_FALSE = -1 };
+
+/* ---------------------------------------------------------------- logging */
+
+typedef enum kc_log_level {
+    KC_LOG_DEBUG = 0,
+    KC_LOG_INFO = 1,
+    KC_LOG_WARNING = 2,
+    KC_LOG_ERROR = 3
+} kc_log_level;
+
+typedef void (*kc_log_fn)(kc_log_level level, const char *message, void *user);
+/* Route log lines to fn (NULL restores the default: stderr). The level threshold starts
+ * from KERAC_LOG_LEVEL (debug|info|warning|error or 0-3), default warning. */
+void kc_log_set_callback(kc_log_fn fn, void *user);
+void kc_log_set_level(kc_log_level level);
+kc_log_level kc_log_get_level(void);
+/* Parse "debug"/"info"/"warning"/"error" or "0".."3". */
+kc_status kc_log_level_parse(const char *text, kc_log_level *out);
+
+/* ---------------------------------------------------------------- threads */
+
+/* Threads used by CPU kernels (0 = all cores, the default; KERAC_NUM_THREADS overrides). */
+void kc_set_num_threads(int n);
+int kc_get_num_threads(void);
+
+/* ---------------------------------------------------------------- shapes */
+
+#define KC_MAX_RANK 4
+
+/* The shape of one example, without the batch dimension: (28, 28, 1) is rank 3. */
+typedef struct kc_shape {
+    int rank;
+    int dim[KC_MAX_RANK];
+} kc_shape;
+
+/* ---------------------------------------------------------------- layers */
+
+typedef struct kc_input_opts {
+    const char *name;
+    int shape[KC_MAX_RANK]; /* per-example shape; trailing zeros end it: {28, 28, 1} */
+} kc_input_opts;
+
+typedef struct kc_conv2d_opts {
+    const char *name;
+    int filters;
+    int kernel_size[2];
+    int strides[2];           /* default (1, 1) */
+    const char *padding;      /* "valid" (default) or "same" */
+    int dilation_rate[2];     /* default (1, 1) */
+    const char *activation;   /* default "linear" */
+    int use_bias;             /* KC_DEFAULT = True */
+    const char *kernel_initializer; /* default "glorot_uniform" */
+    const char *bias_initializer;   /* default "zeros" */
+} kc_conv2d_opts;
+
+typedef struct kc_dense_opts {
+    const char *name;
+    int units;
+    const char *activation;
+    int use_bias;
+    const char *kernel_initializer;
+    const char *bias_initializer;
+} kc_dense_opts;
+
+typedef struct kc_pool2d_opts { /* MaxPooling2D, AveragePooling2D */
+    const char *name;
+    int pool_size[2];         /* default (2, 2) */
+    int strides[2];           /* default: pool_size */
+    const char *padding;      /* "valid" (default) or "same" */
+} kc_pool2d_opts;
+
+typedef struct kc_global_pool_opts {
+    const char *name;
+    int keepdims;             /* KC_TRUE keeps (1, 1, C); default False */
+} kc_global_pool_opts;
+
+typedef struct kc_flatten_opts {
+    const char *name;
+} kc_flatten_opts;
+
+typedef struct kc_reshape_opts {
+    const char *name;
+    int target_shape[KC_MAX_RANK]; /* per-example; -1 once to infer; trailing zeros end it */
+} kc_reshape_opts;
+
+typedef struct kc_dropout_opts {
+    const char *name;
+    float rate;
+    uint64_t seed;            /* 0: derived from the model seed */
+} kc_dropout_opts;
+
+typedef struct kc_batchnorm_opts {
+    const char *name;
+    int axis;                 /* only -1 (channels) is supported; 0 means -1 */
+    float momentum;           /* default 0.99 */
+    float epsilon;            /* default 1e-3 */
+    int center;               /* KC_DEFAULT = True (beta) */
+    int scale;                /* KC_DEFAULT = True (gamma) */
+} kc_batchnorm_opts;
+
+typedef struct kc_activation_opts { /* Activation */
+    const char *name;
+    const char *activation;
+} kc_activation_opts;
+
+typedef struct kc_relu_opts { /* ReLU */
+    const char *name;
+    float max_value;          /* 0: none */
+    float negative_slope;
+    float threshold;
+} kc_relu_opts;
+
+typedef struct kc_softmax_opts { /* Softmax */
+    const char *name;
+    int axis;                 /* only -1; 0 means -1 */
+} kc_softmax_opts;
+
+typedef struct kc_zeropad2d_opts { /* ZeroPadding2D */
+    const char *name;
+    int padding[2][2];        /* ((top, bottom), (left, right)); all zero means ((1,1),(1,1)) */
+} kc_zeropad2d_opts;
+
+typedef struct kc_merge_opts { /* Add, Concatenate */
+    const char *name;
+    int axis;                 /* Concatenate: only -1 (channels); 0 means -1 */
+} kc_merge_opts;
+
+/* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
+ * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
+typedef struct kc_layer_spec {
+    const char *class_name; /* Keras class name: "Conv2D" */
+    const void *opts;       /* the matching kc_*_opts */
+} kc_layer_spec;
+
+#define KC_LAYER_SPEC_(cls, type, ...) (&(const kc_layer_spec){cls, &(const type){__VA_ARGS__}})
+#define KC_INPUT(...) KC_LAYER_SPEC_("InputLayer", kc_input_opts, __VA_ARGS__)
+#define KC_CONV2D(...) KC_LAYER_SPEC_("Conv2D", kc_conv2d_opts, __VA_ARGS__)
+#define KC_DENSE(...) KC_LAYER_SPEC_("Dense", kc_dense_opts, __VA_ARGS__)
+#define KC_MAXPOOL2D(...) KC_LAYER_SPEC_("MaxPooling2D", kc_pool2d_opts, __VA_ARGS__)
+#define KC_AVGPOOL2D(...) KC_LAYER_SPEC_("AveragePooling2D", kc_pool2d_opts, __VA_ARGS__)
+#define KC_GLOBALAVGPOOL2D(...) KC_LAYER_SPEC_("GlobalAveragePooling2D", kc_global_pool_opts, __VA_ARGS__)
+#define KC_FLATTEN(...) KC_LAYER_SPEC_("Flatten", kc_flatten_opts, __VA_ARGS__)
+#define KC_RESHAPE(...) KC_LAYER_SPEC_("Reshape", kc_reshape_opts, __VA_ARGS__)
+#define KC_DROPOUT(...) KC_LAYER_SPEC_("Dropout", kc_dropout_opts, __VA_ARGS__)
+#define KC_BATCHNORM(...) KC_LAYER_SPEC_("BatchNormalization", kc_batchnorm_opts, __VA_ARGS__)
+#define KC_ACTIVATION(...) KC_LAYER_SPEC_("Activation", kc_activation_opts, __VA_ARGS__)
+#define KC_RELU(...) KC_LAYER_SPEC_("ReLU", kc_relu_opts, __VA_ARGS__)
+#define KC_SOFTMAX(...) KC_LAYER_SPEC_("Softmax", kc_softmax_opts, __VA_ARGS__)
+#define KC_ZEROPAD2D(...) KC_LAYER_SPEC_("ZeroPadding2D", kc_zeropad2d_opts, __VA_ARGS__)
+#define KC_ADD(...) KC_LAYER_SPEC_("Add", kc_merge_opts, __VA_ARGS__)
+#define KC_CONCATENATE(...) KC_LAYER_SPEC_("Concatenate", kc_merge_opts, __VA_ARGS__)
+
+/* ---------------------------------------------------------------- models */
+
+typedef struct kc_model kc_model;
+
+/* A node is one layer's output inside a model; negative means "no node" (an earlier
+ * builder call failed: the model remembers the first error and kc_compile reports it). */
+typedef int kc_node;
+
+kc_status kc_sequential(const char *name, kc_model **out); /* name NULL: "sequential" */
+kc_status kc_functional(const char *name, kc_model **out); /* name NULL: "functional" */
+void kc_model_destroy(kc_model *m);
+
+/* Sequential: append a layer after the last one. The first layer must be KC_INPUT. */
+kc_status kc_add(kc_model *m, const kc_layer_spec *spec);
+/* Functional: an input, a layer applied to one node, a merge of several nodes. */
+kc_node kc_input(kc_model *m, const kc_layer_spec *input_spec);
+kc_node kc_apply(kc_model *m, const kc_layer_spec *spec, kc_node x);
+kc_node kc_merge(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n);
+/* Functional: the output node (default: the last layer added). */
+kc_status kc_set_output(kc_model *m, kc_node y);
+/* The first error recorded by a builder call (KC_STATUS_OK when none); its message. */
+kc_status kc_model_status(const kc_model *m);
+const char *kc_model_error(const kc_model *m);
+
+/* Seed for weight initialisation, dropout and shuffling (default 0 -> fixed seed 1337). */
+kc_status kc_model_set_seed(kc_model *m, uint64_t seed);
+
+/* Introspection (valid once the graph is complete; building happens lazily). */
+kc_status kc_model_build(kc_model *m); /* infer shapes, create and initialise weights */
+const char *kc_model_name(const kc_model *m);
+int kc_model_num_layers(const kc_model *m);
+typedef struct kc_layer_info {
+    const char *name;
+    const char *class_name;
+    kc_shape output_shape;    /* per example */
+    int64_t params;           /* all parameters */
+    int64_t trainable_params;
+    int64_t flops;            /* forward multiply-adds x 2, per example */
+    int num_inputs;
+    const char *inputs[8];    /* names of the layers feeding this one */
+} kc_layer_info;
+kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out);
+kc_status kc_model_input_shape(kc_model *m, kc_shape *out);
+kc_status kc_model_output_shape(kc_model *m, kc_shape *out);
+
+/* Weights: every variable in Keras order (per layer: trainable first, then the rest). */
+int kc_model_num_weights(kc_model *m);
+typedef struct kc_weight_info {
+    const char *layer;        /* layer name */
+    const char *name;         /* "kernel", "bias", "gamma", "beta", "moving_mean", ... */
+    kc_shape shape;           /* full variable shape (not per example) */
+    int64_t size;
+    int trainable;
+} kc_weight_info;
+kc_status kc_model_weight_info(kc_model *m, int index, kc_weight_info *out);
+kc_status kc_model_get_weight(kc_model *m, int index, float *dst, int64_t size);
+kc_status kc_model_set_weight(kc_model *m, int index, const float *src, int64_t size);
+
+/* ---------------------------------------------------------------- compile */
+
+typedef struct kc_optimizer_opts {
+    const char *name;         /* "sgd", "adam", "adamw", "rmsprop" (default "adam") */
+    double learning_rate;     /* 0: Keras default (0.01 for sgd, 0.001 otherwise) */
+    double momentum;          /* sgd (default 0), rmsprop (default 0) */
+    int nesterov;             /* sgd: KC_TRUE */
+    double beta_1, beta_2;    /* adam/adamw: default 0.9, 0.999 */
+    double epsilon;           /* default 1e-7 */
+    double weight_decay;      /* adamw: default 0.004 */
+    double rho;               /* rmsprop: default 0.9 */
+    double clipnorm;          /* 0: none */
+    /* learning-rate schedule: "" / NULL (constant), "exponential_decay", "cosine_decay",
+     * "piecewise_constant" */
+    const char *schedule;
+    int64_t decay_steps;      /* exponential / cosine */
+    double decay_rate;        /* exponential */
+    int staircase;            /* exponential: KC_TRUE */
+    double alpha;             /* cosine: final fraction (default 0) */
+    int num_boundaries;       /* piecewise: boundaries (steps) and num_boundaries+1 values */
+    const int64_t *boundaries;
+    const double *values;
+} kc_optimizer_opts;
+
+#define KC_SGD(...) ((kc_optimizer_opts){.name = "sgd", __VA_ARGS__})
+#define KC_ADAM(...) ((kc_optimizer_opts){.name = "adam", __VA_ARGS__})
+#define KC_ADAMW(...) ((kc_optimizer_opts){.name = "adamw", __VA_ARGS__})
+#define KC_RMSPROP(...) ((kc_optimizer_opts){.name = "rmsprop", __VA_ARGS__})
+
+#define KC_MAX_METRICS 4
+typedef struct kc_compile_opts {
+    kc_optimizer_opts optimizer;
+    /* "sparse_categorical_crossentropy" (default), "categorical_crossentropy",
+     * "binary_crossentropy", "mean_squared_error" ("mse"), "mean_absolute_error" ("mae") */
+    const char *loss;
+    int from_logits;          /* KC_TRUE: the model outputs logits */
+    /* "accuracy" (sparse or categorical, chosen by the loss as Keras does),
+     * "sparse_categorical_accuracy", "categorical_accuracy", "top_k_accuracy" /
+     * "sparse_top_k_categorical_accuracy" (k = top_k, default 5) */
+    const char *metrics[KC_MAX_METRICS];
+    int top_k;
+} kc_compile_opts;
+
+kc_status kc_compile(kc_model *m, const kc_compile_opts *opts);
+
+/* ---------------------------------------------------------------- data */
+
+typedef struct kc_dataset kc_dataset;
+
+/* Open a dataset by spec:
+ *   "fashion-mnist[:train|:test]"   Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)
+ *   "mnist:DIR[:train|:test]"       IDX files (raw or .gz) in DIR, Keras/LeCun names
+ *   "fashion-mnist:DIR[:train|:test]"
+ *   "cifar10:DIR[:train|:test]"     CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin)
+ *   "npy:X.npy,Y.npy"               uint8 or float32 images (N, H, W[, C]), integer labels (N,)
+ *   "idx:IMAGES,LABELS"             a pair of IDX files
+ * uint8 images are scaled to [0, 1]. */
+kc_status kc_dataset_open(const char *spec, kc_dataset **out);
+/* A dataset from memory (copied): x is (n, shape...) float32, y is (n,) class indices. */
+kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc_shape shape,
+                                 int num_classes, kc_dataset **out);
+/* Examples [start, start + count) as a new dataset sharing the same storage. */
+kc_status kc_dataset_slice(const kc_dataset *d, int64_t start, int64_t count, kc_dataset **out);
+void kc_dataset_destroy(kc_dataset *d);
+int64_t kc_dataset_size(const kc_dataset *d);
+kc_shape kc_dataset_shape(const kc_dataset *d);
+int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
+/* Copy examples [start, start + count) into x (count, shape...) and y (count), either may be NULL. */
+kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);
+
+/* ---------------------------------------------------------------- training */
+
+typedef struct kc_epoch_logs {
+    int epoch;                /* 0-based, like Keras's callbacks (the history prints 1-based) */
+    int64_t steps;
+    double loss;
+    double metrics[KC_MAX_METRICS];
+    int has_val;
+    double val_loss;
+    double val_metrics[KC_MAX_METRICS];
+    double lr;
+    double seconds;
+    double images_per_second;
+} kc_epoch_logs;
+
+typedef struct kc_batch_logs {
+    int epoch;
+    int64_t step;             /* 0-based step within the epoch */
+    int64_t steps;            /* steps in this epoch */
+    double loss;              /* running mean over the epoch so far */
+    double metrics[KC_MAX_METRICS];
+    double seconds;           /* since the epoch began */
+    int64_t samples;          /* seen in this epoch */
+} kc_batch_logs;
+
+/* What a callback tells fit to do next. */
+typedef enum kc_callback_action {
+    KC_CONTINUE = 0,
+    KC_STOP_TRAINING = 1      /* finish after this epoch/batch, like model.stop_training */
+} kc_callback_action;
+
+typedef struct kc_callback {
+    const char *name;         /* shown as the history's stop reason when it stops training */
+    void *user;
+    kc_callback_action (*on_train_begin)(kc_model *m, void *user);
+    kc_callback_action (*on_epoch_begin)(kc_model *m, int epoch, void *user);
+    kc_callback_action (*on_batch_end)(kc_model *m, const kc_batch_logs *logs, void *user);
+    kc_callback_action (*on_epoch_end)(kc_model *m, const kc_epoch_logs *logs, void *user);
+    void (*on_train_end)(kc_model *m, void *user);
+    /* Set by kerac's built-in callbacks (kc_callback_destroy calls it); NULL in yours. */
+    void (*destroy)(struct kc_callback *self);
+} kc_callback;
+
+/* Built-in callbacks (Keras's names and defaults). */
+typedef struct kc_early_stopping_opts {
+    const char *monitor;      /* default "val_loss" */
+    double min_delta;
+    int patience;
+    const char *mode;         /* "auto" (default), "min", "max" */
+    int restore_best_weights; /* KC_TRUE */
+    double baseline;          /* 0: none */
+} kc_early_stopping_opts;
+typedef struct kc_reduce_lr_opts {
+    const char *monitor;      /* default "val_loss" */
+    double factor;            /* default 0.1 */
+    int patience;             /* default 10 */
+    const char *mode;
+    double min_delta;         /* default 1e-4 */
+    int cooldown;
+    double min_lr;
+} kc_reduce_lr_opts;
+
+/* Each returns a callback that owns its state; free it with kc_callback_destroy. */
+kc_status kc_early_stopping(const kc_early_stopping_opts *opts, kc_callback **out);
+kc_status kc_reduce_lr_on_plateau(const kc_reduce_lr_opts *opts, kc_callback **out);
+kc_status kc_terminate_on_nan(kc_callback **out);
+void kc_callback_destroy(kc_callback *cb);
+
+typedef struct kc_history kc_history;
+int kc_history_epochs(const kc_history *h);
+const kc_epoch_logs *kc_history_epoch(const kc_history *h, int epoch);
+/* Metric names in compile order ("accuracy", ...) as Keras's history keys. */
+int kc_history_num_metrics(const kc_history *h);
+const char *kc_history_metric_name(const kc_history *h, int i);
+/* Why training stopped early ("" when it ran all epochs): "EarlyStopping", "TerminateOnNaN", ... */
+const char *kc_history_stop_reason(const kc_history *h);
+void kc_history_destroy(kc_history *h);
+
+typedef struct kc_fit_opts {
+    int epochs;               /* default 1 */
+    int batch_size;           /* default 32 */
+    double validation_split;  /* fraction of the end of the data held out (before shuffling) */
+    const kc_dataset *validation_data; /* takes precedence over validation_split */
+    int shuffle;              /* KC_DEFAULT = True */
+    uint64_t seed;            /* 0: the model's seed */
+    int prefetch;             /* batches prepared ahead by the loader thread (default 2) */
+    kc_callback *const *callbacks;
+    int num_callbacks;
+    int64_t steps_per_epoch;  /* 0: the whole dataset */
+} kc_fit_opts;
+
+kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out);
+
+typedef struct kc_eval_result {
+    double loss;
+    double metrics[KC_MAX_METRICS];
+    int num_metrics;
+    int64_t samples;
+    double seconds;
+} kc_eval_result;
+kc_status kc_evaluate(kc_model *m, const kc_dataset *data, int batch_size, kc_eval_result *out);
+/* Outputs for n examples x (n, input shape...) into y (n, output shape...). */
+kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, float *y);
+/* Metric names of a compiled model. */
+int kc_model_num_metrics(const kc_model *m);
+const char *kc_model_metric_name(const kc_model *m, int i);
+
+/* ---------------------------------------------------------------- Keras JSON */
+
+/* Read Keras's JSON model config (model.to_json(): Keras 2 or 3, Sequential or Functional). */
+kc_status kc_model_from_json(const char *text, size_t len, kc_model **out);
+/* Write Keras's JSON model config; *out is malloc'd, free it with kc_free. flavour 3 writes
+ * Keras 3 ("batch_shape", "module"), 2 writes Keras 2 ("batch_input_shape"). */
+kc_status kc_model_to_json(kc_model *m, int flavour, char **out);
+/* Files: .json (config only). */
+kc_status kc_model_load(const char *path, kc_model **out);
+kc_status kc_model_save(kc_model *m, const char *path);
+void kc_free(void *p);
+
+/* The default CNN (Keras's mnist_convnet): for (h, w, c) inputs and `classes` outputs. */
+kc_status kc_default_cnn(int h, int w, int c, int classes, kc_model **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERAC_H */

@@ -1,0 +1,217 @@
+/* kerac_backend.h — the backend plugin ABI: a versioned table of buffer operations and
+ * coarse kernels. Layers, losses and optimizers call only this table; they never see
+ * CUDA or the CPU's threading. The CPU backend (always built in) is the reference every
+ * other backend is tested against. A backend module (libkerac_cuda.so) exports
+ *     kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out);
+ *
+ * Buffers are device pointers (float * even where the host cannot dereference them).
+ * Tensors are dense, row-major, channels-last: activations (N, H, W, C), conv kernels
+ * (KH, KW, C, F), dense kernels (IN, OUT). Kernels never allocate: scratch memory comes
+ * from the caller as `ws` of the size the matching *_workspace function asked for.
+ * No CUDA header here; the ABI is plain C.
+ */
+#ifndef KERAC_BACKEND_H
+#define KERAC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kerac.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KC_BACKEND_ABI 1
+
+typedef enum kc_act {
+    KC_ACT_LINEAR = 0,
+    KC_ACT_RELU,
+    KC_ACT_SIGMOID,
+    KC_ACT_TANH,
+    KC_ACT_SOFTMAX, /* over the last axis */
+    KC_ACT_ELU,
+    KC_ACT_GELU,       /* Keras default approximate=False: x * Phi(x) */
+    KC_ACT_LEAKY_RELU, /* alpha = negative slope */
+    KC_ACT_SILU,
+    KC_ACT_RELU_GENERAL, /* ReLU layer: alpha = negative_slope, beta = max_value (0: none), gamma = threshold */
+    KC_ACT_COUNT
+} kc_act;
+
+typedef struct kc_act_params {
+    kc_act kind;
+    float alpha, beta, gamma;
+} kc_act_params;
+
+typedef struct kc_conv2d_desc {
+    int n, h, w, c;        /* input (N, H, W, C) */
+    int f, kh, kw;         /* kernel (KH, KW, C, F) */
+    int sh, sw;            /* strides */
+    int dh, dw;            /* dilation */
+    int pad_top, pad_left; /* zero padding before; after is implied by oh, ow */
+    int oh, ow;            /* output (N, OH, OW, F) */
+} kc_conv2d_desc;
+
+typedef enum kc_pool_kind { KC_POOL_MAX = 0, KC_POOL_AVG = 1 } kc_pool_kind;
+
+typedef struct kc_pool2d_desc {
+    kc_pool_kind kind;
+    int n, h, w, c;
+    int kh, kw, sh, sw;
+    int pad_top, pad_left;
+    int oh, ow;
+} kc_pool2d_desc;
+
+typedef enum kc_loss_kind {
+    KC_LOSS_SPARSE_CCE = 0, /* targets: class indices (float-coded ints), preds (N, C) */
+    KC_LOSS_CCE,            /* targets: (N, C) probabilities */
+    KC_LOSS_BCE,            /* targets: (N, C) in [0, 1] */
+    KC_LOSS_MSE,
+    KC_LOSS_MAE,
+    KC_LOSS_COUNT
+} kc_loss_kind;
+
+typedef struct kc_loss_desc {
+    kc_loss_kind kind;
+    int n, c;        /* predictions (N, C) */
+    /* 0: preds are probabilities (softmax / sigmoid outputs, clipped to [eps, 1 - eps] as
+     * Keras does); 1: preds are logits (from_logits=True, or a softmax/sigmoid output
+     * fused into the loss: then the gradient is taken with respect to the logits). */
+    int from_logits;
+} kc_loss_desc;
+
+typedef enum kc_opt_kind { KC_OPT_SGD = 0, KC_OPT_ADAM, KC_OPT_ADAMW, KC_OPT_RMSPROP } kc_opt_kind;
+
+typedef struct kc_opt_step {
+    kc_opt_kind kind;
+    float lr;
+    float momentum;  /* sgd, rmsprop */
+    int nesterov;    /* sgd */
+    float beta_1, beta_2, epsilon;
+    float weight_decay; /* adamw (decoupled, as Keras: w -= lr * wd * w) */
+    float rho;       /* rmsprop */
+    int64_t t;       /* 1-based step count, for Adam's bias correction */
+    float grad_scale; /* multiply gradients by this first (1, or a clipnorm factor) */
+} kc_opt_step;
+
+typedef struct kc_mem_info {
+    size_t free_bytes, total_bytes;
+} kc_mem_info;
+
+typedef struct kc_backend kc_backend;
+
+struct kc_backend {
+    int abi;             /* KC_BACKEND_ABI */
+    size_t struct_size;  /* sizeof(kc_backend) of the module's build */
+    const char *name;    /* "cpu", "cuda" */
+    char device[64];     /* "cpu", "cuda:0 (NVIDIA H200)" */
+    void *ctx;           /* backend private state */
+
+    void (*destroy)(kc_backend *be);
+
+    /* ---- memory */
+    kc_status (*alloc)(kc_backend *be, size_t bytes, void **out); /* 64-byte aligned */
+    void (*free)(kc_backend *be, void *p);
+    kc_status (*to_device)(kc_backend *be, void *dst, const void *src, size_t bytes);
+    kc_status (*to_host)(kc_backend *be, void *dst, const void *src, size_t bytes);
+    kc_status (*copy)(kc_backend *be, void *dst, const void *src, size_t bytes);
+    kc_status (*memset0)(kc_backend *be, void *dst, size_t bytes);
+    kc_status (*sync)(kc_backend *be);
+    kc_status (*mem_info)(kc_backend *be, kc_mem_info *out);
+
+    /* ---- dense algebra: C = alpha * op(A) @ op(B) + beta * C, row-major */
+    kc_status (*gemm)(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+    /* y (rows, cols) += bias (cols) broadcast over rows */
+    kc_status (*bias_add)(kc_backend *be, float *y, const float *bias, int64_t rows, int cols);
+    /* db (cols) = sum over rows of dy (rows, cols) */
+    kc_status (*bias_grad)(kc_backend *be, const float *dy, float *db, int64_t rows, int cols);
+
+    /* ---- convolution (NHWC, HWIO): y = conv(x, w) + b (b may be NULL) */
+    size_t (*conv2d_workspace)(kc_backend *be, const kc_conv2d_desc *d);
+    kc_status (*conv2d_forward)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
+                                const float *w, const float *b, float *y, void *ws);
+    /* dx = conv_transpose(dy, w) */
+    kc_status (*conv2d_backward_data)(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
+                                      const float *w, float *dx, void *ws);
+    /* dw = x^T * dy, db = sum(dy) (db may be NULL); both overwritten */
+    kc_status (*conv2d_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
+                                        const float *dy, float *dw, float *db, void *ws);
+
+    /* ---- pooling; max pooling records argmax indices in mask (int32, N*OH*OW*C) */
+    kc_status (*pool2d_forward)(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,
+                                int32_t *mask);
+    kc_status (*pool2d_backward)(kc_backend *be, const kc_pool2d_desc *d, const float *dy,
+                                 const int32_t *mask, float *dx);
+    /* global average over H, W: x (N, HW, C) -> y (N, C) */
+    kc_status (*global_avg_pool_forward)(kc_backend *be, const float *x, float *y, int n, int hw, int c);
+    kc_status (*global_avg_pool_backward)(kc_backend *be, const float *dy, float *dx, int n, int hw, int c);
+
+    /* ---- batch normalization over all axes but the last (rows = N*H*W, c channels).
+     * training: uses batch statistics, saves mean and inv_std (c each), updates the moving
+     * statistics as Keras 3: moving = moving * momentum + batch * (1 - momentum), using the
+     * biased batch variance. */
+    kc_status (*batchnorm_forward_train)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                         const float *gamma, const float *beta, float *moving_mean,
+                                         float *moving_var, float momentum, float epsilon,
+                                         float *save_mean, float *save_inv_std);
+    kc_status (*batchnorm_forward_infer)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                         const float *gamma, const float *beta, const float *moving_mean,
+                                         const float *moving_var, float epsilon);
+    /* dgamma, dbeta overwritten (either may be NULL: center/scale False) */
+    kc_status (*batchnorm_backward)(kc_backend *be, const float *x, const float *dy, float *dx,
+                                    int64_t rows, int c, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, float *dgamma, float *dbeta);
+
+    /* ---- activations over n values (softmax: rows of `cols`) */
+    kc_status (*act_forward)(kc_backend *be, kc_act_params a, const float *x, float *y, int64_t n, int cols);
+    /* dx from x, y (forward output) and dy; dx may alias dy */
+    kc_status (*act_backward)(kc_backend *be, kc_act_params a, const float *x, const float *y,
+                              const float *dy, float *dx, int64_t n, int cols);
+
+    /* ---- dropout: mask from a counter-based hash of (seed, index), identical on every
+     * backend; y = x * keep / (1 - rate). mask is uint8 (n). */
+    kc_status (*dropout_forward)(kc_backend *be, const float *x, float *y, uint8_t *mask, int64_t n,
+                                 float rate, uint64_t seed);
+    kc_status (*dropout_backward)(kc_backend *be, const float *dy, const uint8_t *mask, float *dx,
+                                  int64_t n, float rate);
+
+    /* ---- elementwise and layout */
+    kc_status (*add)(kc_backend *be, float *y, const float *a, const float *b, int64_t n); /* y = a + b */
+    kc_status (*axpy)(kc_backend *be, float *y, const float *x, float alpha, int64_t n);    /* y += alpha x */
+    kc_status (*scale)(kc_backend *be, float *y, float alpha, int64_t n);
+    /* copy (rows, cols) blocks between strided matrices: dst[r*dst_ld + dst_off + j] = src[r*src_ld + src_off + j] */
+    kc_status (*copy_strided)(kc_backend *be, float *dst, int dst_ld, int dst_off, const float *src,
+                              int src_ld, int src_off, int64_t rows, int cols);
+    /* zero padding of (N, H, W, C) to (N, H+t+b, W+l+r, C); backward crops */
+    kc_status (*pad2d_forward)(kc_backend *be, const float *x, float *y, int n, int h, int w, int c,
+                               int top, int bottom, int left, int right);
+    kc_status (*pad2d_backward)(kc_backend *be, const float *dy, float *dx, int n, int h, int w, int c,
+                                int top, int bottom, int left, int right);
+
+    /* ---- loss: per-example losses summed into *loss_sum (device float), and the
+     * gradient of the MEAN loss over `grad_n` examples into dpred (may be NULL). */
+    kc_status (*loss_forward_backward)(kc_backend *be, const kc_loss_desc *d, const float *pred,
+                                       const float *target, float *loss_sum, float *dpred, int grad_n);
+    /* number of rows whose target class is among the top k of pred (k=1: argmax),
+     * added to *correct (device float). targets: class indices if sparse, else (N, C)
+     * (argmax taken); c == 1: binary accuracy with threshold 0.5 (or 0 for logits). */
+    kc_status (*count_correct)(kc_backend *be, const float *pred, const float *target, int n, int c,
+                               int sparse, int k, int from_logits, float *correct);
+
+    /* ---- optimizer: one fused update over n parameters. slots: m/v/velocity buffers,
+     * each n floats (as many as the optimizer needs, NULL for the others). */
+    kc_status (*optimizer_step)(kc_backend *be, const kc_opt_step *s, float *param, const float *grad,
+                                float *slot0, float *slot1, int64_t n);
+    /* *out (device float) = sum of squares of x (for clipnorm and NaN checks) */
+    kc_status (*sum_squares)(kc_backend *be, const float *x, int64_t n, float *out);
+};
+
+/* The CPU backend (always available). */
+kc_status kc_backend_cpu_create(kc_backend **out);
+void kc_backend_destroy(kc_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERAC_BACKEND_H */

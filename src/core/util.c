@@ -1,0 +1,109 @@
+/* util.c — allocation, shapes, time, threads and string helpers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core.h"
+
+void *kc__calloc(size_t n, size_t size, const char *what) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for %s", n * size, what);
+    return p;
+}
+
+void *kc__malloc_aligned(size_t bytes, const char *what) {
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+        kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for %s", bytes, what);
+        return NULL;
+    }
+    return p;
+}
+
+char *kc__strdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (!d) {
+        kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory copying a string");
+        return NULL;
+    }
+    return memcpy(d, s, n);
+}
+
+void kc_free(void *p) { free(p); }
+
+int64_t kc__shape_size(const kc_shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= s->dim[i];
+    return n;
+}
+
+bool kc__shape_eq(const kc_shape *a, const kc_shape *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i]) return false;
+    return true;
+}
+
+kc_shape kc__shape_make(int rank, const int *dims) {
+    kc_shape s = {0};
+    s.rank = rank;
+    for (int i = 0; i < rank && i < KC_MAX_RANK; i++) s.dim[i] = dims[i];
+    return s;
+}
+
+const char *kc__shape_str(const kc_shape *s, bool with_batch, char *buf, size_t n) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, n - used, "(");
+    if (with_batch) used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "None%s", s->rank ? ", " : "");
+    for (int i = 0; i < s->rank && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%d%s", s->dim[i], i + 1 < s->rank ? ", " : "");
+    if (used < n) snprintf(buf + used, n - used, "%s)", (!with_batch && s->rank == 1) ? "," : "");
+    return buf;
+}
+
+double kc__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int g_threads; /* 0: all cores */
+
+void kc_set_num_threads(int n) {
+    g_threads = n > 0 ? n : 0;
+#ifdef _OPENMP
+    omp_set_num_threads(kc__num_threads());
+#endif
+}
+
+int kc__num_threads(void) {
+    if (g_threads > 0) return g_threads;
+    const char *env = getenv("KERAC_NUM_THREADS");
+    if (env && atoi(env) > 0) return atoi(env);
+#ifdef _OPENMP
+    return omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+
+int kc_get_num_threads(void) { return kc__num_threads(); }
+
+bool kc__streq(const char *a, const char *b) {
+    if (!a || !b) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+void kc__snprintf(char *buf, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+}

@@ -1,0 +1,31 @@
+/* loader.h — the background batch loader: one thread gathers examples in a given order,
+ * scales them to floats and fills a ring of `prefetch` batches while the current batch
+ * trains. Host memory only; the model copies each batch to its device. */
+#ifndef KC_LOADER_H
+#define KC_LOADER_H
+
+#include "../core/core.h"
+
+typedef struct kc_batch {
+    const float *x;   /* (n, example shape) */
+    const int32_t *y; /* (n) class labels */
+    int n;            /* examples in this batch (the last one may be short) */
+    int64_t index;    /* 0-based batch number */
+} kc_batch;
+
+typedef struct kc_loader kc_loader;
+
+/* Gather d's examples order[0..count) into batches of batch_size (the last one short),
+ * prefetch (>= 1) batches ahead. order is copied; NULL means 0..count-1. */
+kc_status kc__loader_create(const kc_dataset *d, const int64_t *order, int64_t count, int batch_size,
+                            int prefetch, kc_loader **out);
+/* Wait for the next batch; *out is NULL after the last one. The batch stays valid until
+ * the next call to kc__loader_next or kc__loader_destroy. An I/O error in the thread is
+ * returned here. */
+kc_status kc__loader_next(kc_loader *l, const kc_batch **out);
+/* Seconds the consumer spent waiting in kc__loader_next (input-bound diagnostics). */
+double kc__loader_wait_seconds(const kc_loader *l);
+/* Stops the thread (also mid-epoch) and frees everything. NULL is fine. */
+void kc__loader_destroy(kc_loader *l);
+
+#endif /* KC_LOADER_H */

@@ -1,0 +1,178 @@
+/* layer.h — what a layer kind is: one const kc_layer_ops table per file in src/layers/.
+ *
+ * A layer instance (kc_layer) is one node of the model graph. Its life:
+ *   init(opts)   validate and keep the configuration (from the public kc_*_opts struct)
+ *   build()      in_shape[] is known: set out_shape and declare weights
+ *   forward()    y = f(x) for a batch, in training or inference mode
+ *   backward()   dx (and weight gradients) from dy
+ * All math goes through the backend table; a layer never touches memory it did not get
+ * from the planner: y/dx from the arena, `aux` (kept from forward to backward) and `ws`
+ * (scratch) sized by aux_bytes() and workspace_bytes() before any allocation. */
+#ifndef KC_LAYER_H
+#define KC_LAYER_H
+
+#include <stdbool.h>
+
+#include "../core/core.h"
+#include "kerac_backend.h"
+
+#define KC_MAX_INPUTS 8
+#define KC_MAX_WEIGHTS 4
+#define KC_NAME_MAX 128
+
+typedef struct kc_layer kc_layer;
+
+/* One variable of a layer (Keras order: trainable first). */
+typedef struct kc_weight {
+    char name[24];          /* "kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance" */
+    kc_shape shape;         /* full shape, e.g. (3, 3, 1, 32) */
+    int64_t size;
+    bool trainable;
+    char init[24];          /* initializer name: "glorot_uniform", "zeros", "ones", ... */
+    int64_t fan_in, fan_out;
+    float *data;            /* device pointer into the model's parameter slab */
+    float *grad;            /* device pointer into the gradient slab (trainable only) */
+} kc_weight;
+
+/* Arguments of one forward call. x[i]: (batch, in_shape[i]); y: (batch, out_shape). */
+typedef struct kc_fwd {
+    kc_backend *be;
+    int batch;
+    bool training;
+    const float *x[KC_MAX_INPUTS];
+    float *y;
+    void *aux;              /* aux_bytes(batch), kept until backward */
+    void *ws;               /* workspace_bytes(batch), scratch for this call only */
+    uint64_t seed;          /* per-step, per-layer seed (dropout) */
+} kc_fwd;
+
+/* Arguments of one backward call. dx[i] is NULL when input i needs no gradient.
+ * Weight gradients go to l->w[k].grad, overwritten. dy may be overwritten (scratch). */
+typedef struct kc_bwd {
+    kc_backend *be;
+    int batch;
+    const float *x[KC_MAX_INPUTS];
+    const float *y;
+    float *dy;
+    float *dx[KC_MAX_INPUTS];
+    void *aux;
+    void *ws;
+} kc_bwd;
+
+enum {
+    KC_LAYER_INPUT = 1u << 0,   /* the model's input (no forward or backward) */
+    KC_LAYER_ALIAS = 1u << 1,   /* y is x's memory and dx is dy's (Flatten, Reshape) */
+};
+
+typedef struct kc_layer_ops {
+    const char *class_name;     /* Keras class name: "Conv2D" */
+    const char *snake_name;     /* auto-name stem and .keras path: "conv2d" */
+    size_t cfg_size;            /* bytes of the private configuration */
+    size_t opts_size;           /* sizeof the public kc_*_opts */
+    int min_inputs, max_inputs;
+    unsigned flags;
+    /* Validate opts (the public kc_*_opts) into l->cfg; messages name the layer. */
+    kc_status (*init)(kc_layer *l, const void *opts);
+    /* The configuration back as the public opts struct (normalised: defaults filled in,
+     * strings are static names). Used to write Keras JSON. */
+    void (*get_opts)(const kc_layer *l, void *opts);
+    kc_status (*build)(kc_layer *l);
+    size_t (*aux_bytes)(const kc_layer *l, int batch);        /* may be NULL: 0 */
+    size_t (*workspace_bytes)(const kc_layer *l, int batch, kc_backend *be); /* may be NULL */
+    kc_status (*forward)(kc_layer *l, const kc_fwd *a);
+    kc_status (*backward)(kc_layer *l, const kc_bwd *a);
+    int64_t (*flops)(const kc_layer *l);                      /* per example; may be NULL */
+    /* The layer's activation (Conv2D, Dense, Activation, Softmax, ReLU); NULL for others. */
+    kc_act_params (*activation)(const kc_layer *l);
+} kc_layer_ops;
+
+struct kc_layer {
+    const kc_layer_ops *ops;
+    char name[KC_NAME_MAX];
+    void *cfg;                  /* ops->cfg_size bytes, owned */
+    int index;                  /* node id in the model */
+    int n_in;
+    int in[KC_MAX_INPUTS];      /* producer node ids */
+    kc_shape in_shape[KC_MAX_INPUTS];
+    kc_shape out_shape;
+    int n_weights;
+    kc_weight w[KC_MAX_WEIGHTS];
+    uint64_t seed;              /* layer seed (dropout), from the model seed */
+    /* Set by the model when this (output) layer's softmax/sigmoid activation is folded
+     * into the loss: forward then stops at the pre-activation (logits) and backward
+     * starts from the gradient with respect to it. Layers with an activation (Conv2D,
+     * Dense, Activation, Softmax) honour it; the model applies the activation itself
+     * for predictions. */
+    bool defer_act;
+};
+
+/* Declare a weight during build(). fan_in/fan_out feed the glorot/he initializers. */
+kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bool trainable,
+                               const char *init, int64_t fan_in, int64_t fan_out);
+
+/* Create a standalone layer from a public spec (kind looked up by class name, opts
+ * validated by init). The name is opts->name or "" (the model assigns auto names). */
+kc_status kc__layer_create(const kc_layer_spec *spec, kc_layer **out);
+void kc__layer_destroy(kc_layer *l);
+
+/* Registry: every layer kind, looked up by Keras class name (aliases accepted). */
+const kc_layer_ops *kc__layer_find(const char *class_name);
+int kc__layer_kind_count(void);
+const kc_layer_ops *kc__layer_kind(int i);
+
+/* Activations by Keras name ("relu", "softmax", ...; NULL or "" means linear). */
+kc_status kc__act_parse(const char *name, kc_act_params *out);
+const char *kc__act_name(const kc_act_params *a);
+/* Whether the backward of this activation needs its input x (else y suffices). */
+bool kc__act_needs_input(kc_act kind);
+int64_t kc__act_flops(kc_act kind); /* rough per-element cost, for summaries */
+
+/* Initializers by Keras name; validated at init. */
+bool kc__init_known(const char *name);
+/* Fill n floats (host memory) following a Keras initializer. */
+kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in, int64_t fan_out,
+                        kc_rng *rng);
+
+/* Padding by Keras name. */
+kc_status kc__padding_parse(const kc_layer *l, const char *padding, bool *same);
+/* Output size and leading pad of one spatial axis, as Keras/TensorFlow compute them. */
+void kc__conv_out_size(int in, int k, int stride, int dilation, bool same, int *out, int *pad_before);
+
+/* ---- helpers shared by the layer files (additive, layers helper) */
+/* "Conv2D 'c1'" (or "Conv2D" while the layer has no name yet), for error messages;
+ * thread-local rotating buffers, valid until a few more calls. */
+const char *kc__layer_label(const kc_layer *l);
+/* The canonical Keras snake name of an initializer ("GlorotUniform" -> "glorot_uniform"),
+ * a static string; NULL when unknown. */
+const char *kc__init_canonical(const char *name);
+/* Fused activation of Conv2D / Dense over y (n values, rows of `cols` for softmax):
+ * forward saves the pre-activation into pre when kc__act_needs_input (pre may be NULL
+ * otherwise), then applies the activation in place; backward turns dy into the gradient
+ * of the pre-activation, in place. Linear is a no-op. */
+kc_status kc__fused_act_forward(kc_backend *be, const kc_act_params *a, float *y, float *pre,
+                                int64_t n, int cols);
+kc_status kc__fused_act_backward(kc_backend *be, const kc_act_params *a, const float *pre,
+                                 const float *y, float *dy, int64_t n, int cols);
+
+/* Tri-state booleans: KC_DEFAULT means def. */
+static inline bool kc__bool3(int v, bool def) { return v == KC_DEFAULT ? def : v > 0; }
+
+/* The layer table of each kind (defined in its own file). */
+extern const kc_layer_ops kc__input_layer_ops;
+extern const kc_layer_ops kc__conv2d_ops;
+extern const kc_layer_ops kc__dense_ops;
+extern const kc_layer_ops kc__maxpool2d_ops;
+extern const kc_layer_ops kc__avgpool2d_ops;
+extern const kc_layer_ops kc__global_avgpool2d_ops;
+extern const kc_layer_ops kc__flatten_ops;
+extern const kc_layer_ops kc__reshape_ops;
+extern const kc_layer_ops kc__dropout_ops;
+extern const kc_layer_ops kc__batchnorm_ops;
+extern const kc_layer_ops kc__activation_ops;
+extern const kc_layer_ops kc__relu_ops;
+extern const kc_layer_ops kc__softmax_ops;
+extern const kc_layer_ops kc__zeropad2d_ops;
+extern const kc_layer_ops kc__add_ops;
+extern const kc_layer_ops kc__concatenate_ops;
+
+#endif /* KC_LAYER_H */

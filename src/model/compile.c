@@ -1,0 +1,159 @@
+/* compile.c — loss, metrics and optimizer, as Keras's model.compile. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "model.h"
+
+kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in);
+int kc__optimizer_slots(kc_opt_kind kind, double momentum);
+
+static const struct {
+    const char *name;
+    kc_loss_kind kind;
+} k_losses[] = {
+    {"sparse_categorical_crossentropy", KC_LOSS_SPARSE_CCE},
+    {"categorical_crossentropy", KC_LOSS_CCE},
+    {"binary_crossentropy", KC_LOSS_BCE},
+    {"mean_squared_error", KC_LOSS_MSE},
+    {"mse", KC_LOSS_MSE},
+    {"mean_absolute_error", KC_LOSS_MAE},
+    {"mae", KC_LOSS_MAE},
+};
+
+static kc_status parse_loss(const char *name, kc_loss_kind *out) {
+    const char *n = name && *name ? name : "sparse_categorical_crossentropy";
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_losses); i++)
+        if (strcasecmp(n, k_losses[i].name) == 0) {
+            *out = k_losses[i].kind;
+            return KC_STATUS_OK;
+        }
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                    "loss '%s' is not one of sparse_categorical_crossentropy, categorical_crossentropy, "
+                    "binary_crossentropy, mean_squared_error (mse), mean_absolute_error (mae)", n);
+}
+
+static kc_status parse_metric(const kc_model *m, const char *name, int top_k, kc_metric *out) {
+    bool sparse_loss = m->loss == KC_LOSS_SPARSE_CCE;
+    memset(out, 0, sizeof *out);
+    out->k = 1;
+    out->sparse = sparse_loss;
+    if (strcasecmp(name, "accuracy") == 0 || strcasecmp(name, "acc") == 0) {
+        snprintf(out->name, sizeof out->name, "accuracy");
+    } else if (strcasecmp(name, "sparse_categorical_accuracy") == 0) {
+        snprintf(out->name, sizeof out->name, "%s", "sparse_categorical_accuracy");
+        out->sparse = true;
+    } else if (strcasecmp(name, "categorical_accuracy") == 0) {
+        snprintf(out->name, sizeof out->name, "%s", "categorical_accuracy");
+        out->sparse = false;
+    } else if (strcasecmp(name, "top_k_accuracy") == 0 || strcasecmp(name, "sparse_top_k_categorical_accuracy") == 0 ||
+               strcasecmp(name, "top_k_categorical_accuracy") == 0) {
+        snprintf(out->name, sizeof out->name, "%s", name);
+        out->k = top_k > 0 ? top_k : 5;
+        if (strcasecmp(name, "top_k_categorical_accuracy") == 0) out->sparse = false;
+        else if (strcasecmp(name, "sparse_top_k_categorical_accuracy") == 0) out->sparse = true;
+    } else {
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "metric '%s' is not one of accuracy, sparse_categorical_accuracy, categorical_accuracy, "
+                        "top_k_accuracy, sparse_top_k_categorical_accuracy", name);
+    }
+    return KC_STATUS_OK;
+}
+
+kc_status kc_compile(kc_model *m, const kc_compile_opts *opts) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_compile: model is NULL");
+    kc_compile_opts defaults = {0};
+    if (!opts) opts = &defaults;
+    KC_TRY(kc__model_build(m));
+    kc_loss_kind loss;
+    KC_TRY(parse_loss(opts->loss, &loss));
+    kc_optimizer_state opt = {0};
+    kc_status s = kc__optimizer_init(&opt, &opts->optimizer);
+    if (s != KC_STATUS_OK) {
+        free(opt.boundaries);
+        free(opt.values);
+        return s;
+    }
+    kc_layer *o = m->layers[kc__model_output(m)];
+    int classes = (int)kc__shape_size(&o->out_shape);
+    if ((loss == KC_LOSS_SPARSE_CCE || loss == KC_LOSS_CCE) && classes < 2)
+        s = kc__fail(KC_STATUS_SHAPE, "loss '%s' needs at least 2 outputs per example; layer '%s' outputs %d",
+                     opts->loss ? opts->loss : "sparse_categorical_crossentropy", o->name, classes);
+    m->loss = loss;
+    m->n_metrics = 0;
+    for (int i = 0; i < KC_MAX_METRICS && s == KC_STATUS_OK && opts->metrics[i]; i++) {
+        s = parse_metric(m, opts->metrics[i], opts->top_k, &m->metrics[m->n_metrics]);
+        if (s == KC_STATUS_OK && m->metrics[m->n_metrics].k > classes)
+            s = kc__fail(KC_STATUS_INVALID_ARGUMENT, "metric '%s': k = %d is more than the %d outputs",
+                         opts->metrics[i], m->metrics[m->n_metrics].k, classes);
+        if (s == KC_STATUS_OK) m->n_metrics++;
+    }
+    if (s != KC_STATUS_OK) {
+        free(opt.boundaries);
+        free(opt.values);
+        return s;
+    }
+    m->from_logits = opts->from_logits > 0;
+
+    /* Fold a softmax (sigmoid) output into cross-entropy: the gradient is taken with
+     * respect to the logits, which is what Keras on TensorFlow does and what keeps the
+     * loss finite when a probability underflows. */
+    if (o->defer_act) o->defer_act = false;
+    m->fused_loss = false;
+    if (!m->from_logits && o->ops->activation) {
+        kc_act_params a = o->ops->activation(o);
+        if (((loss == KC_LOSS_SPARSE_CCE || loss == KC_LOSS_CCE) && a.kind == KC_ACT_SOFTMAX) ||
+            (loss == KC_LOSS_BCE && a.kind == KC_ACT_SIGMOID)) {
+            m->fused_loss = true;
+            o->defer_act = true;
+        }
+    }
+    if (m->from_logits && o->ops->activation) {
+        kc_act_params a = o->ops->activation(o);
+        if (a.kind == KC_ACT_SOFTMAX || a.kind == KC_ACT_SIGMOID)
+            kc__log(KC_LOG_WARNING,
+                    "model '%s': from_logits is set but layer '%s' ends with %s; the loss will treat probabilities "
+                    "as logits", m->name, o->name, kc__act_name(&a));
+    }
+
+    /* optimizer slots (zeroed: a re-compile restarts the optimizer, as in Keras) */
+    free(m->opt.boundaries);
+    free(m->opt.values);
+    m->opt = opt;
+    int slots = kc__optimizer_slots(opt.kind, opt.opts.momentum);
+    m->be->free(m->be, m->slot0);
+    m->be->free(m->be, m->slot1);
+    m->slot0 = m->slot1 = NULL;
+    size_t bytes = (size_t)(m->n_trainable ? m->n_trainable : 1) * sizeof(float);
+    if (slots >= 1) KC_TRY(m->be->alloc(m->be, bytes, (void **)&m->slot0));
+    if (slots >= 2) KC_TRY(m->be->alloc(m->be, bytes, (void **)&m->slot1));
+    if (m->slot0) KC_TRY(m->be->memset0(m->be, m->slot0, bytes));
+    if (m->slot1) KC_TRY(m->be->memset0(m->be, m->slot1, bytes));
+    m->compiled = true;
+    return KC_STATUS_OK;
+}
+
+int kc_model_num_metrics(const kc_model *m) { return m ? m->n_metrics : 0; }
+const char *kc_model_metric_name(const kc_model *m, int i) {
+    return m && i >= 0 && i < m->n_metrics ? m->metrics[i].name : NULL;
+}
+
+int kc__model_target_width(const kc_model *m) {
+    if (!m->compiled) return 1;
+    if (m->loss == KC_LOSS_SPARSE_CCE) return 1;
+    return (int)kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
+}
+
+/* Class labels -> the loss's targets: indices (sparse), one-hot rows, or the label
+ * itself for a single output (binary / regression). */
+void kc__labels_to_targets(const kc_model *m, const int32_t *labels, int n, float *t) {
+    int w = kc__model_target_width(m);
+    if (w == 1) {
+        for (int i = 0; i < n; i++) t[i] = (float)labels[i];
+        return;
+    }
+    memset(t, 0, (size_t)n * (size_t)w * sizeof(float));
+    for (int i = 0; i < n; i++)
+        if (labels[i] >= 0 && labels[i] < w) t[(size_t)i * w + labels[i]] = 1.0f;
+}

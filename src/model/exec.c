@@ -1,0 +1,146 @@
+/* exec.c — running the plan: forward, loss, backward and the optimizer update of one
+ * step, on whatever backend the model uses. No allocation here: every buffer is an
+ * offset in the arena that kc__model_prepare sized beforehand. */
+#include <math.h>
+#include <string.h>
+
+#include "model.h"
+
+#define AT(off) ((float *)((char *)m->arena + (off)))
+#define AT_OR_NULL(off) ((off) == KC_PLAN_NONE ? NULL : (void *)((char *)m->arena + (off)))
+
+kc_status kc__model_prepare(kc_model *m, int batch, bool training) {
+    KC_TRY(kc__model_build(m));
+    if (m->arena && m->plan.batch == batch && m->plan.training == training) return KC_STATUS_OK;
+    KC_TRY(kc__plan_build(m, batch, training, &m->plan));
+    if (m->plan.arena_bytes > m->arena_cap) {
+        m->be->free(m->be, m->arena);
+        m->arena = NULL;
+        m->arena_cap = 0;
+        kc_status s = m->be->alloc(m->be, m->plan.arena_bytes, &m->arena);
+        if (s != KC_STATUS_OK)
+            return kc__wrap(s, "model '%s' at batch size %d needs a %.1f MiB arena: ", m->name, batch,
+                            (double)m->plan.arena_bytes / 1048576.0);
+        m->arena_cap = m->plan.arena_bytes;
+    }
+    if (!m->dev_scalars) KC_TRY(m->be->alloc(m->be, 8 * sizeof(float), (void **)&m->dev_scalars));
+    int width = kc__model_target_width(m);
+    size_t tbytes = (size_t)batch * (size_t)(width > 0 ? width : 1) * sizeof(float);
+    if (tbytes > m->target_cap) {
+        m->be->free(m->be, m->dev_batch_t);
+        m->dev_batch_t = NULL;
+        m->target_cap = 0;
+        KC_TRY(m->be->alloc(m->be, tbytes, (void **)&m->dev_batch_t));
+        m->target_cap = tbytes;
+    }
+    return KC_STATUS_OK;
+}
+
+float *kc__model_input_buffer(kc_model *m) { return AT(m->plan.y_off[0]); }
+float *kc__model_output_buffer(kc_model *m) { return AT(m->plan.y_off[kc__model_output(m)]); }
+
+kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step_seed) {
+    const kc_plan *p = &m->plan;
+    for (int i = 1; i < m->n_layers; i++) {
+        kc_layer *l = m->layers[i];
+        if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
+        kc_fwd a = {.be = m->be, .batch = batch, .training = training, .y = AT(p->y_off[i]),
+                    .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),
+                    .seed = kc__hash64(step_seed ^ l->seed)};
+        for (int k = 0; k < l->n_in; k++) a.x[k] = AT(p->y_off[l->in[k]]);
+        kc_status s = l->ops->forward(l, &a);
+        if (s != KC_STATUS_OK) return kc__wrap(s, "forward of layer '%s': ", l->name);
+    }
+    return KC_STATUS_OK;
+}
+
+static kc_loss_desc loss_desc(const kc_model *m, int batch) {
+    const kc_layer *o = m->layers[kc__model_output(m)];
+    kc_loss_desc d = {.kind = m->loss, .n = batch, .c = (int)kc__shape_size(&o->out_shape),
+                      .from_logits = m->from_logits || m->fused_loss};
+    return d;
+}
+
+static kc_status add_metrics(kc_model *m, int batch) {
+    const kc_layer *o = m->layers[kc__model_output(m)];
+    int c = (int)kc__shape_size(&o->out_shape);
+    for (int i = 0; i < m->n_metrics; i++)
+        KC_TRY(m->be->count_correct(m->be, kc__model_output_buffer(m), m->dev_batch_t, batch, c, m->metrics[i].sparse,
+                                    m->metrics[i].k, m->from_logits || m->fused_loss, m->dev_scalars + 1 + i));
+    return KC_STATUS_OK;
+}
+
+kc_status kc__model_accumulate_metrics(kc_model *m, int batch) {
+    kc_loss_desc d = loss_desc(m, batch);
+    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->dev_batch_t, m->dev_scalars, NULL,
+                                        batch));
+    return add_metrics(m, batch);
+}
+
+static kc_status backward(kc_model *m, int batch) {
+    const kc_plan *p = &m->plan;
+    int in_group = p->group[0];
+    for (int j = m->n_layers - 1; j >= 1; j--) {
+        kc_layer *l = m->layers[j];
+        if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
+        if (p->dy_off[j] == KC_PLAN_NONE) continue; /* nothing downstream needs it */
+        kc_bwd a = {.be = m->be, .batch = batch, .y = AT(p->y_off[j]), .dy = AT(p->dy_off[j]),
+                    .aux = AT_OR_NULL(p->aux_off[j]), .ws = AT_OR_NULL(p->ws_off[j])};
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k];
+            a.x[k] = AT(p->y_off[src]);
+            if (p->group[src] == in_group) a.dx[k] = NULL;
+            else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
+            else a.dx[k] = AT(p->dy_off[src]);
+        }
+        kc_status s = l->ops->backward(l, &a);
+        if (s != KC_STATUS_OK) return kc__wrap(s, "backward of layer '%s': ", l->name);
+        for (int k = 0; k < l->n_in; k++) {
+            size_t tmp = p->dx_tmp_off[j * KC_MAX_INPUTS + k];
+            if (tmp == KC_PLAN_NONE || !a.dx[k]) continue;
+            int src = l->in[k];
+            int64_t n = (int64_t)batch * kc__shape_size(&m->layers[src]->out_shape);
+            KC_TRY(m->be->add(m->be, AT(p->dy_off[src]), AT(p->dy_off[src]), AT(tmp), n));
+        }
+    }
+    return KC_STATUS_OK;
+}
+
+kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply) {
+    kc_loss_desc d = loss_desc(m, batch);
+    int out = kc__model_output(m);
+    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->dev_batch_t, m->dev_scalars,
+                                        AT(m->plan.dy_off[out]), grad_n));
+    KC_TRY(add_metrics(m, batch));
+    KC_TRY(backward(m, batch));
+    if (!apply || m->n_trainable == 0) return KC_STATUS_OK;
+    return kc__model_apply_gradients(m);
+}
+
+kc_status kc__model_apply_gradients(kc_model *m) {
+    kc_optimizer_state *o = &m->opt;
+    float grad_scale = 1.0f;
+    if (o->opts.clipnorm > 0) {
+        float ss = 0;
+        KC_TRY(m->be->sum_squares(m->be, m->grads, m->n_trainable, m->dev_scalars + 7));
+        KC_TRY(m->be->to_host(m->be, &ss, m->dev_scalars + 7, sizeof ss));
+        double norm = sqrt((double)ss);
+        if (norm > o->opts.clipnorm) grad_scale = (float)(o->opts.clipnorm / norm);
+    }
+    kc_opt_step st = {.kind = o->kind, .lr = (float)kc__optimizer_lr(o, o->iterations),
+                      .momentum = (float)o->opts.momentum, .nesterov = o->opts.nesterov > 0,
+                      .beta_1 = (float)o->opts.beta_1, .beta_2 = (float)o->opts.beta_2,
+                      .epsilon = (float)o->opts.epsilon, .weight_decay = (float)o->opts.weight_decay,
+                      .rho = (float)o->opts.rho, .t = o->iterations + 1, .grad_scale = grad_scale};
+    KC_TRY(m->be->optimizer_step(m->be, &st, m->params, m->grads, m->slot0, m->slot1, m->n_trainable));
+    o->iterations++;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__model_finish_outputs(kc_model *m, int batch) {
+    if (!m->fused_loss) return KC_STATUS_OK;
+    const kc_layer *o = m->layers[kc__model_output(m)];
+    int c = (int)kc__shape_size(&o->out_shape);
+    kc_act_params a = o->ops->activation(o);
+    return m->be->act_forward(m->be, a, kc__model_output_buffer(m), kc__model_output_buffer(m), (int64_t)batch * c, c);
+}

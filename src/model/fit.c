@@ -1,0 +1,312 @@
+/* fit.c — Keras's fit / evaluate / predict loops and the per-epoch history.
+ *
+ * fit: per epoch, the training examples (validation split taken off the end first, as
+ * Keras does) are shuffled with the seed, a loader thread gathers the next batches while
+ * the current one trains, and each step is forward -> loss -> backward -> update on the
+ * model's backend. One host read per step brings back the loss and metric counts. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../data/loader.h"
+#include "model.h"
+
+struct kc_history {
+    int n, cap;
+    kc_epoch_logs *epochs;
+    int n_metrics;
+    char metric_names[KC_MAX_METRICS][48];
+    char stop_reason[64];
+};
+
+int kc_history_epochs(const kc_history *h) { return h ? h->n : 0; }
+const kc_epoch_logs *kc_history_epoch(const kc_history *h, int e) {
+    return h && e >= 0 && e < h->n ? &h->epochs[e] : NULL;
+}
+int kc_history_num_metrics(const kc_history *h) { return h ? h->n_metrics : 0; }
+const char *kc_history_metric_name(const kc_history *h, int i) {
+    return h && i >= 0 && i < h->n_metrics ? h->metric_names[i] : NULL;
+}
+const char *kc_history_stop_reason(const kc_history *h) { return h ? h->stop_reason : ""; }
+void kc_history_destroy(kc_history *h) {
+    if (!h) return;
+    free(h->epochs);
+    free(h);
+}
+
+static kc_status history_append(kc_history *h, const kc_epoch_logs *e) {
+    if (h->n == h->cap) {
+        int cap = h->cap ? h->cap * 2 : 16;
+        kc_epoch_logs *p = realloc(h->epochs, (size_t)cap * sizeof *p);
+        if (!p) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "fit: out of memory growing the history");
+        h->epochs = p;
+        h->cap = cap;
+    }
+    h->epochs[h->n++] = *e;
+    return KC_STATUS_OK;
+}
+
+/* Checks that a dataset fits the model: example shape and label range. */
+static kc_status check_data(kc_model *m, const kc_dataset *d, const char *what) {
+    kc_shape in = m->layers[0]->out_shape, ds = kc_dataset_shape(d);
+    if (!kc__shape_eq(&in, &ds)) {
+        char a[64], b[64];
+        return kc__fail(KC_STATUS_SHAPE,
+                        "%s examples have shape %s but model '%s' expects input %s; pick data that matches the "
+                        "model's InputLayer or change its shape", what, kc__shape_str(&ds, false, a, sizeof a), m->name,
+                        kc__shape_str(&in, false, b, sizeof b));
+    }
+    int classes = kc_dataset_num_classes(d);
+    int outputs = (int)kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
+    bool classify = m->loss == KC_LOSS_SPARSE_CCE || m->loss == KC_LOSS_CCE;
+    if (classify && classes > outputs)
+        return kc__fail(KC_STATUS_SHAPE,
+                        "%s labels go up to %d but model '%s' has %d outputs; a label must be below the number of "
+                        "classes (make the last Dense layer %d units)", what, classes - 1, m->name, outputs, classes);
+    if (m->loss == KC_LOSS_BCE && outputs == 1 && classes > 2)
+        return kc__fail(KC_STATUS_SHAPE, "%s labels go up to %d but binary_crossentropy with one output needs 0/1 labels",
+                        what, classes - 1);
+    return KC_STATUS_OK;
+}
+
+/* Upload a host batch (inputs + labels) into the prepared plan. */
+static kc_status upload_batch(kc_model *m, const kc_batch *b, float *targets_host) {
+    int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
+    KC_TRY(m->be->to_device(m->be, kc__model_input_buffer(m), b->x, (size_t)b->n * (size_t)in_size * sizeof(float)));
+    kc__labels_to_targets(m, b->y, b->n, targets_host);
+    return m->be->to_device(m->be, m->dev_batch_t, targets_host,
+                            (size_t)b->n * (size_t)kc__model_target_width(m) * sizeof(float));
+}
+
+static kc_status read_scalars(kc_model *m, float *host) {
+    return m->be->to_host(m->be, host, m->dev_scalars, (size_t)(1 + m->n_metrics) * sizeof(float));
+}
+
+typedef struct eval_acc {
+    double loss_sum;
+    double correct[KC_MAX_METRICS];
+    int64_t samples;
+} eval_acc;
+
+/* Run the model over a dataset in order (inference mode) and accumulate loss/metrics. */
+static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, eval_acc *acc) {
+    memset(acc, 0, sizeof *acc);
+    int64_t n = kc_dataset_size(d);
+    if (n <= 0) return KC_STATUS_OK;
+    int bs = (int)KC_MIN((int64_t)batch_size, n);
+    KC_TRY(kc__model_prepare(m, bs, false));
+    float *targets = kc__calloc((size_t)bs * (size_t)kc__model_target_width(m), sizeof(float), "evaluation targets");
+    if (!targets) return KC_STATUS_OUT_OF_MEMORY;
+    kc_loader *ld = NULL;
+    kc_status s = kc__loader_create(d, NULL, n, bs, 2, &ld);
+    const kc_batch *b = NULL;
+    while (s == KC_STATUS_OK && (s = kc__loader_next(ld, &b)) == KC_STATUS_OK && b) {
+        float sc[1 + KC_MAX_METRICS];
+        s = m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+        if (s == KC_STATUS_OK) s = upload_batch(m, b, targets);
+        if (s == KC_STATUS_OK) s = kc__model_forward(m, b->n, false, 0);
+        if (s == KC_STATUS_OK) s = kc__model_accumulate_metrics(m, b->n);
+        if (s == KC_STATUS_OK) s = read_scalars(m, sc);
+        if (s != KC_STATUS_OK) break;
+        acc->loss_sum += sc[0];
+        for (int i = 0; i < m->n_metrics; i++) acc->correct[i] += sc[1 + i];
+        acc->samples += b->n;
+    }
+    kc__loader_destroy(ld);
+    free(targets);
+    return s;
+}
+
+static kc_status check_ready(kc_model *m, const char *what) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: model is NULL", what);
+    if (m->err != KC_STATUS_OK) return kc__fail(m->err, "%s", m->errmsg);
+    if (!m->compiled)
+        return kc__fail(KC_STATUS_STATE, "%s: model '%s' is not compiled; call kc_compile first", what, m->name);
+    return KC_STATUS_OK;
+}
+
+kc_status kc_evaluate(kc_model *m, const kc_dataset *d, int batch_size, kc_eval_result *out) {
+    KC_TRY(check_ready(m, "evaluate"));
+    if (!d || !out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "evaluate: dataset or result is NULL");
+    if (batch_size <= 0) batch_size = 32;
+    KC_TRY(check_data(m, d, "evaluation data"));
+    double t0 = kc__now();
+    eval_acc acc;
+    KC_TRY(run_eval(m, d, batch_size, &acc));
+    memset(out, 0, sizeof *out);
+    out->samples = acc.samples;
+    out->num_metrics = m->n_metrics;
+    if (acc.samples > 0) {
+        out->loss = acc.loss_sum / (double)acc.samples;
+        for (int i = 0; i < m->n_metrics; i++) out->metrics[i] = acc.correct[i] / (double)acc.samples;
+    }
+    out->seconds = kc__now() - t0;
+    return KC_STATUS_OK;
+}
+
+kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, float *y) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "predict: model is NULL");
+    if (m->err != KC_STATUS_OK) return kc__fail(m->err, "%s", m->errmsg);
+    if ((!x || !y) && n > 0) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "predict: x or y is NULL");
+    if (batch_size <= 0) batch_size = 32;
+    KC_TRY(kc__model_build(m));
+    if (n <= 0) return KC_STATUS_OK;
+    int bs = (int)KC_MIN((int64_t)batch_size, n);
+    KC_TRY(kc__model_prepare(m, bs, false));
+    int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
+    int64_t out_size = kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
+    for (int64_t i = 0; i < n; i += bs) {
+        int b = (int)KC_MIN((int64_t)bs, n - i);
+        KC_TRY(m->be->to_device(m->be, kc__model_input_buffer(m), x + i * in_size, (size_t)b * (size_t)in_size * sizeof(float)));
+        KC_TRY(kc__model_forward(m, b, false, 0));
+        KC_TRY(kc__model_finish_outputs(m, b));
+        KC_TRY(m->be->to_host(m->be, y + i * out_size, kc__model_output_buffer(m), (size_t)b * (size_t)out_size * sizeof(float)));
+    }
+    return KC_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------- fit */
+
+typedef struct fit_ctx {
+    kc_model *m;
+    const kc_fit_opts *o;
+    kc_history *h;
+    bool stop;
+} fit_ctx;
+
+static void stop_by(fit_ctx *c, const kc_callback *cb) {
+    c->stop = true;
+    if (!c->h->stop_reason[0])
+        snprintf(c->h->stop_reason, sizeof c->h->stop_reason, "%s", cb->name && *cb->name ? cb->name : "callback");
+}
+
+kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out) {
+    KC_TRY(check_ready(m, "fit"));
+    if (!train) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: training dataset is NULL");
+    kc_fit_opts o = opts ? *opts : (kc_fit_opts){0};
+    if (o.epochs == 0) o.epochs = 1;
+    if (o.batch_size == 0) o.batch_size = 32;
+    if (o.prefetch == 0) o.prefetch = 2;
+    if (o.epochs < 0 || o.batch_size < 0 || o.prefetch < 0 || o.steps_per_epoch < 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: epochs (%d), batch_size (%d), prefetch (%d) and "
+                        "steps_per_epoch must not be negative", o.epochs, o.batch_size, o.prefetch);
+    if (o.validation_split < 0 || o.validation_split >= 1)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: validation_split = %g must be in [0, 1)", o.validation_split);
+    if (o.num_callbacks > 0 && !o.callbacks)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: num_callbacks is %d but callbacks is NULL", o.num_callbacks);
+    if (out) *out = NULL;
+    KC_TRY(check_data(m, train, "training data"));
+
+    kc_status s = KC_STATUS_OK;
+    kc_dataset *tr = NULL, *val = NULL;
+    const kc_dataset *valp = o.validation_data;
+    int64_t n_all = kc_dataset_size(train);
+    if (!valp && o.validation_split > 0) {
+        int64_t split_at = (int64_t)((double)n_all * (1.0 - o.validation_split));
+        if (split_at <= 0 || split_at >= n_all)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: validation_split %g leaves no %s examples (%lld in all)",
+                            o.validation_split, split_at <= 0 ? "training" : "validation", (long long)n_all);
+        KC_TRY(kc_dataset_slice(train, 0, split_at, &tr));
+        s = kc_dataset_slice(train, split_at, n_all - split_at, &val);
+        if (s != KC_STATUS_OK) {
+            kc_dataset_destroy(tr);
+            return s;
+        }
+        valp = val;
+    }
+    if (valp && s == KC_STATUS_OK) s = check_data(m, valp, "validation data");
+    const kc_dataset *trp = tr ? tr : train;
+    int64_t n = kc_dataset_size(trp);
+    int bs = (int)KC_MIN((int64_t)o.batch_size, n);
+    int64_t steps = (n + bs - 1) / bs;
+    if (o.steps_per_epoch > 0 && o.steps_per_epoch < steps) steps = o.steps_per_epoch;
+    int64_t per_epoch = KC_MIN(n, steps * bs);
+
+    kc_history *h = kc__calloc(1, sizeof *h, "the training history");
+    int64_t *order = kc__calloc((size_t)n, sizeof(int64_t), "the shuffle order");
+    float *targets = kc__calloc((size_t)bs * (size_t)kc__model_target_width(m), sizeof(float), "training targets");
+    if (!h || !order || !targets) s = KC_STATUS_OUT_OF_MEMORY;
+    if (s == KC_STATUS_OK) s = kc__model_prepare(m, bs, true);
+    if (s != KC_STATUS_OK) goto done;
+    h->n_metrics = m->n_metrics;
+    for (int i = 0; i < m->n_metrics; i++) snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
+
+    kc_rng rng;
+    kc__rng_seed(&rng, o.seed ? o.seed : m->seed);
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    fit_ctx c = {.m = m, .o = &o, .h = h};
+
+    for (int k = 0; k < o.num_callbacks; k++)
+        if (o.callbacks[k]->on_train_begin && o.callbacks[k]->on_train_begin(m, o.callbacks[k]->user) == KC_STOP_TRAINING)
+            stop_by(&c, o.callbacks[k]);
+
+    for (int epoch = 0; epoch < o.epochs && !c.stop && s == KC_STATUS_OK; epoch++) {
+        for (int k = 0; k < o.num_callbacks; k++)
+            if (o.callbacks[k]->on_epoch_begin &&
+                o.callbacks[k]->on_epoch_begin(m, epoch, o.callbacks[k]->user) == KC_STOP_TRAINING)
+                stop_by(&c, o.callbacks[k]);
+        if (c.stop) break;
+        bool shuffle = kc__bool3(o.shuffle, true);
+        if (shuffle) kc__shuffle_i64(&rng, order, n);
+        double t0 = kc__now();
+        double loss_sum = 0, correct[KC_MAX_METRICS] = {0};
+        int64_t seen = 0, step = 0;
+        double lr_epoch = kc__optimizer_lr(&m->opt, m->opt.iterations);
+        kc_loader *ld = NULL;
+        s = kc__loader_create(trp, order, per_epoch, bs, o.prefetch, &ld);
+        const kc_batch *b = NULL;
+        while (s == KC_STATUS_OK && !c.stop && (s = kc__loader_next(ld, &b)) == KC_STATUS_OK && b) {
+            float sc[1 + KC_MAX_METRICS];
+            uint64_t step_seed = kc__hash64((o.seed ? o.seed : m->seed) + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
+            s = m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+            if (s == KC_STATUS_OK) s = upload_batch(m, b, targets);
+            if (s == KC_STATUS_OK) s = kc__model_forward(m, b->n, true, step_seed);
+            if (s == KC_STATUS_OK) s = kc__model_backward_update(m, b->n, b->n, true);
+            if (s == KC_STATUS_OK) s = read_scalars(m, sc);
+            if (s != KC_STATUS_OK) break;
+            loss_sum += sc[0];
+            for (int i = 0; i < m->n_metrics; i++) correct[i] += sc[1 + i];
+            seen += b->n;
+            kc_batch_logs bl = {.epoch = epoch, .step = step, .steps = steps, .loss = loss_sum / (double)seen,
+                                .seconds = kc__now() - t0, .samples = seen};
+            for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = correct[i] / (double)seen;
+            step++;
+            for (int k = 0; k < o.num_callbacks; k++)
+                if (o.callbacks[k]->on_batch_end &&
+                    o.callbacks[k]->on_batch_end(m, &bl, o.callbacks[k]->user) == KC_STOP_TRAINING)
+                    stop_by(&c, o.callbacks[k]);
+        }
+        kc__loader_destroy(ld);
+        if (s != KC_STATUS_OK) break;
+        kc_epoch_logs el = {.epoch = epoch, .steps = step, .lr = lr_epoch};
+        el.loss = seen ? loss_sum / (double)seen : NAN;
+        for (int i = 0; i < m->n_metrics; i++) el.metrics[i] = seen ? correct[i] / (double)seen : NAN;
+        el.seconds = kc__now() - t0;
+        el.images_per_second = el.seconds > 0 ? (double)seen / el.seconds : 0;
+        if (valp && seen > 0) {
+            eval_acc va;
+            s = run_eval(m, valp, bs, &va);
+            if (s == KC_STATUS_OK) s = kc__model_prepare(m, bs, true);
+            if (s != KC_STATUS_OK) break;
+            el.has_val = 1;
+            el.val_loss = va.samples ? va.loss_sum / (double)va.samples : NAN;
+            for (int i = 0; i < m->n_metrics; i++) el.val_metrics[i] = va.samples ? va.correct[i] / (double)va.samples : NAN;
+        }
+        s = history_append(h, &el);
+        if (s != KC_STATUS_OK) break;
+        for (int k = 0; k < o.num_callbacks; k++)
+            if (o.callbacks[k]->on_epoch_end && o.callbacks[k]->on_epoch_end(m, &el, o.callbacks[k]->user) == KC_STOP_TRAINING)
+                stop_by(&c, o.callbacks[k]);
+    }
+    for (int k = 0; k < o.num_callbacks; k++)
+        if (o.callbacks[k]->on_train_end) o.callbacks[k]->on_train_end(m, o.callbacks[k]->user);
+done:
+    free(order);
+    free(targets);
+    kc_dataset_destroy(tr);
+    kc_dataset_destroy(val);
+    if (s == KC_STATUS_OK && out) *out = h;
+    else kc_history_destroy(h);
+    return s;
+}

@@ -1,0 +1,99 @@
+/* model.h — the model graph and its training state, private to libkerac.
+ *
+ * A model is a list of layers in topological order (a Sequential model is a Functional
+ * graph whose layers each take the previous one). Node id == layer index. */
+#ifndef KC_MODEL_H
+#define KC_MODEL_H
+
+#include "../layers/layer.h"
+#include "plan.h"
+
+typedef struct kc_optimizer_state {
+    kc_opt_kind kind;
+    kc_optimizer_opts opts;  /* normalised: defaults filled in; schedule arrays owned below */
+    int64_t *boundaries;
+    double *values;
+    double lr_scale;         /* ReduceLROnPlateau multiplies the schedule by this */
+    int64_t iterations;      /* optimizer steps taken (Keras's optimizer.iterations) */
+} kc_optimizer_state;
+
+typedef struct kc_metric {
+    char name[48];           /* Keras history key: "accuracy", "top_k_accuracy", ... */
+    int k;                   /* top-k (1 for accuracy) */
+    bool sparse;             /* targets are class indices */
+} kc_metric;
+
+struct kc_model {
+    char name[KC_NAME_MAX];
+    bool sequential;
+    kc_layer **layers;
+    int n_layers, cap_layers;
+    int output;              /* node id of the output, -1: the last layer */
+    kc_status err;           /* first builder error (sticky) */
+    char errmsg[KC_ERROR_MAX];
+    uint64_t seed;
+    kc_rng rng;              /* shuffling and per-step seeds */
+
+    /* weights: built once */
+    bool built;
+    kc_backend *be;
+    float *params;           /* (n_params): trainable weights first, then non-trainable */
+    float *grads;            /* (n_trainable) */
+    float *slot0, *slot1;    /* optimizer state, (n_trainable) each when needed */
+    int64_t n_params, n_trainable;
+
+    /* compile */
+    bool compiled;
+    kc_loss_kind loss;
+    bool from_logits;        /* model outputs logits (from_logits=True) */
+    bool fused_loss;         /* softmax/sigmoid output folded into the loss */
+    int n_metrics;
+    kc_metric metrics[KC_MAX_METRICS];
+    kc_optimizer_state opt;
+
+    /* execution: the plan and its arena for the current (batch, mode) */
+    kc_plan plan;
+    void *arena;             /* device memory of plan.arena_bytes */
+    size_t arena_cap;
+    float *dev_scalars;      /* (8) [0] batch loss sum, [1..4] metric counts, [7] scratch */
+    float *dev_batch_t;      /* targets on the device, (batch, target width) */
+    size_t target_cap;       /* bytes of dev_batch_t */
+};
+
+/* Sticky builder error: record the first failure in the model. Returns s. */
+kc_status kc__model_fail(kc_model *m, kc_status s);
+
+/* Layer access for io/ and tools (read-only). */
+static inline const kc_layer *kc__model_layer(const kc_model *m, int i) { return m->layers[i]; }
+int kc__model_output(const kc_model *m);
+
+/* Build: shapes, weights, initial values (idempotent). */
+kc_status kc__model_build(kc_model *m);
+/* Make the plan + arena ready for a batch size and mode (re-plans only when they change). */
+kc_status kc__model_prepare(kc_model *m, int batch, bool training);
+/* One forward pass over the prepared plan; x is the device input batch. */
+kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step_seed);
+/* Input of the next forward, (batch, input shape), device memory inside the arena. */
+float *kc__model_input_buffer(kc_model *m);
+/* Output buffer of the last forward, (batch, output shape), device memory. With a fused
+ * loss it holds logits until kc__model_finish_outputs applies the activation. */
+float *kc__model_output_buffer(kc_model *m);
+kc_status kc__model_finish_outputs(kc_model *m, int batch);
+/* Loss + backward (+ optimizer update when apply) for the batch already forwarded, with
+ * targets in m->dev_batch_t. The gradient is of the loss summed over the batch divided
+ * by grad_n. Writes the batch loss sum to dev_scalars[0] and adds metric counts to
+ * dev_scalars[1 + i]. */
+kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply);
+kc_status kc__model_apply_gradients(kc_model *m);
+/* Loss and metric counts only (evaluate). */
+kc_status kc__model_accumulate_metrics(kc_model *m, int batch);
+
+/* Targets width for the compiled loss: 1 for sparse labels, else output size. */
+int kc__model_target_width(const kc_model *m);
+/* Convert class labels (host) to the loss's target layout (host, (n, width)). */
+void kc__labels_to_targets(const kc_model *m, const int32_t *labels, int n, float *targets);
+
+/* Current learning rate (schedule x lr_scale) at the given optimizer step. */
+double kc__optimizer_lr(const kc_optimizer_state *o, int64_t step);
+
+#endif /* KC_MODEL_H */

@@ -1,0 +1,42 @@
+/* plan.h — the memory plan of one step: every activation, gradient, aux and workspace
+ * buffer of the graph gets an offset inside one arena, computed from buffer lifetimes
+ * before anything is allocated. The arena is allocated once per (batch, mode) and reused
+ * by every step: no allocation on the forward or backward path. */
+#ifndef KC_PLAN_H
+#define KC_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kerac.h"
+
+#define KC_PLAN_NONE ((size_t)-1)
+
+typedef struct kc_plan {
+    int batch;
+    bool training;
+    int n_nodes;
+    size_t *y_off;    /* (n_nodes) output of node i */
+    size_t *dy_off;   /* (n_nodes) gradient of node i's output (training; NONE otherwise) */
+    size_t *aux_off;  /* (n_nodes) forward-to-backward buffer (NONE when 0 bytes) */
+    size_t *ws_off;   /* (n_nodes) scratch during node i's forward/backward (NONE when 0) */
+    size_t *dx_tmp_off; /* (n_nodes * KC_MAX_INPUTS) where node i's backward writes dx of
+                           input k when it is not the first writer of that gradient (then
+                           added into dy of the input); NONE: write dy directly */
+    int *group;       /* (n_nodes) alias group: the node whose y/dy memory node i uses */
+    size_t arena_bytes;
+    /* breakdown, for summaries and the memory report */
+    size_t activation_bytes; /* sum of all y buffers before reuse */
+    size_t gradient_bytes;   /* sum of all dy buffers before reuse */
+    size_t aux_bytes;        /* sum of aux buffers */
+    size_t workspace_bytes;  /* largest scratch */
+} kc_plan;
+
+struct kc_model;
+/* Plan one step of model m for a batch size and mode (training keeps activations for
+ * backward and plans gradients). Layers must be built. */
+kc_status kc__plan_build(struct kc_model *m, int batch, bool training, kc_plan *p);
+void kc__plan_free(kc_plan *p);
+
+#endif /* KC_PLAN_H */

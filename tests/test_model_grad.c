@@ -1,0 +1,131 @@
+/* Whole-model gradient check: the planner's buffer reuse, alias groups (Flatten),
+ * fan-out gradient accumulation (a residual Add, a branch used twice) and the fused
+ * softmax + cross-entropy must give the same gradient as finite differences of the
+ * model's loss. Float32 kernels, objective accumulated in double; central differences
+ * with eps = 3e-3 on sampled weights; bound: |a - n| <= 3e-2 * max(|a|, |n|) + 2e-3. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "model/model.h"
+
+#define B 4
+
+static double model_loss(kc_model *m) {
+    m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+    assert_int_equal(kc__model_forward(m, B, true, 42), KC_STATUS_OK);
+    assert_int_equal(kc__model_accumulate_metrics(m, B), KC_STATUS_OK);
+    float s = 0;
+    m->be->to_host(m->be, &s, m->dev_scalars, sizeof s);
+    return (double)s / B;
+}
+
+static void check_model(kc_model *m, const char *loss, int classes) {
+    assert_int_equal(kc_compile(m, &(kc_compile_opts){.loss = loss, .optimizer = KC_SGD()}), KC_STATUS_OK);
+    assert_int_equal(kc__model_prepare(m, B, true), KC_STATUS_OK);
+    kc_shape in;
+    kc_model_input_shape(m, &in);
+    int64_t n_in = kc__shape_size(&in);
+    float *x = kc__model_input_buffer(m);
+    kc_rng r;
+    kc__rng_seed(&r, 7);
+    for (int64_t i = 0; i < B * n_in; i++) x[i] = (float)(kc__rng_uniform(&r) * 2 - 1);
+    int w = kc__model_target_width(m);
+    for (int i = 0; i < B; i++) {
+        if (w == 1) m->dev_batch_t[i] = (float)(i % classes);
+        else
+            for (int c = 0; c < w; c++) m->dev_batch_t[i * w + c] = (c == i % classes) ? 1.0f : 0.0f;
+    }
+    /* analytic */
+    m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+    assert_int_equal(kc__model_forward(m, B, true, 42), KC_STATUS_OK);
+    assert_int_equal(kc__model_backward_update(m, B, B, false), KC_STATUS_OK);
+    float *grad = malloc((size_t)m->n_trainable * sizeof(float));
+    memcpy(grad, m->grads, (size_t)m->n_trainable * sizeof(float));
+    /* numeric, on every trainable weight of every layer, sampled */
+    int checked = 0;
+    for (int li = 0; li < m->n_layers; li++) {
+        kc_layer *l = m->layers[li];
+        for (int k = 0; k < l->n_weights; k++) {
+            kc_weight *wt = &l->w[k];
+            if (!wt->trainable) continue;
+            for (int s = 0; s < 6; s++) {
+                int64_t idx = (int64_t)kc__rng_below(&r, (uint64_t)wt->size);
+                float old = wt->data[idx];
+                const float eps = 3e-3f; /* small: max pooling has kinks */
+                wt->data[idx] = old + eps;
+                double lp = model_loss(m);
+                wt->data[idx] = old - eps;
+                double lm = model_loss(m);
+                wt->data[idx] = old;
+                double num = (lp - lm) / (2.0 * eps);
+                double ana = grad[wt->grad - m->grads + idx];
+                double tol = 3e-2 * fmax(fabs(ana), fabs(num)) + 2e-3;
+                if (fabs(ana - num) > tol)
+                    fail_msg("layer '%s' weight '%s'[%lld]: analytic %g, numeric %g", l->name, wt->name, (long long)idx,
+                             ana, num);
+                checked++;
+            }
+        }
+    }
+    assert_true(checked > 0);
+    free(grad);
+}
+
+static void test_residual_functional(void **state) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_functional("res", &m), KC_STATUS_OK);
+    kc_node x = kc_input(m, KC_INPUT(.shape = {6, 6, 2}));
+    kc_node c1 = kc_apply(m, KC_CONV2D(.filters = 4, .kernel_size = {3, 3}, .padding = "same", .activation = "tanh"), x);
+    kc_node c2 = kc_apply(m, KC_CONV2D(.filters = 4, .kernel_size = {3, 3}, .padding = "same"), c1);
+    kc_node add = kc_merge(m, KC_ADD(), (kc_node[]){c1, c2}, 2); /* c1 feeds two layers */
+    kc_node bn = kc_apply(m, KC_BATCHNORM(), add);
+    kc_node cat = kc_merge(m, KC_CONCATENATE(), (kc_node[]){bn, c1}, 2); /* c1 feeds a third */
+    kc_node p = kc_apply(m, KC_MAXPOOL2D(), cat);
+    kc_node f = kc_apply(m, KC_FLATTEN(), p);
+    kc_node d = kc_apply(m, KC_DENSE(.units = 5, .activation = "softmax"), f);
+    assert_true(d >= 0);
+    assert_int_equal(kc_set_output(m, d), KC_STATUS_OK);
+    check_model(m, "sparse_categorical_crossentropy", 5);
+    assert_true(m->fused_loss);
+    kc_model_destroy(m);
+}
+
+static void test_same_node_twice(void **state) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_functional("twice", &m), KC_STATUS_OK);
+    kc_node x = kc_input(m, KC_INPUT(.shape = {8}));
+    kc_node h = kc_apply(m, KC_DENSE(.units = 6, .activation = "sigmoid"), x);
+    kc_node a = kc_merge(m, KC_ADD(), (kc_node[]){h, h}, 2);
+    kc_node o = kc_apply(m, KC_DENSE(.units = 3), a);
+    kc_set_output(m, o);
+    check_model(m, "mean_squared_error", 3);
+    kc_model_destroy(m);
+}
+
+static void test_sequential_cnn_categorical(void **state) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_sequential("seq", &m), KC_STATUS_OK);
+    kc_add(m, KC_INPUT(.shape = {7, 7, 1}));
+    kc_add(m, KC_CONV2D(.filters = 3, .kernel_size = {3, 3}, .activation = "gelu"));
+    kc_add(m, KC_AVGPOOL2D(.pool_size = {2, 2}, .padding = "same"));
+    kc_add(m, KC_FLATTEN());
+    kc_add(m, KC_DROPOUT(.rate = 0.25f));
+    assert_int_equal(kc_add(m, KC_DENSE(.units = 4, .activation = "softmax")), KC_STATUS_OK);
+    check_model(m, "categorical_crossentropy", 4);
+    kc_model_destroy(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_residual_functional),
+        cmocka_unit_test(test_same_node_twice),
+        cmocka_unit_test(test_sequential_cnn_categorical),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
