@@ -1,0 +1,302 @@
+/* dataset.c — datasets: shared storage, views (slices), reading examples, and the spec
+ * strings of kc_dataset_open. The file formats live in idx.c, cifar.c and npy.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dataset.h"
+
+#define KC_FASHION_MNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+#define KC_SPEC_FORMS                                                                         \
+    "fashion-mnist[:train|:test], fashion-mnist:DIR[:train|:test], mnist:DIR[:train|:test], " \
+    "cifar10:DIR[:train|:test], npy:X.npy,Y.npy, idx:IMAGES,LABELS"
+
+/* ---------------------------------------------------------------- storage */
+
+kc_status kc__ds_storage_create(kc_ds_dtype dtype, int64_t n, kc_shape shape, const char *source,
+                                kc_ds_storage **out) {
+    *out = NULL;
+    if (n < 1) return kc__fail(KC_STATUS_INTERNAL, "dataset %s: storage for %lld examples", source, (long long)n);
+    if (shape.rank < 1 || shape.rank > KC_MAX_RANK)
+        return kc__fail(KC_STATUS_INTERNAL, "dataset %s: example rank %d", source, shape.rank);
+    int64_t e = 1;
+    for (int i = 0; i < shape.rank; i++) {
+        if (shape.dim[i] < 1) return kc__fail(KC_STATUS_INTERNAL, "dataset %s: dimension %d", source, shape.dim[i]);
+        e *= shape.dim[i]; /* each dim < 2^31 and rank <= 4 ... checked below against size_t */
+        if (e > ((int64_t)1 << 40)) break;
+    }
+    size_t elem = dtype == KC_DS_U8 ? 1 : sizeof(float);
+    if (e > ((int64_t)1 << 40) || (uint64_t)n > (SIZE_MAX / 2) / elem / (uint64_t)e)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                        "dataset %s: %lld examples of %lld values do not fit in memory", source,
+                        (long long)n, (long long)e);
+    kc_ds_storage *st = kc__calloc(1, sizeof *st, "a dataset");
+    if (!st) return KC_STATUS_OUT_OF_MEMORY;
+    atomic_init(&st->refs, 0);
+    st->dtype = dtype;
+    st->n = n;
+    st->shape = shape;
+    st->example_size = e;
+    st->fault_index = -1;
+    snprintf(st->source, sizeof st->source, "%s", source ? source : "memory");
+    size_t xbytes = (size_t)n * (size_t)e * elem;
+    void *x = kc__malloc_aligned(xbytes, "dataset images");
+    st->y = x ? kc__malloc_aligned((size_t)n * sizeof(int32_t), "dataset labels") : NULL;
+    if (!x || !st->y) {
+        free(x);
+        free(st->y);
+        free(st);
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                        "dataset %s: out of host memory for %lld examples (%.1f MiB); free memory "
+                        "or use a smaller dataset", source, (long long)n, (double)xbytes / 1048576.0);
+    }
+    if (dtype == KC_DS_U8) st->x_u8 = x;
+    else st->x_f32 = x;
+    *out = st;
+    return KC_STATUS_OK;
+}
+
+void kc__ds_storage_free(kc_ds_storage *st) {
+    if (!st) return;
+    free(st->x_u8);
+    free(st->x_f32);
+    free(st->y);
+    free(st);
+}
+
+kc_status kc__ds_storage_finish(kc_ds_storage *st, int num_classes, kc_dataset **out) {
+    *out = NULL;
+    int32_t max = -1;
+    for (int64_t i = 0; i < st->n; i++)
+        if (st->y[i] > max) max = st->y[i];
+    kc_dataset *d = kc__calloc(1, sizeof *d, "a dataset");
+    if (!d) {
+        kc__ds_storage_free(st);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    st->num_classes = KC_MAX(num_classes, max + 1);
+    atomic_store(&st->refs, 1);
+    d->st = st;
+    d->start = 0;
+    d->count = st->n;
+    *out = d;
+    return KC_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+kc_status kc__dataset_gather(const kc_dataset *d, const int64_t *idx, int64_t first, int64_t n,
+                             float *x, int32_t *y) {
+    const kc_ds_storage *st = d->st;
+    const int64_t e = st->example_size;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = d->start + (idx ? idx[i] : first + i); /* index into the storage */
+        if (j == st->fault_index)
+            return kc__fail(KC_STATUS_IO, "dataset %s: reading example %lld failed (injected test fault)",
+                            st->source, (long long)(j - d->start));
+        if (x) {
+            float *dst = x + i * e; /* (e) */
+            if (st->dtype == KC_DS_U8) {
+                const uint8_t *src = st->x_u8 + j * e; /* (e) */
+                for (int64_t k = 0; k < e; k++) dst[k] = (float)src[k] / 255.0f;
+            } else {
+                memcpy(dst, st->x_f32 + j * e, (size_t)e * sizeof(float));
+            }
+        }
+        if (y) y[i] = st->y[j];
+    }
+    return KC_STATUS_OK;
+}
+
+int64_t kc__dataset_example_size(const kc_dataset *d) { return d ? d->st->example_size : 0; }
+
+void kc__dataset_set_fault(kc_dataset *d, int64_t index) {
+    if (d) d->st->fault_index = index < 0 ? -1 : d->start + index;
+}
+
+/* ---------------------------------------------------------------- public API */
+
+kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc_shape shape,
+                                 int num_classes, kc_dataset **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: out is NULL");
+    *out = NULL;
+    if (!x || !y)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: %s is NULL; pass the "
+                        "examples x (n, shape...) and their labels y (n)", !x ? "x" : "y");
+    if (n < 1)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: n = %lld; a dataset "
+                        "needs at least one example", (long long)n);
+    if (shape.rank < 1 || shape.rank > KC_MAX_RANK)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: shape rank %d is not "
+                        "1..%d; pass the shape of one example, e.g. (28, 28, 1)", shape.rank, KC_MAX_RANK);
+    for (int i = 0; i < shape.rank; i++)
+        if (shape.dim[i] < 1)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: shape dimension %d "
+                            "is %d; every dimension must be >= 1", i, shape.dim[i]);
+    if (num_classes < 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: num_classes = %d; pass "
+                        "0 to use max label + 1", num_classes);
+    for (int64_t i = 0; i < n; i++) {
+        if (y[i] < 0)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: label y[%lld] = %d "
+                            "is negative; class labels must be >= 0", (long long)i, y[i]);
+        if (num_classes > 0 && y[i] >= num_classes)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: label y[%lld] = %d "
+                            "is not below num_classes = %d", (long long)i, y[i], num_classes);
+    }
+    kc_ds_storage *st = NULL;
+    KC_TRY(kc__ds_storage_create(KC_DS_F32, n, shape, "memory", &st));
+    memcpy(st->x_f32, x, (size_t)n * (size_t)st->example_size * sizeof(float));
+    memcpy(st->y, y, (size_t)n * sizeof(int32_t));
+    return kc__ds_storage_finish(st, num_classes, out);
+}
+
+kc_status kc_dataset_slice(const kc_dataset *d, int64_t start, int64_t count, kc_dataset **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_slice: out is NULL");
+    *out = NULL;
+    if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_slice: the dataset is NULL");
+    if (start < 0 || count < 0 || start > d->count || count > d->count - start)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_slice: examples [%lld, %lld + %lld) "
+                        "are outside dataset %s of %lld examples", (long long)start, (long long)start,
+                        (long long)count, d->st->source, (long long)d->count);
+    kc_dataset *s = kc__calloc(1, sizeof *s, "a dataset slice");
+    if (!s) return KC_STATUS_OUT_OF_MEMORY;
+    atomic_fetch_add(&d->st->refs, 1);
+    s->st = d->st;
+    s->start = d->start + start;
+    s->count = count;
+    *out = s;
+    return KC_STATUS_OK;
+}
+
+void kc_dataset_destroy(kc_dataset *d) {
+    if (!d) return;
+    if (atomic_fetch_sub(&d->st->refs, 1) == 1) kc__ds_storage_free(d->st);
+    free(d);
+}
+
+int64_t kc_dataset_size(const kc_dataset *d) { return d ? d->count : 0; }
+
+kc_shape kc_dataset_shape(const kc_dataset *d) {
+    kc_shape s = {0};
+    return d ? d->st->shape : s;
+}
+
+int kc_dataset_num_classes(const kc_dataset *d) { return d ? d->st->num_classes : 0; }
+
+kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y) {
+    if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_read: the dataset is NULL");
+    if (start < 0 || count < 0 || start > d->count || count > d->count - start)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_read: examples [%lld, %lld + %lld) "
+                        "are outside dataset %s of %lld examples", (long long)start, (long long)start,
+                        (long long)count, d->st->source, (long long)d->count);
+    return kc__dataset_gather(d, NULL, start, count, x, y);
+}
+
+/* ---------------------------------------------------------------- specs */
+
+/* "DIR", "DIR:train", "DIR:test" -> dir (malloc'd) and split. */
+static kc_status split_dir(const char *spec, const char *rest, char **dir, bool *train) {
+    size_t n = strlen(rest);
+    *train = true;
+    const char *colon = strrchr(rest, ':');
+    if (colon && strcmp(colon, ":train") == 0) {
+        n = (size_t)(colon - rest);
+    } else if (colon && strcmp(colon, ":test") == 0) {
+        n = (size_t)(colon - rest);
+        *train = false;
+    } else if (colon && !strchr(colon, '/')) {
+        /* "DIR:validation": a split we do not know, unless the whole thing is a directory */
+        struct stat sb;
+        if (stat(rest, &sb) != 0)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "dataset spec '%s': split '%s' is neither "
+                            "train nor test; accepted forms: " KC_SPEC_FORMS, spec, colon + 1);
+    }
+    if (n == 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "dataset spec '%s': the directory is empty; "
+                        "accepted forms: " KC_SPEC_FORMS, spec);
+    *dir = malloc(n + 1);
+    if (!*dir) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory parsing a dataset spec");
+    memcpy(*dir, rest, n);
+    (*dir)[n] = '\0';
+    return KC_STATUS_OK;
+}
+
+/* "A,B" -> a and b (malloc'd). */
+static kc_status split_pair(const char *spec, const char *rest, const char *form, char **a, char **b) {
+    const char *comma = strchr(rest, ',');
+    if (!comma || comma == rest || comma[1] == '\0')
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "dataset spec '%s' needs two files: %s",
+                        spec, form);
+    size_t na = (size_t)(comma - rest);
+    *a = malloc(na + 1);
+    *b = kc__strdup(comma + 1);
+    if (!*a || !*b) {
+        free(*a);
+        free(*b);
+        *a = *b = NULL;
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory parsing a dataset spec");
+    }
+    memcpy(*a, rest, na);
+    (*a)[na] = '\0';
+    return KC_STATUS_OK;
+}
+
+static bool is_split_word(const char *s) { return strcmp(s, "train") == 0 || strcmp(s, "test") == 0; }
+
+kc_status kc_dataset_open(const char *spec, kc_dataset **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_open: out is NULL");
+    *out = NULL;
+    if (!spec || !*spec)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_open: the dataset spec is empty; "
+                        "accepted forms: " KC_SPEC_FORMS);
+    const char *colon = strchr(spec, ':');
+    size_t kind_len = colon ? (size_t)(colon - spec) : strlen(spec);
+    const char *rest = colon ? colon + 1 : NULL;
+    char kind[32] = "";
+    if (kind_len < sizeof kind) {
+        memcpy(kind, spec, kind_len);
+        kind[kind_len] = '\0';
+    }
+    kc_status s;
+    char *a = NULL, *b = NULL;
+    bool train = true;
+
+    if (strcmp(kind, "fashion-mnist") == 0) {
+        if (!rest || is_split_word(rest)) {
+            const char *env = getenv("KERAC_FASHION_MNIST_DIR");
+            const char *dir = env && *env ? env : KC_FASHION_MNIST_DEFAULT_DIR;
+            const char *hint = "; install Debian's dataset-fashion-mnist: apt-get install "
+                               "dataset-fashion-mnist, or set KERAC_FASHION_MNIST_DIR to a directory "
+                               "with the Fashion-MNIST IDX files";
+            return kc__mnist_dir_load("fashion-mnist", dir, !rest || strcmp(rest, "train") == 0, hint, out);
+        }
+        KC_TRY(split_dir(spec, rest, &a, &train));
+        s = kc__mnist_dir_load("fashion-mnist", a, train,
+                               "; put the Fashion-MNIST IDX files there, or install Debian's "
+                               "dataset-fashion-mnist: apt-get install dataset-fashion-mnist, and use "
+                               "the spec fashion-mnist:train", out);
+    } else if (strcmp(kind, "mnist") == 0 || strcmp(kind, "cifar10") == 0) {
+        bool cifar = kind[0] == 'c';
+        if (!rest || !*rest || is_split_word(rest))
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "dataset spec '%s' needs a directory: %s:DIR"
+                            "[:train|:test]; accepted forms: " KC_SPEC_FORMS, spec, kind);
+        KC_TRY(split_dir(spec, rest, &a, &train));
+        s = cifar ? kc__cifar10_load(a, train, out)
+                  : kc__mnist_dir_load("mnist", a, train, "; put the MNIST IDX files there", out);
+    } else if (strcmp(kind, "npy") == 0) {
+        KC_TRY(split_pair(spec, rest ? rest : "", "npy:X.npy,Y.npy", &a, &b));
+        s = kc__npy_load(a, b, out);
+    } else if (strcmp(kind, "idx") == 0) {
+        KC_TRY(split_pair(spec, rest ? rest : "", "idx:IMAGES,LABELS", &a, &b));
+        s = kc__idx_load(a, b, "", out);
+    } else {
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "dataset spec '%s' is not understood; accepted "
+                        "forms: " KC_SPEC_FORMS, spec);
+    }
+    free(a);
+    free(b);
+    return s;
+}

@@ -1,0 +1,347 @@
+/* npy.c — NumPy .npy files (format versions 1, 2 and 3): "\x93NUMPY", major, minor, a
+ * little-endian header length (uint16 for v1, uint32 for v2/v3), a Python dict literal
+ * {'descr': '<f4', 'fortran_order': False, 'shape': (N, H, W), } and the raw array.
+ * Images: uint8 or float32 (N, H, W) -> (H, W, 1), (N, H, W, C) or (N, D) -> (D), C order.
+ * Labels: any integer dtype, (N,) or (N, 1). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dataset.h"
+
+#define NPY_MAX_RANK 8
+#define NPY_MAX_HEADER (1 << 20)
+
+typedef struct npy_file {
+    const char *path;
+    const char *what;        /* "images" or "labels" */
+    FILE *fp;
+    int64_t file_bytes;
+    int64_t data_offset;     /* bytes before the array */
+    char descr[32];          /* '<f4' */
+    char order;              /* '<', '>', '|' or '=' */
+    char kind;               /* 'u', 'i', 'f', ... */
+    int itemsize;
+    bool fortran;
+    int rank;
+    int64_t dims[NPY_MAX_RANK];
+} npy_file;
+
+static bool host_little_endian(void) {
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+/* Does data stored with byte order `order` need swapping on this host? */
+static bool needs_swap(char order, int itemsize) {
+    if (itemsize == 1 || order == '|' || order == '=') return false;
+    return (order == '<') != host_little_endian();
+}
+
+static void swap_bytes(uint8_t *p, int64_t count, int size) {
+    for (int64_t i = 0; i < count; i++, p += size)
+        for (int a = 0, b = size - 1; a < b; a++, b--) {
+            uint8_t t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}
+
+/* ---- the header dict */
+
+static kc_status bad_header(const npy_file *f, const char *text, const char *at, const char *why) {
+    int off = (int)(at - text), len = (int)strlen(text);
+    while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\n')) len--;
+    return kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' has a malformed .npy header (%s at character %d "
+                    "of \"%.*s\"); write it with numpy.save", f->what, f->path, why, off, KC_MIN(len, 120), text);
+}
+
+static void skip_ws(const char **p) {
+    while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r') (*p)++;
+}
+
+static bool parse_quoted(const char **p, char *out, size_t n) {
+    char q = **p;
+    if (q != '\'' && q != '"') return false;
+    const char *s = *p + 1, *e = strchr(s, q);
+    if (!e || (size_t)(e - s) >= n) return false;
+    memcpy(out, s, (size_t)(e - s));
+    out[e - s] = '\0';
+    *p = e + 1;
+    return true;
+}
+
+static kc_status parse_header(npy_file *f, const char *text) {
+    const char *p = text;
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    skip_ws(&p);
+    if (*p != '{') return bad_header(f, text, p, "expected '{'");
+    p++;
+    for (;;) {
+        skip_ws(&p);
+        if (*p == '}') break;
+        char key[32];
+        if (!parse_quoted(&p, key, sizeof key)) return bad_header(f, text, p, "expected a quoted key");
+        skip_ws(&p);
+        if (*p != ':') return bad_header(f, text, p, "expected ':'");
+        p++;
+        skip_ws(&p);
+        if (strcmp(key, "descr") == 0) {
+            if (*p == '[')
+                return kc__fail(KC_STATUS_UNSUPPORTED, "%s file '%s' holds a structured array (dtype %.60s); "
+                                "kerac reads plain arrays: save one field as its own array", f->what, f->path, p);
+            if (!parse_quoted(&p, f->descr, sizeof f->descr)) return bad_header(f, text, p, "expected a dtype string");
+            have_descr = true;
+        } else if (strcmp(key, "fortran_order") == 0) {
+            if (strncmp(p, "True", 4) == 0) f->fortran = true, p += 4;
+            else if (strncmp(p, "False", 5) == 0) f->fortran = false, p += 5;
+            else return bad_header(f, text, p, "expected True or False");
+            have_fortran = true;
+        } else if (strcmp(key, "shape") == 0) {
+            if (*p != '(') return bad_header(f, text, p, "expected a shape tuple");
+            p++;
+            f->rank = 0;
+            for (;;) {
+                skip_ws(&p);
+                if (*p == ')') break;
+                if (*p < '0' || *p > '9') return bad_header(f, text, p, "expected a dimension");
+                int64_t v = 0;
+                while (*p >= '0' && *p <= '9') {
+                    if (v > (INT64_MAX - 9) / 10) return bad_header(f, text, p, "dimension too large");
+                    v = v * 10 + (*p++ - '0');
+                }
+                if (*p == 'L') p++; /* Python 2 longs */
+                if (f->rank == NPY_MAX_RANK) return bad_header(f, text, p, "too many dimensions");
+                f->dims[f->rank++] = v;
+                skip_ws(&p);
+                if (*p == ',') p++;
+                else if (*p != ')') return bad_header(f, text, p, "expected ',' or ')'");
+            }
+            p++;
+            have_shape = true;
+        } else {
+            return bad_header(f, text, p, "unexpected key");
+        }
+        skip_ws(&p);
+        if (*p == ',') p++;
+        else if (*p != '}') return bad_header(f, text, p, "expected ',' or '}'");
+    }
+    if (!have_descr || !have_fortran || !have_shape)
+        return bad_header(f, text, p, !have_descr ? "no 'descr'" : !have_fortran ? "no 'fortran_order'" : "no 'shape'");
+
+    /* descr: [byte order] kind size, e.g. '<f4', '|u1', 'i8' */
+    const char *d = f->descr;
+    f->order = '|';
+    if (*d == '<' || *d == '>' || *d == '|' || *d == '=') f->order = *d++;
+    f->kind = *d ? *d++ : '?';
+    char *end = NULL;
+    long size = strtol(d, &end, 10);
+    if (end == d || *end != '\0' || size < 1 || size > 16) f->kind = '?'; /* unsupported below */
+    f->itemsize = (int)size;
+    return KC_STATUS_OK;
+}
+
+static kc_status npy_open(npy_file *f, const char *path, const char *what) {
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    f->what = what;
+    f->fp = fopen(path, "rb");
+    if (!f->fp) return kc__fail(KC_STATUS_IO, "cannot open %s file '%s': %s", what, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f->fp), &sb) != 0)
+        return kc__fail(KC_STATUS_IO, "cannot read %s file '%s': %s", what, path, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return kc__fail(KC_STATUS_IO, "cannot read %s file '%s': %s", what, path, strerror(EISDIR));
+    f->file_bytes = (int64_t)sb.st_size;
+    uint8_t pre[12];
+    size_t got = fread(pre, 1, 10, f->fp);
+    if (got < 10 || memcmp(pre, "\x93NUMPY", 6) != 0)
+        return kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' is not a .npy file: it does not start with the "
+                        "header magic \\x93NUMPY; write it with numpy.save", what, path);
+    int major = pre[6];
+    int64_t hlen;
+    if (major == 1) {
+        hlen = pre[8] | (int64_t)pre[9] << 8;
+        f->data_offset = 10 + hlen;
+    } else if (major == 2 || major == 3) {
+        if (fread(pre + 10, 1, 2, f->fp) != 2)
+            return kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' is truncated inside its .npy header", what, path);
+        hlen = pre[8] | (int64_t)pre[9] << 8 | (int64_t)pre[10] << 16 | (int64_t)pre[11] << 24;
+        f->data_offset = 12 + hlen;
+    } else {
+        return kc__fail(KC_STATUS_UNSUPPORTED, "%s file '%s' is .npy format version %d.%d; kerac reads "
+                        "versions 1, 2 and 3", what, path, major, pre[7]);
+    }
+    if (hlen > NPY_MAX_HEADER || f->data_offset > f->file_bytes)
+        return kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' has a malformed .npy header: its length %lld "
+                        "does not fit in the %lld-byte file", what, path, (long long)hlen,
+                        (long long)f->file_bytes);
+    char *text = malloc((size_t)hlen + 1);
+    if (!text) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
+    kc_status s = KC_STATUS_OK;
+    if (fread(text, 1, (size_t)hlen, f->fp) != (size_t)hlen)
+        s = kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' is truncated inside its .npy header", what, path);
+    if (s == KC_STATUS_OK) {
+        text[hlen] = '\0';
+        if (strlen(text) != (size_t)hlen)
+            s = kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' has a malformed .npy header (a NUL byte "
+                         "inside); write it with numpy.save", what, path);
+        else
+            s = parse_header(f, text);
+    }
+    free(text);
+    return s;
+}
+
+static void npy_close(npy_file *f) {
+    if (f->fp) fclose(f->fp);
+    f->fp = NULL;
+}
+
+/* The data must be exactly count * itemsize bytes. */
+static kc_status npy_check_size(const npy_file *f, int64_t count) {
+    int64_t have = f->file_bytes - f->data_offset;
+    int64_t want = count * f->itemsize;
+    if (have < want)
+        return kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' is truncated: shape and dtype '%s' need %lld "
+                        "bytes of data but the file holds %lld", f->what, f->path, f->descr,
+                        (long long)want, (long long)have);
+    if (have > want)
+        return kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' has %lld bytes after the %lld bytes of data "
+                        "its header declares", f->what, f->path, (long long)(have - want), (long long)want);
+    return KC_STATUS_OK;
+}
+
+static kc_status npy_read(const npy_file *f, void *dst, int64_t bytes) {
+    if (fread(dst, 1, (size_t)bytes, f->fp) != (size_t)bytes) {
+        if (ferror(f->fp))
+            return kc__fail(KC_STATUS_IO, "reading %s file '%s' failed: %s", f->what, f->path, strerror(errno));
+        return kc__fail(KC_STATUS_BAD_FILE, "%s file '%s' became shorter while it was being read", f->what, f->path);
+    }
+    return KC_STATUS_OK;
+}
+
+/* Widen labels of any integer dtype to int32, rejecting negatives. raw: (n) items. */
+static kc_status convert_labels(const npy_file *f, const uint8_t *raw, int64_t n, int32_t *y) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *p = raw + i * f->itemsize;
+        int64_t v;
+        bool is_signed = f->kind == 'i';
+        switch (f->itemsize) {
+        case 1: v = is_signed ? (int64_t) * (const int8_t *)p : (int64_t)*p; break;
+        case 2: {
+            uint16_t u;
+            memcpy(&u, p, 2);
+            v = is_signed ? (int64_t)(int16_t)u : (int64_t)u;
+            break;
+        }
+        case 4: {
+            uint32_t u;
+            memcpy(&u, p, 4);
+            v = is_signed ? (int64_t)(int32_t)u : (int64_t)u;
+            break;
+        }
+        default: {
+            uint64_t u;
+            memcpy(&u, p, 8);
+            v = (!is_signed && u > (uint64_t)INT64_MAX) ? INT64_MAX : (int64_t)u;
+            break;
+        }
+        }
+        if (v < 0)
+            return kc__fail(KC_STATUS_BAD_FILE, "labels file '%s' has a negative label %lld at index %lld; "
+                            "class labels must be >= 0", f->path, (long long)v, (long long)i);
+        if (v >= INT32_MAX)
+            return kc__fail(KC_STATUS_BAD_FILE, "labels file '%s' has label %lld at index %lld, too large "
+                            "for a class index", f->path, (long long)v, (long long)i);
+        y[i] = (int32_t)v;
+    }
+    return KC_STATUS_OK;
+}
+
+static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, const char *y_path,
+                                kc_dataset **out) {
+    KC_TRY(npy_open(fx, x_path, "images"));
+    KC_TRY(npy_open(fy, y_path, "labels"));
+
+    /* images: dtype, order, shape */
+    kc_ds_dtype dtype;
+    if (fx->kind == 'u' && fx->itemsize == 1) dtype = KC_DS_U8;
+    else if (fx->kind == 'f' && fx->itemsize == 4) dtype = KC_DS_F32;
+    else
+        return kc__fail(KC_STATUS_UNSUPPORTED, "images file '%s' has dtype '%s'; kerac reads uint8 ('|u1') "
+                        "or float32 ('<f4') images: save x.astype('float32') or x.astype('uint8')",
+                        x_path, fx->descr);
+    if (fx->fortran && fx->rank > 1)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "images file '%s' is stored in Fortran order "
+                        "(fortran_order: True); kerac reads C order: save numpy.ascontiguousarray(x)", x_path);
+    if (fx->rank < 2 || fx->rank > 4)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "images file '%s' has %d dimension%s; kerac reads images "
+                        "(N, H, W), (N, H, W, C) or vectors (N, D)", x_path, fx->rank, fx->rank == 1 ? "" : "s");
+    const int64_t n = fx->dims[0];
+    if (n == 0) return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' holds no examples (N = 0)", x_path);
+    kc_shape shape = {0};
+    int64_t e = 1;
+    for (int i = 1; i < fx->rank; i++) {
+        if (fx->dims[i] < 1 || fx->dims[i] > INT_MAX)
+            return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' has dimension %d = %lld; every example "
+                            "dimension must be 1..%d", x_path, i, (long long)fx->dims[i], INT_MAX);
+        shape.dim[shape.rank++] = (int)fx->dims[i];
+        e *= fx->dims[i];
+        if (e > ((int64_t)1 << 40))
+            return kc__fail(KC_STATUS_BAD_FILE, "images file '%s': examples of %lld values are too large "
+                            "to be real", x_path, (long long)e);
+    }
+    if (fx->rank == 3) shape.dim[shape.rank++] = 1; /* (N, H, W) -> (H, W, 1) */
+    if (n > ((int64_t)1 << 46) / e)
+        return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' declares %lld examples of %lld values, too "
+                        "large to be real", x_path, (long long)n, (long long)e);
+
+    /* labels */
+    if (!((fy->kind == 'i' || fy->kind == 'u') &&
+          (fy->itemsize == 1 || fy->itemsize == 2 || fy->itemsize == 4 || fy->itemsize == 8)))
+        return kc__fail(KC_STATUS_UNSUPPORTED, "labels file '%s' has dtype '%s'; labels must be integer "
+                        "class indices: save y.astype('int64')", y_path, fy->descr);
+    if (!(fy->rank == 1 || (fy->rank == 2 && fy->dims[1] == 1)))
+        return kc__fail(KC_STATUS_UNSUPPORTED, "labels file '%s' has %d dimensions%s; labels must be (N,) "
+                        "or (N, 1) class indices (for one-hot labels save y.argmax(axis=1))", y_path, fy->rank,
+                        fy->rank == 2 ? " (N, K)" : "");
+    if (fy->dims[0] != n)
+        return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' has %lld examples but labels file '%s' has "
+                        "%lld labels; the counts must match", x_path, (long long)n, y_path, (long long)fy->dims[0]);
+    KC_TRY(npy_check_size(fx, n * e));
+    KC_TRY(npy_check_size(fy, n));
+
+    char source[512];
+    snprintf(source, sizeof source, "'%s'", x_path);
+    kc_ds_storage *st = NULL;
+    KC_TRY(kc__ds_storage_create(dtype, n, shape, source, &st));
+    uint8_t *raw_y = malloc((size_t)n * (size_t)fy->itemsize); /* (n) labels as stored */
+    kc_status s = raw_y ? KC_STATUS_OK : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", y_path);
+    if (s == KC_STATUS_OK)
+        s = npy_read(fx, dtype == KC_DS_U8 ? (void *)st->x_u8 : (void *)st->x_f32, n * e * fx->itemsize);
+    if (s == KC_STATUS_OK) s = npy_read(fy, raw_y, n * fy->itemsize);
+    if (s == KC_STATUS_OK) {
+        if (needs_swap(fx->order, fx->itemsize)) swap_bytes((uint8_t *)st->x_f32, n * e, fx->itemsize);
+        if (needs_swap(fy->order, fy->itemsize)) swap_bytes(raw_y, n, fy->itemsize);
+        s = convert_labels(fy, raw_y, n, st->y);
+    }
+    free(raw_y);
+    if (s != KC_STATUS_OK) {
+        kc__ds_storage_free(st);
+        return s;
+    }
+    return kc__ds_storage_finish(st, 0, out);
+}
+
+kc_status kc__npy_load(const char *x_path, const char *y_path, kc_dataset **out) {
+    *out = NULL;
+    npy_file fx = {0}, fy = {0};
+    kc_status s = npy_load_files(&fx, &fy, x_path, y_path, out);
+    npy_close(&fx);
+    npy_close(&fy);
+    return s;
+}
