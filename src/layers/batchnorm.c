@@ -1,0 +1,129 @@
+/* batchnorm.c — BatchNormalization over the last axis (channels):
+ *   training:  y = gamma * (x - mean_B) / sqrt(var_B + eps) + beta, with the batch's
+ *              statistics; the moving statistics follow them (backend, Keras 3 rule);
+ *   inference: the same with moving_mean and moving_variance.
+ * aux keeps the batch mean and 1/sqrt(var + eps) of the training forward for the backward. */
+#include "layer.h"
+
+typedef struct bn_cfg {
+    int axis;             /* as given: -1, or the last axis counted with the batch */
+    float momentum, epsilon;
+    bool center, scale;
+    int c;                /* channels, from build */
+    int64_t rows;         /* rows per example: product of the leading axes */
+    int iw_mean, iw_var;  /* index of moving_mean / moving_variance in l->w */
+} bn_cfg;
+
+static kc_status bn_init(kc_layer *l, const void *opts_) {
+    const kc_batchnorm_opts *o = opts_;
+    bn_cfg *c = l->cfg;
+    const char *L = kc__layer_label(l);
+    c->axis = o->axis == 0 ? -1 : o->axis;
+    if (c->axis < -1)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "%s: axis %d is not supported; only the channels axis (-1) is", L,
+                        o->axis);
+    c->momentum = o->momentum == 0.0f ? 0.99f : o->momentum;
+    if (!(c->momentum > 0.0f && c->momentum <= 1.0f))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: momentum must be in (0, 1], got %g", L, (double)o->momentum);
+    c->epsilon = o->epsilon == 0.0f ? 1e-3f : o->epsilon;
+    if (!(c->epsilon > 0.0f))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: epsilon must be positive, got %g", L, (double)o->epsilon);
+    c->center = kc__bool3(o->center, true);
+    c->scale = kc__bool3(o->scale, true);
+    return KC_STATUS_OK;
+}
+
+static void bn_get_opts(const kc_layer *l, void *opts_) {
+    const bn_cfg *c = l->cfg;
+    *(kc_batchnorm_opts *)opts_ = (kc_batchnorm_opts){
+        .name = l->name,
+        .axis = c->axis,
+        .momentum = c->momentum,
+        .epsilon = c->epsilon,
+        .center = c->center ? KC_TRUE : KC_FALSE,
+        .scale = c->scale ? KC_TRUE : KC_FALSE,
+    };
+}
+
+static kc_status bn_build(kc_layer *l) {
+    bn_cfg *c = l->cfg;
+    const kc_shape *in = &l->in_shape[0];
+    char b[96];
+    l->n_weights = 0;
+    if (in->rank < 1)
+        return kc__fail(KC_STATUS_SHAPE, "%s: expects an input with a channels axis, got %s", kc__layer_label(l),
+                        kc__shape_str(in, true, b, sizeof b));
+    if (c->axis != -1 && c->axis != in->rank)
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        "%s: axis %d of input %s is not supported; only the last axis (-1 or %d) is",
+                        kc__layer_label(l), c->axis, kc__shape_str(in, true, b, sizeof b), in->rank);
+    c->c = in->dim[in->rank - 1];
+    c->rows = kc__shape_size(in) / c->c;
+    l->out_shape = *in;
+    kc_shape cs = kc__shape_make(1, (int[]){c->c});
+    if (c->scale) KC_TRY(kc__layer_add_weight(l, "gamma", cs, true, "ones", c->c, c->c));
+    if (c->center) KC_TRY(kc__layer_add_weight(l, "beta", cs, true, "zeros", c->c, c->c));
+    c->iw_mean = l->n_weights;
+    KC_TRY(kc__layer_add_weight(l, "moving_mean", cs, false, "zeros", c->c, c->c));
+    c->iw_var = l->n_weights;
+    KC_TRY(kc__layer_add_weight(l, "moving_variance", cs, false, "ones", c->c, c->c));
+    return KC_STATUS_OK;
+}
+
+static size_t bn_aux_bytes(const kc_layer *l, int batch) {
+    const bn_cfg *c = l->cfg;
+    return 2 * (size_t)c->c * sizeof(float); /* save_mean (C), save_inv_std (C) */
+}
+
+static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
+    const bn_cfg *c = l->cfg;
+    int64_t rows = (int64_t)a->batch * c->rows;
+    const float *gamma = c->scale ? l->w[0].data : NULL;                 /* (C) */
+    const float *beta = c->center ? l->w[c->scale ? 1 : 0].data : NULL;  /* (C) */
+    float *mm = l->w[c->iw_mean].data, *mv = l->w[c->iw_var].data;      /* (C) each */
+    if (a->training) {
+        if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no buffer for the batch statistics", kc__layer_label(l));
+        float *save_mean = a->aux, *save_inv_std = (float *)a->aux + c->c;
+        return a->be->batchnorm_forward_train(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->momentum,
+                                              c->epsilon, save_mean, save_inv_std);
+    }
+    return a->be->batchnorm_forward_infer(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->epsilon);
+}
+
+/* Assumes the forward ran in training mode (batch statistics in aux). */
+static kc_status bn_backward(kc_layer *l, const kc_bwd *a) {
+    const bn_cfg *c = l->cfg;
+    int64_t rows = (int64_t)a->batch * c->rows;
+    const float *gamma = c->scale ? l->w[0].data : NULL;
+    float *dgamma = c->scale ? l->w[0].grad : NULL;
+    float *dbeta = c->center ? l->w[c->scale ? 1 : 0].grad : NULL;
+    const float *save_mean = a->aux, *save_inv_std = (const float *)a->aux + c->c;
+    /* No input gradient wanted (BN right after the input): only dgamma/dbeta are needed,
+     * and dy (scratch) takes the unused dx; every entry of dx is written after the
+     * per-channel sums, from the same entry of dy, so the aliasing is safe. */
+    float *dx = a->dx[0] ? a->dx[0] : a->dy;
+    if (!a->dx[0] && !dgamma && !dbeta) return KC_STATUS_OK;
+    return a->be->batchnorm_backward(a->be, a->x[0], a->dy, dx, rows, c->c, gamma, save_mean, save_inv_std, dgamma,
+                                     dbeta);
+}
+
+static int64_t bn_flops(const kc_layer *l) {
+    const bn_cfg *c = l->cfg;
+    return 4 * c->rows * c->c;
+}
+
+const kc_layer_ops kc__batchnorm_ops = {
+    .class_name = "BatchNormalization",
+    .snake_name = "batch_normalization",
+    .cfg_size = sizeof(bn_cfg),
+    .opts_size = sizeof(kc_batchnorm_opts),
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .init = bn_init,
+    .get_opts = bn_get_opts,
+    .build = bn_build,
+    .aux_bytes = bn_aux_bytes,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .flops = bn_flops,
+};

@@ -1,0 +1,97 @@
+/* common.c — helpers every layer file uses: labels for messages, weight declaration,
+ * padding names, TensorFlow's convolution output sizes, the fused activation. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "layer.h"
+
+const char *kc__layer_label(const kc_layer *l) {
+    static _Thread_local char buf[4][KC_NAME_MAX + 48];
+    static _Thread_local int next;
+    char *b = buf[next];
+    next = (next + 1) % 4;
+    const char *cls = (l && l->ops) ? l->ops->class_name : "layer";
+    if (l && l->name[0])
+        snprintf(b, sizeof buf[0], "%s '%s'", cls, l->name);
+    else
+        snprintf(b, sizeof buf[0], "%s", cls);
+    return b;
+}
+
+kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bool trainable,
+                               const char *init, int64_t fan_in, int64_t fan_out) {
+    if (l->n_weights >= KC_MAX_WEIGHTS)
+        return kc__fail(KC_STATUS_INTERNAL, "%s: cannot declare weight '%s': a layer holds at most %d weights",
+                        kc__layer_label(l), name, KC_MAX_WEIGHTS);
+    if (!name || strlen(name) >= sizeof l->w[0].name)
+        return kc__fail(KC_STATUS_INTERNAL, "%s: weight name '%s' is empty or too long", kc__layer_label(l),
+                        name ? name : "(null)");
+    const char *canon = kc__init_canonical(init);
+    if (!canon)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: weight '%s' has an unknown initializer '%s'",
+                        kc__layer_label(l), name, init ? init : "(null)");
+    int64_t size = kc__shape_size(&shape);
+    if (shape.rank < 1 || size <= 0)
+        return kc__fail(KC_STATUS_SHAPE, "%s: weight '%s' would be empty; check the layer's input shape",
+                        kc__layer_label(l), name);
+    kc_weight *w = &l->w[l->n_weights++];
+    memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", name);
+    snprintf(w->init, sizeof w->init, "%s", canon);
+    w->shape = shape;
+    w->size = size;
+    w->trainable = trainable;
+    w->fan_in = fan_in;
+    w->fan_out = fan_out;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__padding_parse(const kc_layer *l, const char *padding, bool *same) {
+    if (!padding || !padding[0] || strcasecmp(padding, "valid") == 0) {
+        *same = false;
+        return KC_STATUS_OK;
+    }
+    if (strcasecmp(padding, "same") == 0) {
+        *same = true;
+        return KC_STATUS_OK;
+    }
+    if (strcasecmp(padding, "causal") == 0)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "%s: padding 'causal' is only for Conv1D; use valid or same",
+                        kc__layer_label(l));
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: padding '%s' is not one of valid, same", kc__layer_label(l),
+                    padding);
+}
+
+void kc__conv_out_size(int in, int k, int stride, int dilation, bool same, int *out, int *pad_before) {
+    if (stride < 1) stride = 1;
+    if (dilation < 1) dilation = 1;
+    int ek = (k - 1) * dilation + 1; /* effective kernel extent */
+    int o, pb = 0;
+    if (same) {
+        o = (in + stride - 1) / stride;
+        int total = (o - 1) * stride + ek - in;
+        if (total < 0) total = 0;
+        pb = total / 2;
+    } else {
+        o = in >= ek ? (in - ek) / stride + 1 : 0;
+    }
+    if (out) *out = o;
+    if (pad_before) *pad_before = pb;
+}
+
+kc_status kc__fused_act_forward(kc_backend *be, const kc_act_params *a, float *y, float *pre, int64_t n,
+                                int cols) {
+    if (a->kind == KC_ACT_LINEAR) return KC_STATUS_OK;
+    if (kc__act_needs_input(a->kind)) {
+        if (!pre) return kc__fail(KC_STATUS_INTERNAL, "fused activation: no buffer for the pre-activation");
+        KC_TRY(be->copy(be, pre, y, (size_t)n * sizeof(float)));
+    }
+    return be->act_forward(be, *a, y, y, n, cols);
+}
+
+kc_status kc__fused_act_backward(kc_backend *be, const kc_act_params *a, const float *pre, const float *y,
+                                 float *dy, int64_t n, int cols) {
+    if (a->kind == KC_ACT_LINEAR) return KC_STATUS_OK;
+    return be->act_backward(be, *a, kc__act_needs_input(a->kind) ? pre : NULL, y, dy, dy, n, cols);
+}

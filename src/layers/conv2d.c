@@ -1,0 +1,176 @@
+/* conv2d.c — Conv2D: y = act(conv(x, kernel) + bias), NHWC input, HWIO kernel. */
+#include <stdio.h>
+
+#include "layer.h"
+
+typedef struct conv_cfg {
+    int filters, kh, kw, sh, sw, dh, dw;
+    bool same, use_bias;
+    kc_act_params act;
+    const char *kernel_init, *bias_init; /* static canonical names */
+    /* from build */
+    int h, w, c, oh, ow, pad_top, pad_left;
+} conv_cfg;
+
+/* Keras accepts an int for a pair: {3} (the second zero) means (3, 3). */
+static void pair(const int in[2], int def, int out[2]) {
+    if (in[0] == 0 && in[1] == 0) out[0] = out[1] = def;
+    else if (in[1] == 0) out[0] = out[1] = in[0];
+    else out[0] = in[0], out[1] = in[1];
+}
+
+static kc_status conv_init(kc_layer *l, const void *opts_) {
+    const kc_conv2d_opts *o = opts_;
+    conv_cfg *c = l->cfg;
+    const char *L = kc__layer_label(l);
+    if (o->filters <= 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: filters must be a positive integer, got %d", L, o->filters);
+    c->filters = o->filters;
+    int k[2], s[2], d[2];
+    if (o->kernel_size[0] == 0 && o->kernel_size[1] == 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_size is required, e.g. .kernel_size = {3, 3}", L);
+    pair(o->kernel_size, 0, k);
+    if (k[0] <= 0 || k[1] <= 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_size must be positive, got (%d, %d)", L,
+                        o->kernel_size[0], o->kernel_size[1]);
+    pair(o->strides, 1, s);
+    if (s[0] <= 0 || s[1] <= 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: strides must be positive, got (%d, %d)", L, o->strides[0],
+                        o->strides[1]);
+    pair(o->dilation_rate, 1, d);
+    if (d[0] <= 0 || d[1] <= 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: dilation_rate must be positive, got (%d, %d)", L,
+                        o->dilation_rate[0], o->dilation_rate[1]);
+    if ((s[0] > 1 || s[1] > 1) && (d[0] > 1 || d[1] > 1))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "%s: strides (%d, %d) > 1 together with dilation_rate (%d, %d) > 1 is not allowed (as in Keras); "
+                        "use one of them",
+                        L, s[0], s[1], d[0], d[1]);
+    c->kh = k[0], c->kw = k[1], c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
+    KC_TRY(kc__padding_parse(l, o->padding, &c->same));
+    kc_status st = kc__act_parse(o->activation, &c->act);
+    if (st) return kc__wrap(st, "%s: ", L);
+    c->use_bias = kc__bool3(o->use_bias, true);
+    c->kernel_init = kc__init_canonical(o->kernel_initializer ? o->kernel_initializer : "glorot_uniform");
+    if (!c->kernel_init)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "%s: kernel_initializer '%s' is not supported; use glorot_uniform, glorot_normal, he_uniform, "
+                        "he_normal, lecun_uniform, lecun_normal, zeros or ones",
+                        L, o->kernel_initializer);
+    c->bias_init = kc__init_canonical(o->bias_initializer ? o->bias_initializer : "zeros");
+    if (!c->bias_init)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "%s: bias_initializer '%s' is not supported; use zeros, ones, glorot_uniform, ...", L,
+                        o->bias_initializer);
+    return KC_STATUS_OK;
+}
+
+static void conv_get_opts(const kc_layer *l, void *opts_) {
+    const conv_cfg *c = l->cfg;
+    kc_conv2d_opts *o = opts_;
+    *o = (kc_conv2d_opts){
+        .name = l->name,
+        .filters = c->filters,
+        .kernel_size = {c->kh, c->kw},
+        .strides = {c->sh, c->sw},
+        .padding = c->same ? "same" : "valid",
+        .dilation_rate = {c->dh, c->dw},
+        .activation = kc__act_name(&c->act),
+        .use_bias = c->use_bias ? KC_TRUE : KC_FALSE,
+        .kernel_initializer = c->kernel_init,
+        .bias_initializer = c->bias_init,
+    };
+}
+
+static kc_status conv_build(kc_layer *l) {
+    conv_cfg *c = l->cfg;
+    const kc_shape *in = &l->in_shape[0];
+    char b1[96];
+    l->n_weights = 0;
+    if (in->rank != 3)
+        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
+                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1));
+    c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
+    kc__conv_out_size(c->h, c->kh, c->sh, c->dh, c->same, &c->oh, &c->pad_top);
+    kc__conv_out_size(c->w, c->kw, c->sw, c->dw, c->same, &c->ow, &c->pad_left);
+    if (c->oh < 1 || c->ow < 1)
+        return kc__fail(KC_STATUS_SHAPE,
+                        "%s: input %s is smaller than the kernel (%d, %d) with dilation (%d, %d) and padding 'valid'; "
+                        "use padding 'same', a smaller kernel or a larger input",
+                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1), c->kh, c->kw, c->dh, c->dw);
+    l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->filters});
+    int64_t rf = (int64_t)c->kh * c->kw;
+    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, c->c, c->filters}), true,
+                                c->kernel_init, rf * c->c, rf * c->filters));
+    if (c->use_bias)
+        KC_TRY(kc__layer_add_weight(l, "bias", kc__shape_make(1, (int[]){c->filters}), true, c->bias_init,
+                                    rf * c->c, rf * c->filters));
+    return KC_STATUS_OK;
+}
+
+static kc_conv2d_desc conv_desc(const conv_cfg *c, int batch) {
+    return (kc_conv2d_desc){.n = batch, .h = c->h, .w = c->w, .c = c->c, .f = c->filters, .kh = c->kh,
+                            .kw = c->kw, .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw,
+                            .pad_top = c->pad_top, .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow};
+}
+
+static size_t conv_aux_bytes(const kc_layer *l, int batch) {
+    const conv_cfg *c = l->cfg;
+    if (!kc__act_needs_input(c->act.kind)) return 0;
+    return (size_t)batch * c->oh * c->ow * c->filters * sizeof(float); /* pre-activation (N, OH, OW, F) */
+}
+
+static size_t conv_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
+    kc_conv2d_desc d = conv_desc(l->cfg, batch);
+    return be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0;
+}
+
+static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
+    const conv_cfg *c = l->cfg;
+    kc_conv2d_desc d = conv_desc(c, a->batch);
+    const float *bias = c->use_bias ? l->w[1].data : NULL; /* (F) */
+    KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws));
+    int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
+    if (l->defer_act) return KC_STATUS_OK; /* the loss takes the logits */
+    return kc__fused_act_forward(a->be, &c->act, a->y, a->aux, n, c->filters);
+}
+
+static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
+    const conv_cfg *c = l->cfg;
+    kc_conv2d_desc d = conv_desc(c, a->batch);
+    int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
+    if (!l->defer_act)
+        KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->filters));
+    if (l->w[0].grad)
+        KC_TRY(a->be->conv2d_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad,
+                                             c->use_bias ? l->w[1].grad : NULL, a->ws));
+    else if (c->use_bias && l->w[1].grad)
+        KC_TRY(a->be->bias_grad(a->be, a->dy, l->w[1].grad, n / c->filters, c->filters));
+    if (a->dx[0]) KC_TRY(a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws));
+    return KC_STATUS_OK;
+}
+
+static kc_act_params conv_activation(const kc_layer *l) { return ((const conv_cfg *)l->cfg)->act; }
+
+static int64_t conv_flops(const kc_layer *l) {
+    const conv_cfg *c = l->cfg;
+    return 2 * (int64_t)c->oh * c->ow * c->filters * c->kh * c->kw * c->c;
+}
+
+const kc_layer_ops kc__conv2d_ops = {
+    .class_name = "Conv2D",
+    .snake_name = "conv2d",
+    .cfg_size = sizeof(conv_cfg),
+    .opts_size = sizeof(kc_conv2d_opts),
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .init = conv_init,
+    .get_opts = conv_get_opts,
+    .build = conv_build,
+    .aux_bytes = conv_aux_bytes,
+    .workspace_bytes = conv_workspace_bytes,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .flops = conv_flops,
+    .activation = conv_activation,
+};

@@ -1,0 +1,64 @@
+/* global_avgpool2d.c — GlobalAveragePooling2D: (H, W, C) -> (C), or (1, 1, C) with keepdims. */
+#include "layer.h"
+
+typedef struct gap_cfg {
+    bool keepdims;
+    int hw, c; /* from build */
+} gap_cfg;
+
+static kc_status gap_init(kc_layer *l, const void *opts_) {
+    const kc_global_pool_opts *o = opts_;
+    gap_cfg *c = l->cfg;
+    c->keepdims = kc__bool3(o->keepdims, false);
+    return KC_STATUS_OK;
+}
+
+static void gap_get_opts(const kc_layer *l, void *opts_) {
+    const gap_cfg *c = l->cfg;
+    *(kc_global_pool_opts *)opts_ = (kc_global_pool_opts){.name = l->name, .keepdims = c->keepdims ? KC_TRUE : KC_FALSE};
+}
+
+static kc_status gap_build(kc_layer *l) {
+    gap_cfg *c = l->cfg;
+    const kc_shape *in = &l->in_shape[0];
+    char b[96];
+    l->n_weights = 0;
+    if (in->rank != 3)
+        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
+                        kc__layer_label(l), kc__shape_str(in, true, b, sizeof b));
+    c->hw = in->dim[0] * in->dim[1];
+    c->c = in->dim[2];
+    l->out_shape = c->keepdims ? kc__shape_make(3, (int[]){1, 1, c->c}) : kc__shape_make(1, (int[]){c->c});
+    return KC_STATUS_OK;
+}
+
+static kc_status gap_forward(kc_layer *l, const kc_fwd *a) {
+    const gap_cfg *c = l->cfg;
+    return a->be->global_avg_pool_forward(a->be, a->x[0], a->y, a->batch, c->hw, c->c);
+}
+
+static kc_status gap_backward(kc_layer *l, const kc_bwd *a) {
+    const gap_cfg *c = l->cfg;
+    if (!a->dx[0]) return KC_STATUS_OK;
+    return a->be->global_avg_pool_backward(a->be, a->dy, a->dx[0], a->batch, c->hw, c->c);
+}
+
+static int64_t gap_flops(const kc_layer *l) {
+    const gap_cfg *c = l->cfg;
+    return (int64_t)c->hw * c->c;
+}
+
+const kc_layer_ops kc__global_avgpool2d_ops = {
+    .class_name = "GlobalAveragePooling2D",
+    .snake_name = "global_average_pooling2d",
+    .cfg_size = sizeof(gap_cfg),
+    .opts_size = sizeof(kc_global_pool_opts),
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .init = gap_init,
+    .get_opts = gap_get_opts,
+    .build = gap_build,
+    .forward = gap_forward,
+    .backward = gap_backward,
+    .flops = gap_flops,
+};

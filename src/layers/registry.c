@@ -1,0 +1,100 @@
+/* registry.c — every layer kind, looked up by Keras class name; standalone creation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer.h"
+
+static const kc_layer_ops *const k_kinds[] = {
+    &kc__input_layer_ops, &kc__conv2d_ops,     &kc__dense_ops,      &kc__maxpool2d_ops,
+    &kc__avgpool2d_ops,   &kc__global_avgpool2d_ops, &kc__flatten_ops, &kc__reshape_ops,
+    &kc__dropout_ops,     &kc__batchnorm_ops,  &kc__activation_ops, &kc__relu_ops,
+    &kc__softmax_ops,     &kc__zeropad2d_ops,  &kc__add_ops,        &kc__concatenate_ops,
+};
+
+/* Other spellings Keras accepts for the same class. */
+static const struct {
+    const char *alias;
+    const kc_layer_ops *ops;
+} k_aliases[] = {
+    {"Convolution2D", &kc__conv2d_ops},
+    {"MaxPool2D", &kc__maxpool2d_ops},
+    {"AvgPool2D", &kc__avgpool2d_ops},
+    {"GlobalAvgPool2D", &kc__global_avgpool2d_ops},
+    {"Input", &kc__input_layer_ops},
+};
+
+const kc_layer_ops *kc__layer_find(const char *class_name) {
+    if (!class_name) return NULL;
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++)
+        if (strcmp(class_name, k_kinds[i]->class_name) == 0) return k_kinds[i];
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_aliases); i++)
+        if (strcmp(class_name, k_aliases[i].alias) == 0) return k_aliases[i].ops;
+    return NULL;
+}
+
+int kc__layer_kind_count(void) { return (int)KC_ARRAY_LEN(k_kinds); }
+
+const kc_layer_ops *kc__layer_kind(int i) {
+    if (i < 0 || i >= (int)KC_ARRAY_LEN(k_kinds)) return NULL;
+    return k_kinds[i];
+}
+
+kc_status kc__layer_create(const kc_layer_spec *spec, kc_layer **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc__layer_create: out is NULL");
+    *out = NULL;
+    if (!spec || !spec->class_name)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "layer spec is NULL or has no class name; use KC_CONV2D(...) etc.");
+    const kc_layer_ops *ops = kc__layer_find(spec->class_name);
+    if (!ops) {
+        char list[512];
+        size_t used = 0;
+        list[0] = '\0';
+        for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds) && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", k_kinds[i]->class_name);
+        return kc__fail(KC_STATUS_UNSUPPORTED, "layer class '%s' is not supported by kerac; supported: %s",
+                        spec->class_name, list);
+    }
+    /* every public opts struct starts with `const char *name`; NULL opts mean all defaults */
+    void *zero_opts = NULL;
+    const void *opts = spec->opts;
+    if (!opts) {
+        zero_opts = kc__calloc(1, ops->opts_size, "layer options");
+        if (!zero_opts) return KC_STATUS_OUT_OF_MEMORY;
+        opts = zero_opts;
+    }
+    const char *name = *(const char *const *)opts;
+    if (name && strlen(name) >= KC_NAME_MAX) {
+        free(zero_opts);
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: name '%.40s...' is longer than %d characters",
+                        ops->class_name, name, KC_NAME_MAX - 1);
+    }
+    kc_layer *l = kc__calloc(1, sizeof *l, "a layer");
+    if (!l) {
+        free(zero_opts);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    l->ops = ops;
+    l->index = -1;
+    if (name) snprintf(l->name, sizeof l->name, "%s", name);
+    l->cfg = kc__calloc(1, ops->cfg_size, "layer configuration");
+    if (!l->cfg) {
+        free(l);
+        free(zero_opts);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    kc_status s = ops->init ? ops->init(l, opts) : KC_STATUS_OK;
+    free(zero_opts);
+    if (s != KC_STATUS_OK) {
+        kc__layer_destroy(l);
+        return s;
+    }
+    *out = l;
+    return KC_STATUS_OK;
+}
+
+void kc__layer_destroy(kc_layer *l) {
+    if (!l) return;
+    free(l->cfg);
+    free(l);
+}
