@@ -1,0 +1,340 @@
+/* keras_json_write.c — a kerac model as Keras's JSON model config, in the Keras 3 or the
+ * Keras 2 flavour, with every default key Keras writes for each layer class so that real
+ * Keras loads it (keras.models.model_from_json / tf.keras.models.model_from_json).
+ *
+ * The options come back from each layer through ops->get_opts (the public kc_*_opts
+ * struct); the key tables in keras_layers.c say where each key's value lives and which
+ * flavour writes it. Floats are written as their shortest float32 decimal ("0.99", not
+ * "0.9900000095367432"), as Python writes the float Keras holds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "io.h"
+
+typedef struct writer {
+    const kc_model *m;
+    int flavour;               /* 2 or 3 */
+    bool ok;                   /* false once an allocation failed */
+} writer;
+
+static void put(writer *w, json_t *obj, const char *key, json_t *v) {
+    if (!v || !obj || json_object_set_new(obj, key, v) != 0) w->ok = false;
+}
+
+static void push(writer *w, json_t *arr, json_t *v) {
+    if (!v || !arr || json_array_append_new(arr, v) != 0) w->ok = false;
+}
+
+/* The shortest decimal that reads back as the same float32, as a JSON real. */
+static json_t *jfloat(float v) {
+    char buf[32];
+    for (int p = 6; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return json_real(strtod(buf, NULL));
+}
+
+/* [null, d1, d2, ...] (with_batch) or [d1, d2, ...] */
+static json_t *shape_list(writer *w, const int *dims, int rank, bool with_batch) {
+    json_t *a = json_array();
+    if (with_batch) push(w, a, json_null());
+    for (int i = 0; i < rank; i++) push(w, a, json_integer(dims[i]));
+    return a;
+}
+
+static int dims_rank(const int *dims) {
+    int r = 0;
+    while (r < KC_MAX_RANK && dims[r] != 0) r++;
+    return r;
+}
+
+static json_t *kshape(writer *w, const kc_shape *s) { return shape_list(w, s->dim, s->rank, true); }
+
+static json_t *int_pair(writer *w, int a, int b) {
+    json_t *p = json_array();
+    push(w, p, json_integer(a));
+    push(w, p, json_integer(b));
+    return p;
+}
+
+/* An initializer object: {"module": "keras.initializers", "class_name": "GlorotUniform",
+ * "config": {"seed": null}, "registered_name": null} (Keras 2: class_name and config only). */
+static json_t *initializer(writer *w, const char *name) {
+    const kc__keras_init *k = kc__keras_init_find(name);
+    if (!k) return json_string(name); /* not reached: layers keep canonical names */
+    json_t *o = json_object(), *cfg = json_object();
+    if (k->has_seed) put(w, cfg, "seed", json_null());
+    if (w->flavour == 3) put(w, o, "module", json_string("keras.initializers"));
+    put(w, o, "class_name", json_string(k->class_name));
+    put(w, o, "config", cfg);
+    if (w->flavour == 3) put(w, o, "registered_name", json_null());
+    return o;
+}
+
+static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o, const kc__field *f) {
+    const void *src = f->off == KC_F_NO_OFFSET ? NULL : (const char *)o + f->off;
+    switch (f->kind) {
+    case KC_F_NAME:
+        return json_string(l->name);
+    case KC_F_INT:
+        return json_integer(*(const int *)src);
+    case KC_F_INT2: {
+        const int *a = src;
+        int v0 = a[0] ? a[0] : (int)f->def;
+        int v1 = a[1] ? a[1] : v0;
+        return int_pair(w, v0, v1);
+    }
+    case KC_F_POOL_STRIDES: {
+        const int *a = src;
+        int p0 = o->pool2d.pool_size[0] ? o->pool2d.pool_size[0] : 2;
+        int p1 = o->pool2d.pool_size[1] ? o->pool2d.pool_size[1] : p0;
+        if (!a[0]) return int_pair(w, p0, p1);
+        return int_pair(w, a[0], a[1] ? a[1] : a[0]);
+    }
+    case KC_F_FLOAT: {
+        float v = *(const float *)src;
+        return jfloat(v == 0.0f ? (float)f->def : v);
+    }
+    case KC_F_MAX_VALUE: {
+        float v = *(const float *)src;
+        return v > 0.0f ? jfloat(v) : json_null();
+    }
+    case KC_F_BOOL:
+        return json_boolean(kc__bool3(*(const int *)src, f->def != 0));
+    case KC_F_STR:
+    case KC_F_ACT: {
+        const char *s = *(const char *const *)src;
+        return json_string(s && *s ? s : f->lit);
+    }
+    case KC_F_INIT: {
+        const char *s = *(const char *const *)src;
+        return initializer(w, s ? s : f->lit);
+    }
+    case KC_F_FIXED_INIT:
+        return initializer(w, f->lit);
+    case KC_F_SHAPE: {
+        const int *d = src;
+        return shape_list(w, d, dims_rank(d), false);
+    }
+    case KC_F_BATCH_SHAPE: {
+        const int *d = src;
+        return shape_list(w, d, dims_rank(d), true);
+    }
+    case KC_F_SEED: {
+        uint64_t s = *(const uint64_t *)src;
+        return s ? json_integer((json_int_t)(s & 0x7fffffffffffffffull)) : json_null();
+    }
+    case KC_F_PAD2: {
+        const int(*p)[2] = src;
+        bool zero = !p[0][0] && !p[0][1] && !p[1][0] && !p[1][1];
+        json_t *a = json_array();
+        push(w, a, zero ? int_pair(w, 1, 1) : int_pair(w, p[0][0], p[0][1]));
+        push(w, a, zero ? int_pair(w, 1, 1) : int_pair(w, p[1][0], p[1][1]));
+        return a;
+    }
+    case KC_F_AXIS:
+        if ((f->flags & KC_F_AXIS_LIST2) && w->flavour == 2) { /* Keras 2 writes the built axis: [3] */
+            json_t *a = json_array();
+            push(w, a, json_integer(l->in_shape[0].rank));
+            return a;
+        }
+        return json_integer(-1);
+    case KC_F_FIXED: {
+        char first[64];
+        const char *bar = strchr(f->lit, '|');
+        snprintf(first, sizeof first, "%.*s", (int)(bar ? (size_t)(bar - f->lit) : strlen(f->lit)), f->lit);
+        return json_loads(first, JSON_DECODE_ANY, NULL);
+    }
+    case KC_F_DTYPE:
+        return json_string("float32");
+    case KC_F_IGNORE:
+        return NULL;
+    }
+    return NULL;
+}
+
+static void put_fields(writer *w, json_t *cfg, const kc_layer *l, const kc__layer_opts *o, const kc__field *t, int n) {
+    unsigned want = w->flavour == 3 ? KC_F_W3 : KC_F_W2;
+    for (int i = 0; i < n; i++)
+        if (t[i].flags & want) put(w, cfg, t[i].key, field_value(w, l, o, &t[i]));
+}
+
+/* A Keras 3 call argument naming the output of layer `node`. */
+static json_t *keras_tensor(writer *w, int node) {
+    const kc_layer *src = kc__model_layer(w->m, node);
+    json_t *t = json_object(), *cfg = json_object(), *hist = json_array();
+    push(w, hist, json_string(src->name));
+    push(w, hist, json_integer(0));
+    push(w, hist, json_integer(0));
+    put(w, cfg, "shape", kshape(w, &src->out_shape));
+    put(w, cfg, "dtype", json_string("float32"));
+    put(w, cfg, "keras_history", hist);
+    put(w, t, "class_name", json_string("__keras_tensor__"));
+    put(w, t, "config", cfg);
+    return t;
+}
+
+static json_t *inbound_nodes(writer *w, const kc_layer *l, const kc__keras_class *cls) {
+    json_t *nodes = json_array();
+    if (l->n_in == 0) return nodes;
+    if (w->flavour == 2) { /* [[["conv2d", 0, 0, {}], ...]] */
+        json_t *node = json_array();
+        for (int k = 0; k < l->n_in; k++) {
+            json_t *ref = json_array();
+            push(w, ref, json_string(kc__model_layer(w->m, l->in[k])->name));
+            push(w, ref, json_integer(0));
+            push(w, ref, json_integer(0));
+            push(w, ref, json_object());
+            push(w, node, ref);
+        }
+        push(w, nodes, node);
+        return nodes;
+    }
+    /* [{"args": [tensor] or [[tensor, tensor]], "kwargs": {}}] */
+    json_t *node = json_object(), *args = json_array();
+    if (cls->flags & KC_CLS_MERGE) {
+        json_t *list = json_array();
+        for (int k = 0; k < l->n_in; k++) push(w, list, keras_tensor(w, l->in[k]));
+        push(w, args, list);
+    } else {
+        push(w, args, keras_tensor(w, l->in[0]));
+    }
+    put(w, node, "args", args);
+    put(w, node, "kwargs", json_object());
+    push(w, nodes, node);
+    return nodes;
+}
+
+/* Keras 3 build_config: {"input_shape": [null, ...]} or, for a merge, a list of shapes. */
+static json_t *build_config(writer *w, const kc_layer *l, const kc__keras_class *cls) {
+    json_t *b = json_object();
+    if (cls->flags & KC_CLS_MERGE) {
+        json_t *list = json_array();
+        for (int k = 0; k < l->n_in; k++) push(w, list, kshape(w, &l->in_shape[k]));
+        put(w, b, "input_shape", list);
+    } else {
+        put(w, b, "input_shape", kshape(w, &l->in_shape[0]));
+    }
+    return b;
+}
+
+static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json_t **out) {
+    *out = NULL;
+    const kc__keras_class *cls = kc__keras_class_find(l->ops->class_name);
+    if (!cls || !l->ops->get_opts)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "model JSON: layer '%s' has class %s, which the JSON writer does not know",
+                        l->name, l->ops->class_name);
+    kc__layer_opts o;
+    memset(&o, 0, sizeof o);
+    l->ops->get_opts(l, &o);
+    json_t *cfg = json_object();
+    if (!(cls->flags & KC_CLS_INPUT)) {
+        int nb = 0;
+        const kc__field *base = kc__keras_base_fields(&nb);
+        put_fields(w, cfg, l, &o, base, nb);
+    }
+    put_fields(w, cfg, l, &o, cls->fields, cls->n_fields);
+    json_t *e = json_object();
+    if (w->flavour == 3) put(w, e, "module", json_string("keras.layers"));
+    put(w, e, "class_name", json_string(cls->class_name));
+    put(w, e, "config", cfg);
+    if (w->flavour == 3) {
+        put(w, e, "registered_name", json_null());
+        if (!(cls->flags & KC_CLS_INPUT)) put(w, e, "build_config", build_config(w, l, cls));
+    }
+    if (functional) {
+        put(w, e, "name", json_string(l->name));
+        put(w, e, "inbound_nodes", inbound_nodes(w, l, cls));
+    }
+    *out = e;
+    return KC_STATUS_OK;
+}
+
+/* Keras 2: [["name", 0, 0]]; Keras 3 writes a model built as keras.Model(x, y) (one
+ * tensor each, not lists) as ["name", 0, 0]. Both versions read both forms. */
+static json_t *io_layers(writer *w, int node) {
+    json_t *ref = json_array();
+    push(w, ref, json_string(kc__model_layer(w->m, node)->name));
+    push(w, ref, json_integer(0));
+    push(w, ref, json_integer(0));
+    if (w->flavour == 3) return ref;
+    json_t *list = json_array();
+    push(w, list, ref);
+    return list;
+}
+
+static kc_status model_json(writer *w, json_t **out) {
+    const kc_model *m = w->m;
+    bool functional = !m->sequential;
+    json_t *layers = json_array();
+    *out = NULL;
+    for (int i = 0; i < m->n_layers; i++) {
+        json_t *e = NULL;
+        kc_status s = layer_entry(w, kc__model_layer(m, i), functional, &e);
+        if (s != KC_STATUS_OK) {
+            json_decref(layers);
+            return s;
+        }
+        push(w, layers, e);
+    }
+    const kc_layer *input = kc__model_layer(m, 0);
+    json_t *cfg = json_object();
+    put(w, cfg, "name", json_string(m->name));
+    if (w->flavour == 3) put(w, cfg, "trainable", json_true());
+    if (w->flavour == 3 && !functional) put(w, cfg, "dtype", json_string("float32"));
+    put(w, cfg, "layers", layers);
+    if (functional) {
+        put(w, cfg, "input_layers", io_layers(w, 0));
+        put(w, cfg, "output_layers", io_layers(w, kc__model_output(m)));
+    } else if (w->flavour == 3) {
+        put(w, cfg, "build_input_shape", kshape(w, &input->out_shape));
+    }
+    json_t *root = json_object();
+    if (w->flavour == 3) put(w, root, "module", json_string(functional ? "keras.src.models.functional" : "keras"));
+    put(w, root, "class_name", json_string(functional ? "Functional" : "Sequential"));
+    put(w, root, "config", cfg);
+    if (w->flavour == 3) {
+        put(w, root, "registered_name", functional ? json_string("Functional") : json_null());
+        if (!functional) {
+            json_t *b = json_object();
+            put(w, b, "input_shape", kshape(w, &input->out_shape));
+            put(w, root, "build_config", b);
+        }
+    } else {
+        put(w, root, "keras_version", json_string("2.15.0"));
+        put(w, root, "backend", json_string("tensorflow"));
+    }
+    if (!w->ok) {
+        json_decref(root);
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "model JSON: out of memory writing model '%s'", m->name);
+    }
+    *out = root;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__model_to_json_flags(kc_model *m, int flavour, size_t flags, char **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_to_json: the output pointer is NULL");
+    *out = NULL;
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_to_json: model is NULL");
+    if (flavour != 2 && flavour != 3)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "kc_model_to_json: flavour %d is not 2 (Keras 2, \"batch_input_shape\") or 3 (Keras 3)",
+                        flavour);
+    KC_TRY(kc_model_build(m)); /* final names and shapes */
+    writer w = {m, flavour, true};
+    json_t *root = NULL;
+    KC_TRY(model_json(&w, &root));
+    /* 15 significant digits print each shortest-float decimal back as it was */
+    char *text = json_dumps(root, flags | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    json_decref(root);
+    if (!text) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "model JSON: out of memory writing model '%s'", m->name);
+    *out = text;
+    return KC_STATUS_OK;
+}
+
+/* Compact, with Python's ", " and ": " separators, as Keras's to_json(). */
+kc_status kc_model_to_json(kc_model *m, int flavour, char **out) { return kc__model_to_json_flags(m, flavour, 0, out); }
