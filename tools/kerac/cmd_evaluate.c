@@ -1,0 +1,115 @@
+/* cmd_evaluate.c — `kerac evaluate MODEL --data SPEC`: loss and metrics on a dataset. */
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: kerac evaluate MODEL --data SPEC [options]\n"
+    "\n"
+    "Compute a model's loss and metrics on a dataset.\n"
+    "\n"
+    "  MODEL                 a model file (.json: the model config; its weights are the\n"
+    "                        freshly initialised ones)\n"
+    "  --data SPEC           the data: fashion-mnist[:DIR][:test]  mnist:DIR[:test]\n"
+    "                        cifar10:DIR[:test]  npy:X.npy,Y.npy  idx:IMAGES,LABELS\n"
+    "  --batch-size N        examples per step (default 128)\n"
+    "  --loss NAME           default sparse_categorical_crossentropy\n"
+    "  --metrics A[,B...]    default accuracy\n"
+    "  --json                print one JSON object: {\"loss\", \"accuracy\", ..., \"samples\", \"seconds\"}\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit codes: 0 success, 1 usage error, 2 bad model or data file, 3 evaluation failure.\n";
+
+int cli_cmd_evaluate(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, argc, argv, "evaluate");
+    const char *path = NULL, *data = NULL, *loss = "sparse_categorical_crossentropy";
+    const char *metrics[KC_MAX_METRICS] = {"accuracy"};
+    char metrics_buf[256];
+    int n_metrics = 1;
+    long batch = 128;
+    bool json = false;
+    int rc;
+    while (cli_args_next(&a)) {
+        if (cli_is_help(&a)) {
+            fputs(usage, stdout);
+            return CLI_EXIT_OK;
+        } else if (a.positional) {
+            if (path) return cli_unknown(&a);
+            path = a.arg;
+        } else if (cli_is(&a, "--data")) {
+            if ((rc = cli_value(&a, &data))) return rc;
+        } else if (cli_is(&a, "--batch-size")) {
+            if ((rc = cli_int_value(&a, 1, 1 << 20, &batch))) return rc;
+        } else if (cli_is(&a, "--loss")) {
+            if ((rc = cli_value(&a, &loss))) return rc;
+        } else if (cli_is(&a, "--metrics")) {
+            const char *v;
+            if ((rc = cli_value(&a, &v))) return rc;
+            n_metrics = cli_split_list(v, metrics_buf, sizeof metrics_buf, metrics, KC_MAX_METRICS);
+            if (n_metrics < 0)
+                return cli_usage_error(a.cmd, "option '--metrics' needs 1 to %d names separated by commas, got '%s'",
+                                       KC_MAX_METRICS, v);
+        } else if (cli_is(&a, "--json")) {
+            if ((rc = cli_flag(&a))) return rc;
+            json = true;
+        } else {
+            return cli_unknown(&a);
+        }
+    }
+    if (!path) return cli_usage_error(a.cmd, "missing the MODEL file");
+    if (!data) return cli_usage_error(a.cmd, "missing '--data SPEC'");
+
+    kc_model *m = NULL;
+    kc_dataset *d = NULL;
+    kc_status s;
+    if ((s = kc_model_load(path, &m)) || (s = kc_model_build(m))) {
+        rc = cli_fail(s, CLI_PHASE_LOAD);
+        goto done;
+    }
+    if ((s = kc_dataset_open(data, &d))) {
+        rc = cli_fail(s, CLI_PHASE_LOAD);
+        goto done;
+    }
+    if ((rc = cli_check_data_fits(m, d, data, loss))) goto done;
+    kc_compile_opts co = {.loss = loss};
+    for (int i = 0; i < n_metrics; i++) co.metrics[i] = metrics[i];
+    if ((s = kc_compile(m, &co))) {
+        rc = cli_fail(s, CLI_PHASE_RUN);
+        if (s == KC_STATUS_INVALID_ARGUMENT) rc = CLI_EXIT_USAGE; /* a bad --loss / --metrics */
+        goto done;
+    }
+    kc_eval_result r;
+    if ((s = kc_evaluate(m, d, (int)batch, &r))) {
+        rc = cli_fail(s, CLI_PHASE_RUN);
+        goto done;
+    }
+    int nm = r.num_metrics < KC_MAX_METRICS ? r.num_metrics : KC_MAX_METRICS;
+    if (json) {
+        fputs("{\"loss\": ", stdout);
+        cli_json_number(stdout, r.loss);
+        for (int i = 0; i < nm; i++) {
+            fputs(", ", stdout);
+            cli_json_string(stdout, kc_model_metric_name(m, i));
+            fputs(": ", stdout);
+            cli_json_number(stdout, r.metrics[i]);
+        }
+        printf(", \"samples\": %lld, \"seconds\": ", (long long)r.samples);
+        cli_json_number(stdout, r.seconds);
+        fputs("}\n", stdout);
+    } else {
+        char v[32];
+        cli_fmt_value(v, sizeof v, r.loss);
+        printf("loss: %s", v);
+        for (int i = 0; i < nm; i++) {
+            cli_fmt_value(v, sizeof v, r.metrics[i]);
+            printf(" - %s: %s", kc_model_metric_name(m, i), v);
+        }
+        printf(" (%lld examples, %.1fs)\n", (long long)r.samples, r.seconds);
+    }
+    rc = CLI_EXIT_OK;
+done:
+    kc_dataset_destroy(d);
+    kc_model_destroy(m);
+    return rc;
+}

@@ -1,0 +1,208 @@
+/* cmd_summary.c — `kerac summary [MODEL]`: a table like Keras's model.summary(), with a
+ * FLOPs column (per example). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: kerac summary [MODEL.json] [--input-shape H,W,C] [--classes N]\n"
+    "\n"
+    "Print the layers of a model like Keras's model.summary(): output shapes, parameter\n"
+    "counts and forward FLOPs per example (multiply-adds x 2).\n"
+    "\n"
+    "  MODEL.json            a model file (Keras JSON config); without it, the default CNN\n"
+    "  --input-shape H,W,C   the default CNN's input shape (default 28,28,1)\n"
+    "  --classes N           the default CNN's number of classes (default 10)\n"
+    "  -h, --help            show this help\n";
+
+#define MAX_INPUT_LINES 8
+
+typedef struct row {
+    char name[160];    /* "conv2d (Conv2D)" */
+    char shape[96];    /* "(None, 26, 26, 32)" */
+    char params[32];   /* "320" */
+    char flops[32];    /* "389,376" */
+    int n_inputs;
+    char inputs[MAX_INPUT_LINES][96]; /* "conv2d[0][0]" */
+} row;
+
+/* Keras 3's size text: "136.04 KB" for 34,826 float32 parameters. */
+static const char *fmt_bytes(int64_t params, char *buf, size_t n) {
+    double b = (double)params * 4.0;
+    static const char *const units[] = {"B", "KB", "MB", "GB", "TB"};
+    int u = 0;
+    while (b >= 1024.0 && u < 4) {
+        b /= 1024.0;
+        u++;
+    }
+    snprintf(buf, n, "%.2f %s", b, units[u]);
+    return buf;
+}
+
+static const char *fmt_flops(int64_t flops, char *buf, size_t n) {
+    static const char *const units[] = {"", "K", "M", "G", "T"};
+    double v = (double)flops;
+    int u = 0;
+    while (v >= 1000.0 && u < 4) {
+        v /= 1000.0;
+        u++;
+    }
+    snprintf(buf, n, "%.2f %sFLOPs", v, units[u]);
+    return buf;
+}
+
+static void rule(char c, int width) {
+    for (int i = 0; i < width; i++) putchar(c);
+    putchar('\n');
+}
+
+static void print_cells(const char *const *cells, const int *w, int ncol) {
+    for (int c = 0; c < ncol; c++) {
+        if (c + 1 < ncol)
+            printf(" %-*s", w[c] - 1, cells[c]);
+        else
+            printf(" %s", cells[c]);
+    }
+    putchar('\n');
+}
+
+static int summarize(kc_model *m) {
+    kc_status s = kc_model_build(m);
+    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+    int n = kc_model_num_layers(m);
+    if (n <= 0) return cli_error(CLI_EXIT_INPUT, "model '%s' has no layers", kc_model_name(m));
+
+    kc_layer_info *info = calloc((size_t)n, sizeof *info);
+    row *rows = calloc((size_t)n, sizeof *rows);
+    if (!info || !rows) {
+        free(info);
+        free(rows);
+        return cli_error(CLI_EXIT_RUNTIME, "out of memory");
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        s = kc_model_layer_info(m, i, &info[i]);
+        if (s) {
+            rc = cli_fail(s, CLI_PHASE_LOAD);
+            goto done;
+        }
+    }
+    /* A linear chain fed by one InputLayer reads like a Sequential model: Keras leaves the
+     * input row and the "Connected to" column out there. */
+    bool sequential = n >= 1 && !strcmp(info[0].class_name, "InputLayer");
+    for (int i = 1; i < n && sequential; i++)
+        if (!strcmp(info[i].class_name, "InputLayer") || info[i].num_inputs != 1 ||
+            !info[i].inputs[0] || strcmp(info[i].inputs[0], info[i - 1].name) != 0)
+            sequential = false;
+
+    int64_t total = 0, trainable = 0, flops = 0;
+    int nrows = 0;
+    for (int i = 0; i < n; i++) {
+        const kc_layer_info *l = &info[i];
+        total += l->params;
+        trainable += l->trainable_params;
+        flops += l->flops;
+        if (sequential && !strcmp(l->class_name, "InputLayer")) continue;
+        row *r = &rows[nrows++];
+        snprintf(r->name, sizeof r->name, "%s (%s)", l->name, l->class_name);
+        cli_shape_str(&l->output_shape, true, r->shape, sizeof r->shape);
+        cli_commas(l->params, r->params, sizeof r->params);
+        cli_commas(l->flops, r->flops, sizeof r->flops);
+        int ni = l->num_inputs < MAX_INPUT_LINES ? l->num_inputs : MAX_INPUT_LINES;
+        for (int k = 0; k < ni; k++)
+            if (l->inputs[k]) snprintf(r->inputs[r->n_inputs++], sizeof r->inputs[0], "%s[0][0]", l->inputs[k]);
+    }
+
+    static const char *const head[] = {"Layer (type)", "Output Shape", "Param #", "FLOPs", "Connected to"};
+    int ncol = sequential ? 4 : 5;
+    int w[5];
+    for (int c = 0; c < 5; c++) w[c] = (int)strlen(head[c]) + 3;
+    for (int i = 0; i < nrows; i++) {
+        const char *cells[4] = {rows[i].name, rows[i].shape, rows[i].params, rows[i].flops};
+        for (int c = 0; c < 4; c++)
+            if ((int)strlen(cells[c]) + 3 > w[c]) w[c] = (int)strlen(cells[c]) + 3;
+        for (int k = 0; k < rows[i].n_inputs; k++)
+            if ((int)strlen(rows[i].inputs[k]) + 2 > w[4]) w[4] = (int)strlen(rows[i].inputs[k]) + 2;
+    }
+    int width = 0;
+    for (int c = 0; c < ncol; c++) width += w[c];
+
+    printf("Model: \"%s\"\n", kc_model_name(m));
+    rule('_', width);
+    print_cells(head, w, ncol);
+    rule('=', width);
+    for (int i = 0; i < nrows; i++) {
+        const row *r = &rows[i];
+        const char *cells[5] = {r->name, r->shape, r->params, r->flops, r->n_inputs ? r->inputs[0] : ""};
+        print_cells(cells, w, ncol);
+        if (!sequential)
+            for (int k = 1; k < r->n_inputs; k++) {
+                const char *more[5] = {"", "", "", "", r->inputs[k]};
+                print_cells(more, w, ncol);
+            }
+        if (i + 1 < nrows) {
+            if (sequential)
+                putchar('\n');
+            else
+                rule('_', width);
+        }
+    }
+    rule('=', width);
+    char a[32], b[32];
+    printf("Total params: %s (%s)\n", cli_commas(total, a, sizeof a), fmt_bytes(total, b, sizeof b));
+    printf("Trainable params: %s (%s)\n", cli_commas(trainable, a, sizeof a), fmt_bytes(trainable, b, sizeof b));
+    printf("Non-trainable params: %s (%s)\n", cli_commas(total - trainable, a, sizeof a),
+           fmt_bytes(total - trainable, b, sizeof b));
+    printf("FLOPs per example: %s (%s)\n", cli_commas(flops, a, sizeof a), fmt_flops(flops, b, sizeof b));
+    rule('_', width);
+done:
+    free(info);
+    free(rows);
+    return rc;
+}
+
+int cli_cmd_summary(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, argc, argv, "summary");
+    const char *path = NULL;
+    long shape[3] = {28, 28, 1}, classes = 10;
+    bool defaults_changed = false;
+    int rc;
+    while (cli_args_next(&a)) {
+        if (cli_is_help(&a)) {
+            fputs(usage, stdout);
+            return CLI_EXIT_OK;
+        } else if (a.positional && !path) {
+            path = a.arg;
+        } else if (cli_is(&a, "--input-shape")) {
+            const char *v, *parts[4];
+            char buf[128];
+            if ((rc = cli_value(&a, &v))) return rc;
+            int np = cli_split_list(v, buf, sizeof buf, parts, 3);
+            if (np < 2 || cli_parse_long(parts[0], 1, 1 << 16, &shape[0]) ||
+                cli_parse_long(parts[1], 1, 1 << 16, &shape[1]) ||
+                (np == 3 && cli_parse_long(parts[2], 1, 1 << 16, &shape[2])))
+                return cli_usage_error(a.cmd, "option '--input-shape' needs H,W or H,W,C (whole numbers >= 1), got '%s'", v);
+            if (np == 2) shape[2] = 1;
+            defaults_changed = true;
+        } else if (cli_is(&a, "--classes")) {
+            if ((rc = cli_int_value(&a, 1, 1 << 20, &classes))) return rc;
+            defaults_changed = true;
+        } else {
+            return cli_unknown(&a);
+        }
+    }
+    if (path && defaults_changed)
+        return cli_usage_error(a.cmd, "--input-shape and --classes apply to the default CNN only, not to '%s'", path);
+
+    kc_model *m = NULL;
+    kc_status s = path ? kc_model_load(path, &m) : kc_default_cnn((int)shape[0], (int)shape[1], (int)shape[2], (int)classes, &m);
+    if (s) {
+        kc_model_destroy(m);
+        return cli_fail(s, CLI_PHASE_LOAD);
+    }
+    rc = summarize(m);
+    kc_model_destroy(m);
+    return rc;
+}

@@ -1,0 +1,320 @@
+/* cmd_train.c — `kerac train`: fit a model (the default CNN or a model file) on a dataset,
+ * evaluate it on the dataset's test split and optionally save it. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: kerac train [MODEL.json] [options]\n"
+    "\n"
+    "Train a model on a dataset, then evaluate it on the dataset's test split.\n"
+    "Without MODEL, trains the default CNN (Keras's mnist_convnet) sized from the data.\n"
+    "\n"
+    "  --data SPEC             training data (default fashion-mnist):\n"
+    "                            fashion-mnist[:DIR]  mnist:DIR  cifar10:DIR\n"
+    "                            npy:X.npy,Y.npy  idx:IMAGES,LABELS\n"
+    "                          fashion-mnist, mnist and cifar10 are also evaluated on their\n"
+    "                          test split after training; npy and idx data have none\n"
+    "  --epochs N              epochs (default 3)\n"
+    "  --batch-size N          examples per step (default 128)\n"
+    "  --optimizer NAME        sgd, adam, adamw or rmsprop (default adam)\n"
+    "  --lr X                  learning rate (default: Keras's for the optimizer: 0.01 for\n"
+    "                          sgd, 0.001 for the others)\n"
+    "  --loss NAME             default sparse_categorical_crossentropy\n"
+    "  --metrics A[,B...]      default accuracy\n"
+    "  --validation-split F    fraction of the training data held out for validation, taken\n"
+    "                          from its end (default 0.1 for the default CNN, 0 for a model file)\n"
+    "  --seed N                seed for weights, dropout and shuffling\n"
+    "  --threads N             CPU threads (default: all cores; 0 = all)\n"
+    "  --save FILE             save the trained model (.json: the model config only)\n"
+    "  --json                  one JSON object per line on stdout: one per epoch\n"
+    "                          ({\"epoch\", \"loss\", \"accuracy\", \"val_loss\", \"val_accuracy\", \"lr\",\n"
+    "                          \"images_per_second\", \"seconds\"}), then {\"test_loss\", \"test_accuracy\"}\n"
+    "                          when there is a test split\n"
+    "  --quiet                 no per-epoch output, only the final results\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "On a terminal a progress bar shows each epoch; otherwise one line per epoch is printed.\n"
+    "Ctrl-C stops training after the current step; the model is still saved and evaluated,\n"
+    "and the exit code is 130. A second Ctrl-C ends the program at once.\n"
+    "Exit codes: 0 success, 1 usage error, 2 bad model or data file, 3 training failure,\n"
+    "130 interrupted.\n";
+
+static volatile sig_atomic_t interrupted = 0;
+
+static void on_sigint(int sig) {
+    interrupted = 1;
+    signal(sig, SIG_DFL); /* a second Ctrl-C ends the program */
+}
+
+typedef struct train_args {
+    const char *model_path;
+    const char *data;
+    long epochs, batch_size, threads;
+    const char *optimizer;
+    double lr;
+    double validation_split;
+    bool has_validation_split;
+    uint64_t seed;
+    bool has_seed, has_threads;
+    const char *save;
+    const char *loss;
+    const char *metrics[KC_MAX_METRICS];
+    int n_metrics;
+    char metrics_buf[256];
+    bool json, quiet;
+} train_args;
+
+static int parse(int argc, char **argv, train_args *t) {
+    cli_args a;
+    cli_args_init(&a, argc, argv, "train");
+    int rc;
+    while (cli_args_next(&a)) {
+        if (cli_is_help(&a)) {
+            fputs(usage, stdout);
+            return -1;
+        } else if (a.positional) {
+            if (t->model_path) return cli_unknown(&a);
+            t->model_path = a.arg;
+        } else if (cli_is(&a, "--data")) {
+            if ((rc = cli_value(&a, &t->data))) return rc;
+        } else if (cli_is(&a, "--epochs")) {
+            if ((rc = cli_int_value(&a, 1, 1000000, &t->epochs))) return rc;
+        } else if (cli_is(&a, "--batch-size")) {
+            if ((rc = cli_int_value(&a, 1, 1 << 20, &t->batch_size))) return rc;
+        } else if (cli_is(&a, "--optimizer")) {
+            if ((rc = cli_value(&a, &t->optimizer))) return rc;
+            if (strcmp(t->optimizer, "sgd") && strcmp(t->optimizer, "adam") && strcmp(t->optimizer, "adamw") &&
+                strcmp(t->optimizer, "rmsprop"))
+                return cli_usage_error(a.cmd, "unknown optimizer '%s'; use sgd, adam, adamw or rmsprop",
+                                       t->optimizer);
+        } else if (cli_is(&a, "--lr") || cli_is(&a, "--learning-rate")) {
+            if ((rc = cli_double_value(&a, 0, 1e6, true, &t->lr))) return rc;
+        } else if (cli_is(&a, "--validation-split")) {
+            if ((rc = cli_double_value(&a, 0, 0.99, false, &t->validation_split))) return rc;
+            t->has_validation_split = true;
+        } else if (cli_is(&a, "--seed")) {
+            if ((rc = cli_u64_value(&a, &t->seed))) return rc;
+            t->has_seed = true;
+        } else if (cli_is(&a, "--threads")) {
+            if ((rc = cli_int_value(&a, 0, 4096, &t->threads))) return rc;
+            t->has_threads = true;
+        } else if (cli_is(&a, "--save")) {
+            if ((rc = cli_value(&a, &t->save))) return rc;
+        } else if (cli_is(&a, "--loss")) {
+            if ((rc = cli_value(&a, &t->loss))) return rc;
+        } else if (cli_is(&a, "--metrics")) {
+            const char *v;
+            if ((rc = cli_value(&a, &v))) return rc;
+            t->n_metrics = cli_split_list(v, t->metrics_buf, sizeof t->metrics_buf, t->metrics, KC_MAX_METRICS);
+            if (t->n_metrics < 0)
+                return cli_usage_error(a.cmd, "option '--metrics' needs 1 to %d names separated by commas, got '%s'",
+                                       KC_MAX_METRICS, v);
+        } else if (cli_is(&a, "--json")) {
+            if ((rc = cli_flag(&a))) return rc;
+            t->json = true;
+        } else if (cli_is(&a, "--quiet") || cli_is(&a, "-q")) {
+            if ((rc = cli_flag(&a))) return rc;
+            t->quiet = true;
+        } else {
+            return cli_unknown(&a);
+        }
+    }
+    return 0;
+}
+
+/* The default CNN for the data's example shape (H, W) or (H, W, C). */
+static int default_model(const kc_dataset *d, const char *spec, kc_model **m) {
+    kc_shape s = kc_dataset_shape(d);
+    char buf[96];
+    if (s.rank != 2 && s.rank != 3)
+        return cli_error(CLI_EXIT_INPUT,
+                         "the default CNN needs images of shape (H, W) or (H, W, C), but '%s' has examples of "
+                         "shape %s; give a MODEL file for this data",
+                         spec, cli_shape_str(&s, false, buf, sizeof buf));
+    int classes = kc_dataset_num_classes(d);
+    if (classes < 2) classes = 2;
+    kc_status st = kc_default_cnn(s.dim[0], s.dim[1], s.rank == 3 ? s.dim[2] : 1, classes, m);
+    if (st) return cli_fail(st, CLI_PHASE_LOAD);
+    return 0;
+}
+
+static void print_eval_human(kc_model *m, const kc_eval_result *r, const char *prefix) {
+    char v[32];
+    cli_fmt_value(v, sizeof v, r->loss);
+    printf("%sloss: %s", prefix, v);
+    int nm = r->num_metrics < KC_MAX_METRICS ? r->num_metrics : KC_MAX_METRICS;
+    for (int i = 0; i < nm; i++) {
+        cli_fmt_value(v, sizeof v, r->metrics[i]);
+        printf(" - %s%s: %s", prefix, kc_model_metric_name(m, i), v);
+    }
+    printf(" (%lld examples, %.1fs)\n", (long long)r->samples, r->seconds);
+}
+
+int cli_cmd_train(int argc, char **argv) {
+    train_args t = {.data = "fashion-mnist", .epochs = 3, .batch_size = 128, .optimizer = "adam",
+                    .loss = "sparse_categorical_crossentropy"};
+    int rc = parse(argc, argv, &t);
+    if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
+    if (t.has_threads) kc_set_num_threads((int)t.threads);
+
+    kc_dataset *train = NULL, *test = NULL;
+    kc_model *m = NULL;
+    kc_history *h = NULL;
+    kc_status s;
+    char test_buf[1024];
+    const char *test_spec = cli_test_spec(t.data, test_buf, sizeof test_buf);
+
+    /* open everything before training so that a bad file fails in seconds, not after */
+    if ((s = kc_dataset_open(t.data, &train))) {
+        rc = cli_fail(s, CLI_PHASE_LOAD);
+        goto done;
+    }
+    if (test_spec && (s = kc_dataset_open(test_spec, &test))) {
+        rc = cli_fail(s, CLI_PHASE_LOAD);
+        goto done;
+    }
+    if (t.model_path) {
+        if ((s = kc_model_load(t.model_path, &m))) {
+            rc = cli_fail(s, CLI_PHASE_LOAD);
+            goto done;
+        }
+    } else if ((rc = default_model(train, t.data, &m))) {
+        goto done;
+    }
+    if (t.has_seed && (s = kc_model_set_seed(m, t.seed))) {
+        rc = cli_fail(s, CLI_PHASE_RUN);
+        goto done;
+    }
+    if ((s = kc_model_build(m))) {
+        rc = cli_fail(s, CLI_PHASE_LOAD);
+        goto done;
+    }
+    if ((rc = cli_check_data_fits(m, train, t.data, t.loss))) goto done;
+    if (test && (rc = cli_check_data_fits(m, test, test_spec, t.loss))) goto done;
+
+    kc_compile_opts co = {.optimizer = {.name = t.optimizer, .learning_rate = t.lr}, .loss = t.loss};
+    if (t.n_metrics > 0)
+        for (int i = 0; i < t.n_metrics; i++) co.metrics[i] = t.metrics[i];
+    else
+        co.metrics[0] = "accuracy";
+    if ((s = kc_compile(m, &co))) {
+        /* a bad --loss / --metrics value is a usage error */
+        rc = cli_fail(s, CLI_PHASE_RUN);
+        if (s == KC_STATUS_INVALID_ARGUMENT) rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+
+    /* --save: try the format and the folder now, on a scratch file next to the target, so
+     * that an unsupported extension or a read-only folder fails before training, not after */
+    if (t.save) {
+        const char *slash = strrchr(t.save, '/'), *dot = strrchr(t.save, '.');
+        const char *ext = dot && (!slash || dot > slash) ? dot : "";
+        char probe[4096];
+        if (snprintf(probe, sizeof probe, "%s.kerac-check-%ld%s", t.save, (long)getpid(), ext) >= (int)sizeof probe) {
+            rc = cli_usage_error("train", "the --save path is too long");
+            goto done;
+        }
+        s = kc_model_save(m, probe);
+        remove(probe);
+        if (s) {
+            /* report it under the name the user gave */
+            const char *msg = kc_last_error(), *hit;
+            size_t plen = strlen(probe);
+            fputs("kerac: ", stderr);
+            while ((hit = strstr(msg, probe)) != NULL) {
+                fwrite(msg, 1, (size_t)(hit - msg), stderr);
+                fputs(t.save, stderr);
+                msg = hit + plen;
+            }
+            fprintf(stderr, "%s\n", msg);
+            rc = cli_exit_code(s, CLI_PHASE_RUN);
+            goto done;
+        }
+    }
+
+    cli_output mode = t.json ? CLI_OUT_JSON : isatty(fileno(stdout)) ? CLI_OUT_BAR : CLI_OUT_LINES;
+    double split = t.has_validation_split ? t.validation_split : t.model_path ? 0.0 : 0.1;
+    if (mode != CLI_OUT_JSON && !t.quiet) {
+        char p[32];
+        int64_t params = 0;
+        for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+            kc_layer_info li;
+            if (kc_model_layer_info(m, i, &li) == KC_STATUS_OK) params += li.params;
+        }
+        printf("training '%s' (%s params) on '%s': %lld examples", kc_model_name(m),
+               cli_commas(params, p, sizeof p), t.data, (long long)kc_dataset_size(train));
+        if (split > 0) printf(", validation split %g", split);
+        printf(", %ld epoch%s, batch size %ld, %s\n", t.epochs, t.epochs == 1 ? "" : "s", t.batch_size,
+               t.optimizer);
+        fflush(stdout);
+    }
+
+    cli_progress prog;
+    kc_callback *cb = cli_progress_init(&prog, mode, t.quiet, (int)t.epochs, &interrupted);
+    kc_callback *cbs[1] = {cb};
+    kc_fit_opts fo = {.epochs = (int)t.epochs, .batch_size = (int)t.batch_size, .validation_split = split,
+                      .seed = t.has_seed ? t.seed : 0, .callbacks = cbs, .num_callbacks = 1};
+    void (*old_handler)(int) = signal(SIGINT, on_sigint);
+    s = kc_fit(m, train, &fo, &h);
+    signal(SIGINT, old_handler == SIG_ERR ? SIG_DFL : old_handler);
+    if (s) {
+        rc = cli_fail(s, CLI_PHASE_RUN);
+        goto done;
+    }
+    if (mode == CLI_OUT_JSON && interrupted) {
+        fprintf(stderr, "kerac: training interrupted (Ctrl-C) after %d epoch%s\n", h ? kc_history_epochs(h) : 0,
+                h && kc_history_epochs(h) == 1 ? "" : "s");
+    } else if (mode != CLI_OUT_JSON) {
+        const char *why = h ? kc_history_stop_reason(h) : "";
+        if (interrupted)
+            printf("training interrupted (Ctrl-C) after %d epoch%s\n", h ? kc_history_epochs(h) : 0,
+                   h && kc_history_epochs(h) == 1 ? "" : "s");
+        else if (why && why[0])
+            printf("training stopped early by %s after %d epochs\n", why, h ? kc_history_epochs(h) : 0);
+    }
+
+    if (t.save) {
+        if ((s = kc_model_save(m, t.save))) {
+            rc = cli_fail(s, CLI_PHASE_RUN);
+            goto done;
+        }
+        if (mode != CLI_OUT_JSON) printf("saved model to '%s'\n", t.save);
+    }
+
+    if (test) {
+        kc_eval_result r;
+        if ((s = kc_evaluate(m, test, (int)t.batch_size, &r))) {
+            rc = cli_fail(s, CLI_PHASE_RUN);
+            goto done;
+        }
+        if (mode == CLI_OUT_JSON) {
+            fputs("{\"test_loss\": ", stdout);
+            cli_json_number(stdout, r.loss);
+            int nm = r.num_metrics < KC_MAX_METRICS ? r.num_metrics : KC_MAX_METRICS;
+            for (int i = 0; i < nm; i++) {
+                char key[96];
+                snprintf(key, sizeof key, "test_%s", kc_model_metric_name(m, i));
+                fputs(", ", stdout);
+                cli_json_string(stdout, key);
+                fputs(": ", stdout);
+                cli_json_number(stdout, r.metrics[i]);
+            }
+            fputs("}\n", stdout);
+        } else {
+            print_eval_human(m, &r, "test_");
+        }
+    }
+    fflush(stdout);
+    /* the model was saved and evaluated, but the run did not finish: say so to scripts */
+    rc = interrupted ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
+done:
+    kc_history_destroy(h);
+    kc_model_destroy(m);
+    kc_dataset_destroy(test);
+    kc_dataset_destroy(train);
+    return rc;
+}

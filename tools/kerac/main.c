@@ -1,0 +1,69 @@
+/* main.c — `kerac`: dispatch to the subcommands, `kerac --help`, `kerac --version`. */
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: kerac <command> [options]\n"
+    "\n"
+    "Keras-style deep learning in C.\n"
+    "\n"
+    "commands:\n"
+    "  train [MODEL.json]        train a model (default: the default CNN) on a dataset\n"
+    "  evaluate MODEL --data D   loss and metrics of a model on a dataset\n"
+    "  predict MODEL --input X.npy --output Y.npy\n"
+    "                            run a model on the examples of a .npy file\n"
+    "  summary [MODEL.json]      layers, output shapes, parameters and FLOPs\n"
+    "\n"
+    "options:\n"
+    "  -h, --help                show this help (kerac <command> --help for a command)\n"
+    "  --version                 show the version\n"
+    "\n"
+    "exit codes: 0 success, 1 usage error, 2 bad input file (model, data), 3 failure while\n"
+    "running (training, evaluation, saving), 130 training interrupted by Ctrl-C.\n"
+    "\n"
+    "environment: KERAC_NUM_THREADS (CPU threads), KERAC_LOG_LEVEL (debug|info|warning|error).\n";
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"train", cli_cmd_train},
+    {"evaluate", cli_cmd_evaluate},
+    {"predict", cli_cmd_predict},
+    {"summary", cli_cmd_summary},
+};
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        /* "kerac help train" is "kerac train --help" */
+        if (!strcmp(cmd, "help") && argc > 2) {
+            for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                if (!strcmp(argv[2], commands[i].name)) {
+                    char *help_argv[] = {argv[2], "--help", NULL};
+                    return commands[i].run(2, help_argv);
+                }
+            return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary",
+                             argv[2]);
+        }
+        fputs(usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("kerac %s (library %s)\n", KC_VERSION_STRING, kc_version());
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    if (cmd[0] == '-')
+        return cli_error(CLI_EXIT_USAGE, "unknown option '%s'; see 'kerac --help'", cmd);
+    return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary",
+                     cmd);
+}
