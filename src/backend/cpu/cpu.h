@@ -1,0 +1,128 @@
+/* cpu.h — private header of the CPU backend (src/backend/cpu/): the kernels behind the
+ * kc_backend table, one group per file, and the small helpers they share.
+ *
+ * Device pointers are plain host pointers. Kernels never allocate: scratch comes from
+ * `ws` (sized by conv2d_workspace) or from small fixed-size stack blocks. Memory-bound
+ * loops run in parallel (OpenMP, static schedule) when they touch more than
+ * KC_CPU_PAR_MIN elements, serially otherwise. GEMM and convolution go through OpenBLAS
+ * (cblas_sgemm, the OpenMP build so that both share one thread pool).
+ *
+ * Reductions over whole batches (BN statistics, bias gradients, loss sums, sum_squares)
+ * accumulate in double. Column sums (BN, bias and conv bias gradients) combine their
+ * per-thread partials in thread order, so they are reproducible for a fixed thread count. */
+#ifndef KC_BACKEND_CPU_H
+#define KC_BACKEND_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "kerac_backend.h"
+
+/* Loops over more elements than this run on all OpenMP threads. */
+#define KC_CPU_PAR_MIN 32768
+/* Convolution workspace cap: the im2col buffer holds as many whole images as fit in
+ * this many bytes (at least one image), and the batch is processed in chunks of that
+ * many images. 4 MiB keeps the col matrix in cache between im2col and the GEMM that
+ * reads it: on the second conv of the Fashion-MNIST CNN (batch 128, col 17.8 MB) forward
+ * and backward measured ~25% faster than one whole-batch chunk (1 and 2 threads, on a
+ * shared, noisy machine), and it keeps the workspace small. */
+#ifndef KC_CPU_CONV_WS_CAP
+#define KC_CPU_CONV_WS_CAP ((size_t)4 << 20)
+#endif
+/* Column reductions work on blocks of this many columns with per-thread partial sums
+ * on the stack; at most KC_CPU_RED_THREADS threads take part. */
+#define KC_CPU_RED_COLS 64
+#define KC_CPU_RED_THREADS 32
+
+/* ---- helpers (cpu_misc.c) */
+/* Column sums in double over `rows` rows of row stride ld, for cols <= KC_CPU_RED_COLS
+ * columns (callers walk wider matrices in blocks); out1 (and out2) (cols) overwritten.
+ *   SUM:    out1 = sum_r a
+ *   SUM_SQ: out1 = sum_r a, out2 = sum_r a^2
+ *   DY_XC:  out1 = sum_r b, out2 = sum_r b * (a - p[j])   (batch norm backward) */
+typedef enum kc_cpu_colsum_kind { KC_CPU_COLSUM_SUM = 0, KC_CPU_COLSUM_SUM_SQ, KC_CPU_COLSUM_DY_XC } kc_cpu_colsum_kind;
+void kc__cpu_colsum(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p, int64_t rows,
+                    int cols, int64_t ld, double *out1, double *out2);
+/* Whether a loop over n elements should run in parallel. */
+static inline int kc__cpu_par(int64_t n) { return n > KC_CPU_PAR_MIN; }
+
+/* ---- memory and the table (cpu_backend.c) */
+kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out);
+void kc__cpu_free(kc_backend *be, void *p);
+kc_status kc__cpu_to_device(kc_backend *be, void *dst, const void *src, size_t bytes);
+kc_status kc__cpu_to_host(kc_backend *be, void *dst, const void *src, size_t bytes);
+kc_status kc__cpu_copy(kc_backend *be, void *dst, const void *src, size_t bytes);
+kc_status kc__cpu_memset0(kc_backend *be, void *dst, size_t bytes);
+kc_status kc__cpu_sync(kc_backend *be);
+kc_status kc__cpu_mem_info(kc_backend *be, kc_mem_info *out);
+
+/* ---- cpu_gemm_conv.c */
+kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);
+kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x,
+                                 const float *w, const float *b, float *y, void *ws);
+kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
+                                       const float *w, float *dx, void *ws);
+kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
+                                         const float *dy, float *dw, float *db, void *ws);
+
+/* ---- cpu_pool.c */
+kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,
+                                 int32_t *mask);
+kc_status kc__cpu_pool2d_backward(kc_backend *be, const kc_pool2d_desc *d, const float *dy,
+                                  const int32_t *mask, float *dx);
+kc_status kc__cpu_global_avg_pool_forward(kc_backend *be, const float *x, float *y, int n, int hw, int c);
+kc_status kc__cpu_global_avg_pool_backward(kc_backend *be, const float *dy, float *dx, int n, int hw, int c);
+
+/* ---- cpu_norm.c */
+kc_status kc__cpu_batchnorm_forward_train(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                          const float *gamma, const float *beta, float *moving_mean,
+                                          float *moving_var, float momentum, float epsilon,
+                                          float *save_mean, float *save_inv_std);
+kc_status kc__cpu_batchnorm_forward_infer(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                          const float *gamma, const float *beta, const float *moving_mean,
+                                          const float *moving_var, float epsilon);
+kc_status kc__cpu_batchnorm_backward(kc_backend *be, const float *x, const float *dy, float *dx,
+                                     int64_t rows, int c, const float *gamma, const float *save_mean,
+                                     const float *save_inv_std, float *dgamma, float *dbeta);
+
+/* ---- cpu_act.c
+ * act_backward needs x only for GELU and SILU, and for RELU_GENERAL when its threshold
+ * (gamma) or negative slope (alpha) is negative (then y does not tell the branch); with
+ * x given, RELU_GENERAL always uses it. Every other kind works from y, so x may be NULL. */
+kc_status kc__cpu_act_forward(kc_backend *be, kc_act_params a, const float *x, float *y, int64_t n,
+                              int cols);
+kc_status kc__cpu_act_backward(kc_backend *be, kc_act_params a, const float *x, const float *y,
+                               const float *dy, float *dx, int64_t n, int cols);
+
+/* ---- cpu_loss.c */
+kc_status kc__cpu_loss_forward_backward(kc_backend *be, const kc_loss_desc *d, const float *pred,
+                                        const float *target, float *loss_sum, float *dpred, int grad_n);
+kc_status kc__cpu_count_correct(kc_backend *be, const float *pred, const float *target, int n, int c,
+                                int sparse, int k, int from_logits, float *correct);
+
+/* ---- cpu_optim.c */
+kc_status kc__cpu_optimizer_step(kc_backend *be, const kc_opt_step *s, float *param, const float *grad,
+                                 float *slot0, float *slot1, int64_t n);
+
+/* ---- cpu_misc.c */
+kc_status kc__cpu_bias_add(kc_backend *be, float *y, const float *bias, int64_t rows, int cols);
+kc_status kc__cpu_bias_grad(kc_backend *be, const float *dy, float *db, int64_t rows, int cols);
+kc_status kc__cpu_dropout_forward(kc_backend *be, const float *x, float *y, uint8_t *mask, int64_t n,
+                                  float rate, uint64_t seed);
+kc_status kc__cpu_dropout_backward(kc_backend *be, const float *dy, const uint8_t *mask, float *dx,
+                                   int64_t n, float rate);
+kc_status kc__cpu_add(kc_backend *be, float *y, const float *a, const float *b, int64_t n);
+kc_status kc__cpu_axpy(kc_backend *be, float *y, const float *x, float alpha, int64_t n);
+kc_status kc__cpu_scale(kc_backend *be, float *y, float alpha, int64_t n);
+kc_status kc__cpu_copy_strided(kc_backend *be, float *dst, int dst_ld, int dst_off, const float *src,
+                               int src_ld, int src_off, int64_t rows, int cols);
+kc_status kc__cpu_pad2d_forward(kc_backend *be, const float *x, float *y, int n, int h, int w, int c,
+                                int top, int bottom, int left, int right);
+kc_status kc__cpu_pad2d_backward(kc_backend *be, const float *dy, float *dx, int n, int h, int w, int c,
+                                 int top, int bottom, int left, int right);
+kc_status kc__cpu_sum_squares(kc_backend *be, const float *x, int64_t n, float *out);
+
+#endif /* KC_BACKEND_CPU_H */

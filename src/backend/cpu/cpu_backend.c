@@ -1,0 +1,186 @@
+/* cpu_backend.c — the CPU backend's function table, its creation and destruction, and
+ * the memory operations (device memory is host memory here). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu.h"
+
+/* ---- memory */
+
+kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend alloc: the output pointer is NULL");
+    *out = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes) /* overflow */
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                        "cpu backend: cannot allocate %zu bytes of host memory (size overflow); reduce the "
+                        "batch size or the model size",
+                        bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0 || !p)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                        "cpu backend: out of host memory allocating %zu bytes (%.1f MiB); reduce the batch "
+                        "size or free memory",
+                        bytes, (double)bytes / (1024.0 * 1024.0));
+    *out = p;
+    return KC_STATUS_OK;
+}
+
+void kc__cpu_free(kc_backend *be, void *p) { free(p); }
+
+static kc_status cpu_copy_checked(const char *what, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return KC_STATUS_OK;
+    if (!dst || !src)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend %s: NULL %s pointer for %zu bytes", what,
+                        dst ? "source" : "destination", bytes);
+    if (dst != src) memmove(dst, src, bytes);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__cpu_to_device(kc_backend *be, void *dst, const void *src, size_t bytes) {
+    return cpu_copy_checked("to_device", dst, src, bytes);
+}
+
+kc_status kc__cpu_to_host(kc_backend *be, void *dst, const void *src, size_t bytes) {
+    return cpu_copy_checked("to_host", dst, src, bytes);
+}
+
+kc_status kc__cpu_copy(kc_backend *be, void *dst, const void *src, size_t bytes) {
+    return cpu_copy_checked("copy", dst, src, bytes);
+}
+
+kc_status kc__cpu_memset0(kc_backend *be, void *dst, size_t bytes) {
+    if (bytes == 0) return KC_STATUS_OK;
+    if (!dst) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend memset0: NULL pointer for %zu bytes", bytes);
+    memset(dst, 0, bytes);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__cpu_sync(kc_backend *be) { return KC_STATUS_OK; }
+
+/* A "Key:   123 kB" line of /proc/meminfo, in bytes; 0 when absent. */
+static size_t meminfo_field(const char *text, const char *key) {
+    const char *p = strstr(text, key);
+    if (!p) return 0;
+    p += strlen(key);
+    unsigned long long kb = strtoull(p, NULL, 10);
+    return (size_t)kb * 1024;
+}
+
+/* A number in a one-line file (cgroup limits); 0 when missing or "max". */
+static size_t read_size_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[64] = {0};
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    if (got == 0 || buf[0] < '0' || buf[0] > '9') return 0;
+    return (size_t)strtoull(buf, NULL, 10);
+}
+
+kc_status kc__cpu_mem_info(kc_backend *be, kc_mem_info *out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend mem_info: the output pointer is NULL");
+    size_t total = 0, avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char text[4096];
+        size_t got = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[got] = '\0';
+        total = meminfo_field(text, "MemTotal:");
+        avail = meminfo_field(text, "MemAvailable:");
+        if (!avail) avail = meminfo_field(text, "MemFree:");
+    }
+    if (!total) {
+        long pages = sysconf(_SC_PHYS_PAGES), avpages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && psize > 0) total = (size_t)pages * (size_t)psize;
+        if (avpages > 0 && psize > 0) avail = (size_t)avpages * (size_t)psize;
+    }
+    if (!total)
+        return kc__fail(KC_STATUS_DEVICE,
+                        "cpu backend: cannot read the host memory size (/proc/meminfo and sysconf failed)");
+    /* a container's memory limit (cgroup v2) is the real ceiling */
+    size_t limit = read_size_file("/sys/fs/cgroup/memory.max");
+    if (limit > 0 && limit < total) {
+        size_t used = read_size_file("/sys/fs/cgroup/memory.current");
+        total = limit;
+        size_t left = used < limit ? limit - used : 0;
+        if (left < avail) avail = left;
+    }
+    if (avail > total) avail = total;
+    out->free_bytes = avail;
+    out->total_bytes = total;
+    return KC_STATUS_OK;
+}
+
+/* ---- the table */
+
+static void cpu_destroy(kc_backend *be) { free(be); }
+
+kc_status kc_backend_cpu_create(kc_backend **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_cpu_create: the output pointer is NULL");
+    *out = NULL;
+    kc_backend *be = calloc(1, sizeof *be);
+    if (!be) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cpu backend");
+    be->abi = KC_BACKEND_ABI;
+    be->struct_size = sizeof *be;
+    be->name = "cpu";
+    snprintf(be->device, sizeof be->device, "cpu");
+    be->ctx = NULL;
+    be->destroy = cpu_destroy;
+
+    be->alloc = kc__cpu_alloc;
+    be->free = kc__cpu_free;
+    be->to_device = kc__cpu_to_device;
+    be->to_host = kc__cpu_to_host;
+    be->copy = kc__cpu_copy;
+    be->memset0 = kc__cpu_memset0;
+    be->sync = kc__cpu_sync;
+    be->mem_info = kc__cpu_mem_info;
+
+    be->gemm = kc__cpu_gemm;
+    be->bias_add = kc__cpu_bias_add;
+    be->bias_grad = kc__cpu_bias_grad;
+
+    be->conv2d_workspace = kc__cpu_conv2d_workspace;
+    be->conv2d_forward = kc__cpu_conv2d_forward;
+    be->conv2d_backward_data = kc__cpu_conv2d_backward_data;
+    be->conv2d_backward_filter = kc__cpu_conv2d_backward_filter;
+
+    be->pool2d_forward = kc__cpu_pool2d_forward;
+    be->pool2d_backward = kc__cpu_pool2d_backward;
+    be->global_avg_pool_forward = kc__cpu_global_avg_pool_forward;
+    be->global_avg_pool_backward = kc__cpu_global_avg_pool_backward;
+
+    be->batchnorm_forward_train = kc__cpu_batchnorm_forward_train;
+    be->batchnorm_forward_infer = kc__cpu_batchnorm_forward_infer;
+    be->batchnorm_backward = kc__cpu_batchnorm_backward;
+
+    be->act_forward = kc__cpu_act_forward;
+    be->act_backward = kc__cpu_act_backward;
+
+    be->dropout_forward = kc__cpu_dropout_forward;
+    be->dropout_backward = kc__cpu_dropout_backward;
+
+    be->add = kc__cpu_add;
+    be->axpy = kc__cpu_axpy;
+    be->scale = kc__cpu_scale;
+    be->copy_strided = kc__cpu_copy_strided;
+    be->pad2d_forward = kc__cpu_pad2d_forward;
+    be->pad2d_backward = kc__cpu_pad2d_backward;
+
+    be->loss_forward_backward = kc__cpu_loss_forward_backward;
+    be->count_correct = kc__cpu_count_correct;
+    be->optimizer_step = kc__cpu_optimizer_step;
+    be->sum_squares = kc__cpu_sum_squares;
+
+    *out = be;
+    return KC_STATUS_OK;
+}
+
+void kc_backend_destroy(kc_backend *be) {
+    if (be && be->destroy) be->destroy(be);
+}

@@ -1,0 +1,287 @@
+/* cpu_gemm_conv.c — GEMM (OpenBLAS) and 2-D convolution by im2col + GEMM, NHWC / HWIO.
+ *
+ * forward:          col (rows, K) = im2col(x);      y (rows, F) = col x W (K, F) [+ b]
+ * backward_filter:  col = im2col(x);                dW (K, F) = col^T x dy;  db = colsum(dy)
+ * backward_data:    dcol (rows, K) = dy x W^T;      dx = col2im(dcol)
+ * with rows = N*OH*OW and K = KH*KW*C (the kernel (KH, KW, C, F) read as a (K, F) matrix).
+ *
+ * Workspace: the col buffer of a chunk of whole images, as many as fit in
+ * KC_CPU_CONV_WS_CAP bytes (4 MiB, see cpu.h; at least one image); the batch is processed
+ * chunk by chunk (backward_filter accumulates dW over the chunks). A 1x1 kernel with stride 1 and no
+ * padding needs no workspace: x is already the (N*H*W, C) col matrix.
+ *
+ * col2im is written as a gather over input rows (each thread owns whole rows of dx), so
+ * it runs in parallel without atomics and overwrites dx. */
+#include <limits.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "cpu.h"
+
+kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+    if (m < 0 || n < 0 || k < 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu gemm: negative size m=%d n=%d k=%d", m, n, k);
+    if (m == 0 || n == 0) return KC_STATUS_OK;
+    int a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+    if (lda < KC_MAX(1, a_cols) || ldb < KC_MAX(1, b_cols) || ldc < n)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "cpu gemm: leading dimension too small (lda=%d needs >= %d, ldb=%d needs >= %d, "
+                        "ldc=%d needs >= %d)",
+                        lda, KC_MAX(1, a_cols), ldb, KC_MAX(1, b_cols), ldc, n);
+    if (!c || (k > 0 && (!a || !b)))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu gemm: NULL matrix pointer");
+    if (k == 0) { /* C = beta * C */
+        for (int i = 0; i < m; i++) {
+            float *ci = c + (size_t)i * (size_t)ldc;
+            if (beta == 0.0f)
+                memset(ci, 0, (size_t)n * sizeof(float));
+            else
+                for (int j = 0; j < n; j++) ci[j] *= beta;
+        }
+        return KC_STATUS_OK;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                alpha, a, lda, b, ldb, beta, c, ldc);
+    return KC_STATUS_OK;
+}
+
+/* ---- convolution helpers */
+
+static int conv_is_1x1(const kc_conv2d_desc *d) {
+    return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->pad_top == 0 && d->pad_left == 0 &&
+           d->oh == d->h && d->ow == d->w;
+}
+
+static kc_status conv_check(const kc_conv2d_desc *d, const char *what) {
+    if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: the descriptor is NULL", what);
+    if (d->n <= 0 || d->h <= 0 || d->w <= 0 || d->c <= 0 || d->f <= 0 || d->kh <= 0 || d->kw <= 0 || d->sh <= 0 ||
+        d->sw <= 0 || d->dh <= 0 || d->dw <= 0 || d->oh <= 0 || d->ow <= 0 || d->pad_top < 0 || d->pad_left < 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "cpu %s: bad convolution descriptor (input %dx%dx%dx%d, kernel %dx%dx%dx%d, strides %dx%d, "
+                        "dilation %dx%d, pad %d,%d, output %dx%d): every size must be positive and padding >= 0",
+                        what, d->n, d->h, d->w, d->c, d->kh, d->kw, d->c, d->f, d->sh, d->sw, d->dh, d->dw,
+                        d->pad_top, d->pad_left, d->oh, d->ow);
+    int64_t k = (int64_t)d->kh * d->kw * d->c;
+    if (k > INT_MAX / 2 || (int64_t)d->oh * d->ow > INT_MAX / 2 || (int64_t)d->h * d->w * d->c > INT_MAX / 2)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "cpu %s: convolution too large for 32-bit BLAS indices", what);
+    return KC_STATUS_OK;
+}
+
+/* Images per chunk: as many whole images as fit in the workspace cap (at least 1). */
+static int conv_chunk(const kc_conv2d_desc *d) {
+    size_t k = (size_t)d->kh * (size_t)d->kw * (size_t)d->c;
+    size_t per = (size_t)d->oh * (size_t)d->ow * k * sizeof(float); /* col bytes of one image */
+    size_t nb = per ? KC_CPU_CONV_WS_CAP / per : (size_t)d->n;
+    if (nb < 1) nb = 1;
+    if (nb > (size_t)d->n) nb = (size_t)d->n;
+    size_t max_rows = (size_t)INT_MAX / ((size_t)d->oh * (size_t)d->ow); /* gemm m is an int */
+    if (nb > max_rows) nb = max_rows ? max_rows : 1;
+    return (int)nb;
+}
+
+size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
+    if (!d || d->n <= 0 || d->oh <= 0 || d->ow <= 0 || d->kh <= 0 || d->kw <= 0 || d->c <= 0) return 0;
+    if (conv_is_1x1(d)) return 0;
+    size_t k = (size_t)d->kh * (size_t)d->kw * (size_t)d->c;
+    return (size_t)conv_chunk(d) * (size_t)d->oh * (size_t)d->ow * k * sizeof(float);
+}
+
+/* Copy n floats; short runs (few input channels) inline instead of a memcpy call. */
+static inline void copy_floats(float *restrict dst, const float *restrict src, size_t n) {
+    if (n > 16) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+static inline void zero_floats(float *dst, size_t n) {
+    if (n > 16) {
+        memset(dst, 0, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) dst[i] = 0.0f;
+}
+
+/* col (nb*OH*OW, KH*KW*C) from nb images starting at x (N, H, W, C). */
+static void im2col(const kc_conv2d_desc *d, const float *x, int nb, float *col) {
+    const int h = d->h, w = d->w, c = d->c, kh = d->kh, kw = d->kw, oh = d->oh, ow = d->ow;
+    const int sh = d->sh, sw = d->sw, dh = d->dh, dw = d->dw, pt = d->pad_top, pl = d->pad_left;
+    const size_t kdim = (size_t)kh * kw * c, kwc = (size_t)kw * c;
+    const int64_t rows = (int64_t)nb * oh; /* (image, output row) pairs */
+#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * ow * (int64_t)kdim))
+    for (int64_t r = 0; r < rows; r++) {
+        const int img = (int)(r / oh), oy = (int)(r % oh);
+        const float *xi = x + (size_t)img * h * w * c; /* (H, W, C) */
+        float *dst = col + (size_t)r * ow * kdim;      /* (OW, K) */
+        for (int ox = 0; ox < ow; ox++) {
+            const int ix0 = ox * sw - pl;
+            const int span_in = dw == 1 && ix0 >= 0 && ix0 + kw <= w;
+            for (int ki = 0; ki < kh; ki++) {
+                const int iy = oy * sh - pt + ki * dh;
+                if (iy < 0 || iy >= h) {
+                    zero_floats(dst, kwc);
+                    dst += kwc;
+                    continue;
+                }
+                const float *xrow = xi + (size_t)iy * w * c;
+                if (span_in) {
+                    copy_floats(dst, xrow + (size_t)ix0 * c, kwc);
+                    dst += kwc;
+                    continue;
+                }
+                for (int kj = 0; kj < kw; kj++) {
+                    const int ix = ix0 + kj * dw;
+                    if (ix < 0 || ix >= w)
+                        zero_floats(dst, (size_t)c);
+                    else
+                        copy_floats(dst, xrow + (size_t)ix * c, (size_t)c);
+                    dst += c;
+                }
+            }
+        }
+    }
+}
+
+/* dx (nb, H, W, C) = col2im(dcol (nb*OH*OW, KH*KW*C)), overwritten: each input row sums
+ * the col entries that were copied from it. */
+static void col2im(const kc_conv2d_desc *d, const float *dcol, int nb, float *dx) {
+    const int h = d->h, w = d->w, c = d->c, kh = d->kh, kw = d->kw, oh = d->oh, ow = d->ow;
+    const int sh = d->sh, sw = d->sw, dh = d->dh, dw = d->dw, pt = d->pad_top, pl = d->pad_left;
+    const size_t kdim = (size_t)kh * kw * c;
+    const int64_t rows = (int64_t)nb * h; /* (image, input row) pairs */
+#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)nb * oh * ow * (int64_t)kdim))
+    for (int64_t r = 0; r < rows; r++) {
+        const int img = (int)(r / h), iy = (int)(r % h);
+        float *dst = dx + (size_t)r * w * c; /* (W, C) */
+        memset(dst, 0, (size_t)w * c * sizeof(float));
+        for (int ki = 0; ki < kh; ki++) {
+            const int ty = iy + pt - ki * dh;
+            if (ty < 0 || ty % sh) continue;
+            const int oy = ty / sh;
+            if (oy >= oh) continue;
+            const float *src_row = dcol + ((size_t)img * oh + oy) * ow * kdim + (size_t)ki * kw * c;
+            for (int ox = 0; ox < ow; ox++) {
+                const float *src = src_row + (size_t)ox * kdim; /* (KW, C) of this (ki) */
+                const int ix0 = ox * sw - pl;
+                if (dw == 1 && ix0 >= 0 && ix0 + kw <= w) {
+                    float *o = dst + (size_t)ix0 * c;
+                    const size_t len = (size_t)kw * c;
+                    for (size_t i = 0; i < len; i++) o[i] += src[i];
+                    continue;
+                }
+                for (int kj = 0; kj < kw; kj++) {
+                    const int ix = ix0 + kj * dw;
+                    if (ix < 0 || ix >= w) continue;
+                    float *o = dst + (size_t)ix * c;
+                    const float *s = src + (size_t)kj * c;
+                    for (int ch = 0; ch < c; ch++) o[ch] += s[ch];
+                }
+            }
+        }
+    }
+}
+
+/* Rows of an (rows, ...) gemm done in pieces of at most this many (32-bit BLAS m). */
+#define KC_CPU_GEMM_MAX_ROWS ((int64_t)1 << 30)
+
+kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                 const float *b, float *y, void *ws) {
+    KC_TRY(conv_check(d, "conv2d_forward"));
+    if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_forward: NULL x, kernel or y");
+    const int f = d->f;
+    const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
+    if (conv_is_1x1(d)) {
+        /* y (N*H*W, F) = x (N*H*W, C) x W (C, F) */
+        for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
+            int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, f, d->c, 1.0f, x + (size_t)r0 * d->c, d->c,
+                        w, f, 0.0f, y + (size_t)r0 * f, f);
+        }
+    } else {
+        if (!ws)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                            "cpu conv2d_forward: no workspace given (needs %zu bytes from conv2d_workspace)",
+                            kc__cpu_conv2d_workspace(be, d));
+        float *col = ws; /* (nb*OH*OW, KH*KW*C) */
+        const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
+        const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
+        for (int n0 = 0; n0 < d->n; n0 += nb_max) {
+            int nb = KC_MIN(nb_max, d->n - n0);
+            im2col(d, x + (size_t)n0 * img_in, nb, col);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb * d->oh * d->ow, f, kdim, 1.0f, col, kdim, w,
+                        f, 0.0f, y + (size_t)n0 * img_out * f, f);
+        }
+    }
+    if (b) return kc__cpu_bias_add(be, y, b, rows_all, f);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                       float *dx, void *ws) {
+    KC_TRY(conv_check(d, "conv2d_backward_data"));
+    if (!dy || !w || !dx)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: NULL dy, kernel or dx");
+    const int f = d->f;
+    if (conv_is_1x1(d)) {
+        /* dx (N*H*W, C) = dy (N*H*W, F) x W^T, W (C, F) */
+        const int64_t rows_all = (int64_t)d->n * d->h * d->w;
+        for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
+            int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, d->c, f, 1.0f, dy + (size_t)r0 * f, f, w, f,
+                        0.0f, dx + (size_t)r0 * d->c, d->c);
+        }
+        return KC_STATUS_OK;
+    }
+    if (!ws)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "cpu conv2d_backward_data: no workspace given (needs %zu bytes from conv2d_workspace)",
+                        kc__cpu_conv2d_workspace(be, d));
+    float *dcol = ws; /* (nb*OH*OW, KH*KW*C) */
+    const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
+    const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
+    for (int n0 = 0; n0 < d->n; n0 += nb_max) {
+        int nb = KC_MIN(nb_max, d->n - n0);
+        /* dcol (rows, K) = dy (rows, F) x W^T, W (K, F) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb * d->oh * d->ow, kdim, f, 1.0f,
+                    dy + (size_t)n0 * img_out * f, f, w, f, 0.0f, dcol, kdim);
+        col2im(d, dcol, nb, dx + (size_t)n0 * img_in);
+    }
+    return KC_STATUS_OK;
+}
+
+kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                         float *dw, float *db, void *ws) {
+    KC_TRY(conv_check(d, "conv2d_backward_filter"));
+    if (!x || !dy || !dw)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_filter: NULL x, dy or dw");
+    const int f = d->f;
+    const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
+    if (conv_is_1x1(d)) {
+        /* dW (C, F) = x^T (C, N*H*W) x dy (N*H*W, F) */
+        for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
+            int k = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d->c, f, k, 1.0f, x + (size_t)r0 * d->c, d->c,
+                        dy + (size_t)r0 * f, f, r0 ? 1.0f : 0.0f, dw, f);
+        }
+    } else {
+        if (!ws)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                            "cpu conv2d_backward_filter: no workspace given (needs %zu bytes from conv2d_workspace)",
+                            kc__cpu_conv2d_workspace(be, d));
+        float *col = ws; /* (nb*OH*OW, KH*KW*C) */
+        const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
+        const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
+        for (int n0 = 0; n0 < d->n; n0 += nb_max) {
+            int nb = KC_MIN(nb_max, d->n - n0);
+            im2col(d, x + (size_t)n0 * img_in, nb, col);
+            /* dW (K, F) (+)= col^T (K, rows) x dy (rows, F) */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kdim, f, nb * d->oh * d->ow, 1.0f, col, kdim,
+                        dy + (size_t)n0 * img_out * f, f, n0 ? 1.0f : 0.0f, dw, f);
+        }
+    }
+    if (db) return kc__cpu_bias_grad(be, dy, db, rows_all, f);
+    return KC_STATUS_OK;
+}
