@@ -238,6 +238,13 @@ kc_status kc_set_output(kc_model *m, kc_node y);
 kc_status kc_model_status(const kc_model *m);
 const char *kc_model_error(const kc_model *m);
 
+/* Where the model runs: "cpu", "cuda", "cuda:N" or "auto" (default: KERAC_DEVICE, else
+ * "cpu"). Set it before the model is built; "cuda" never falls back, "auto" falls back
+ * to the CPU with a warning that names the reason. */
+kc_status kc_model_set_device(kc_model *m, const char *device);
+/* The device in use once built ("cpu", "cuda:0 (NVIDIA H200)"), "" before. */
+const char *kc_model_device(const kc_model *m);
+
 /* Seed for weight initialisation, dropout and shuffling (default 0 -> fixed seed 1337). */
 kc_status kc_model_set_seed(kc_model *m, uint64_t seed);
 
@@ -271,6 +278,20 @@ typedef struct kc_weight_info {
 kc_status kc_model_weight_info(kc_model *m, int index, kc_weight_info *out);
 kc_status kc_model_get_weight(kc_model *m, int index, float *dst, int64_t size);
 kc_status kc_model_set_weight(kc_model *m, int index, const float *src, int64_t size);
+
+/* Per-layer timing: when on, every forward and backward call of a layer is timed (the
+ * backend is synchronised around each call, so this slows GPU training a little). */
+kc_status kc_model_set_profiling(kc_model *m, int on);
+typedef struct kc_layer_timing {
+    const char *name;
+    const char *class_name;
+    double forward_seconds;   /* summed over calls */
+    double backward_seconds;
+    int64_t forward_calls, backward_calls;
+} kc_layer_timing;
+kc_status kc_model_layer_timing(const kc_model *m, int index, kc_layer_timing *out);
+/* Time spent outside the layers in training steps: loss, optimizer, batch copies. */
+kc_status kc_model_step_overhead(const kc_model *m, double *loss_seconds, double *optimizer_seconds);
 
 /* ---------------------------------------------------------------- compile */
 

@@ -211,6 +211,17 @@ struct kc_backend {
 kc_status kc_backend_cpu_create(kc_backend **out);
 void kc_backend_destroy(kc_backend *be);
 
+/* A backend by device name: "cpu", "cuda", "cuda:N", or "auto" (a healthy GPU, else the
+ * CPU with a warning that names the reason). GPU backends are loadable modules
+ * (libkerac_cuda.so, found next to libkerac, in KERAC_MODULE_PATH, or by the loader);
+ * a module that is missing or cannot initialise is an error with the exact reason. */
+kc_status kc_backend_open(const char *device, kc_backend **out);
+
+/* What a module exports (the symbol name is KC_BACKEND_MODULE_ENTRY). */
+typedef kc_status (*kc_backend_module_init_fn)(int abi, const char *device, kc_backend **out,
+                                               char *err, size_t err_size);
+#define KC_BACKEND_MODULE_ENTRY "kc_backend_module_init"
+
 #ifdef __cplusplus
 }
 #endif

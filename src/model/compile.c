@@ -66,7 +66,7 @@ kc_status kc_compile(kc_model *m, const kc_compile_opts *opts) {
     kc_compile_opts defaults = {0};
     if (!opts) opts = &defaults;
     KC_TRY(kc__model_build(m));
-    kc_loss_kind loss;
+    kc_loss_kind loss = KC_LOSS_SPARSE_CCE;
     KC_TRY(parse_loss(opts->loss, &loss));
     kc_optimizer_state opt = {0};
     kc_status s = kc__optimizer_init(&opt, &opts->optimizer);

@@ -9,6 +9,53 @@
 #define AT(off) ((float *)((char *)m->arena + (off)))
 #define AT_OR_NULL(off) ((off) == KC_PLAN_NONE ? NULL : (void *)((char *)m->arena + (off)))
 
+/* ---- profiling: synchronise so that asynchronous backends are timed per layer */
+static double prof_start(kc_model *m) {
+    m->be->sync(m->be);
+    return kc__now();
+}
+static void prof_stop(kc_model *m, double t0, double *acc, int64_t *calls) {
+    m->be->sync(m->be);
+    *acc += kc__now() - t0;
+    if (calls) (*calls)++;
+}
+
+kc_status kc_model_set_profiling(kc_model *m, int on) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_set_profiling: model is NULL");
+    if (on && !m->prof_fwd) {
+        int n = KC_MAX(m->n_layers, 1);
+        m->prof_fwd = kc__calloc((size_t)n, sizeof(double), "profiling");
+        m->prof_bwd = kc__calloc((size_t)n, sizeof(double), "profiling");
+        m->prof_fwd_n = kc__calloc((size_t)n, sizeof(int64_t), "profiling");
+        m->prof_bwd_n = kc__calloc((size_t)n, sizeof(int64_t), "profiling");
+        if (!m->prof_fwd || !m->prof_bwd || !m->prof_fwd_n || !m->prof_bwd_n) return KC_STATUS_OUT_OF_MEMORY;
+    }
+    if (on && m->built == false) KC_TRY(kc__model_build(m));
+    m->profiling = on != 0;
+    return KC_STATUS_OK;
+}
+
+kc_status kc_model_layer_timing(const kc_model *m, int index, kc_layer_timing *out) {
+    if (!m || !out || index < 0 || index >= m->n_layers)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_layer_timing: layer index %d out of range", index);
+    const kc_layer *l = m->layers[index];
+    *out = (kc_layer_timing){.name = l->name, .class_name = l->ops->class_name};
+    if (m->prof_fwd) {
+        out->forward_seconds = m->prof_fwd[index];
+        out->backward_seconds = m->prof_bwd[index];
+        out->forward_calls = m->prof_fwd_n[index];
+        out->backward_calls = m->prof_bwd_n[index];
+    }
+    return KC_STATUS_OK;
+}
+
+kc_status kc_model_step_overhead(const kc_model *m, double *loss_s, double *opt_s) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_step_overhead: model is NULL");
+    if (loss_s) *loss_s = m->prof_loss;
+    if (opt_s) *opt_s = m->prof_opt;
+    return KC_STATUS_OK;
+}
+
 kc_status kc__model_prepare(kc_model *m, int batch, bool training) {
     KC_TRY(kc__model_build(m));
     if (m->arena && m->plan.batch == batch && m->plan.training == training) return KC_STATUS_OK;
@@ -48,7 +95,9 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
                     .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),
                     .seed = kc__hash64(step_seed ^ l->seed)};
         for (int k = 0; k < l->n_in; k++) a.x[k] = AT(p->y_off[l->in[k]]);
+        double t0 = m->profiling ? prof_start(m) : 0;
         kc_status s = l->ops->forward(l, &a);
+        if (m->profiling) prof_stop(m, t0, &m->prof_fwd[i], &m->prof_fwd_n[i]);
         if (s != KC_STATUS_OK) return kc__wrap(s, "forward of layer '%s': ", l->name);
     }
     return KC_STATUS_OK;
@@ -93,7 +142,9 @@ static kc_status backward(kc_model *m, int batch) {
             else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
             else a.dx[k] = AT(p->dy_off[src]);
         }
+        double t0 = m->profiling ? prof_start(m) : 0;
         kc_status s = l->ops->backward(l, &a);
+        if (m->profiling) prof_stop(m, t0, &m->prof_bwd[j], &m->prof_bwd_n[j]);
         if (s != KC_STATUS_OK) return kc__wrap(s, "backward of layer '%s': ", l->name);
         for (int k = 0; k < l->n_in; k++) {
             size_t tmp = p->dx_tmp_off[j * KC_MAX_INPUTS + k];
@@ -109,12 +160,17 @@ static kc_status backward(kc_model *m, int batch) {
 kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply) {
     kc_loss_desc d = loss_desc(m, batch);
     int out = kc__model_output(m);
+    double t0 = m->profiling ? prof_start(m) : 0;
     KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->dev_batch_t, m->dev_scalars,
                                         AT(m->plan.dy_off[out]), grad_n));
     KC_TRY(add_metrics(m, batch));
+    if (m->profiling) prof_stop(m, t0, &m->prof_loss, NULL);
     KC_TRY(backward(m, batch));
     if (!apply || m->n_trainable == 0) return KC_STATUS_OK;
-    return kc__model_apply_gradients(m);
+    t0 = m->profiling ? prof_start(m) : 0;
+    kc_status s = kc__model_apply_gradients(m);
+    if (m->profiling) prof_stop(m, t0, &m->prof_opt, NULL);
+    return s;
 }
 
 kc_status kc__model_apply_gradients(kc_model *m) {

@@ -48,6 +48,10 @@ void kc_model_destroy(kc_model *m) {
     kc__plan_free(&m->plan);
     free(m->opt.boundaries);
     free(m->opt.values);
+    free(m->prof_fwd);
+    free(m->prof_bwd);
+    free(m->prof_fwd_n);
+    free(m->prof_bwd_n);
     free(m);
 }
 
@@ -221,8 +225,26 @@ int kc__model_output(const kc_model *m) { return m->output >= 0 ? m->output : m-
 
 static kc_status ensure_backend(kc_model *m) {
     if (m->be) return KC_STATUS_OK;
-    return kc_backend_cpu_create(&m->be);
+    const char *dev = m->device_req[0] ? m->device_req : getenv("KERAC_DEVICE");
+    kc_status s = kc_backend_open(dev && *dev ? dev : "cpu", &m->be);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "model '%s': ", m->name);
+    kc__log(KC_LOG_INFO, "model '%s' runs on %s", m->name, m->be->device);
+    return KC_STATUS_OK;
 }
+
+kc_status kc_model_set_device(kc_model *m, const char *device) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_set_device: model is NULL");
+    if (m->built)
+        return kc__fail(KC_STATUS_STATE, "model '%s': choose the device before the model is built (it runs on %s)",
+                        m->name, m->be ? m->be->device : "?");
+    const char *d = device ? device : "";
+    if (strlen(d) >= sizeof m->device_req)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "device name '%.40s...' is too long", d);
+    snprintf(m->device_req, sizeof m->device_req, "%s", d);
+    return KC_STATUS_OK;
+}
+
+const char *kc_model_device(const kc_model *m) { return m && m->be ? m->be->device : ""; }
 
 kc_status kc__model_build(kc_model *m) {
     if (m->err != KC_STATUS_OK) return kc__fail(m->err, "%s", m->errmsg);

@@ -34,6 +34,8 @@ struct kc_model {
     uint64_t seed;
     kc_rng rng;              /* shuffling and per-step seeds */
 
+    char device_req[64];     /* requested device ("" = KERAC_DEVICE or cpu) */
+
     /* weights: built once */
     bool built;
     kc_backend *be;
@@ -50,6 +52,12 @@ struct kc_model {
     int n_metrics;
     kc_metric metrics[KC_MAX_METRICS];
     kc_optimizer_state opt;
+
+    /* profiling (kc_model_set_profiling): per layer, seconds and calls */
+    bool profiling;
+    double *prof_fwd, *prof_bwd;   /* (n_layers) */
+    int64_t *prof_fwd_n, *prof_bwd_n;
+    double prof_loss, prof_opt;
 
     /* execution: the plan and its arena for the current (batch, mode) */
     kc_plan plan;

@@ -181,6 +181,3 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     return KC_STATUS_OK;
 }
 
-void kc_backend_destroy(kc_backend *be) {
-    if (be && be->destroy) be->destroy(be);
-}
