@@ -1,7 +1,6 @@
 /* End to end: the default CNN (Keras's mnist_convnet) trained on a Fashion-MNIST subset
  * reaches a stated test accuracy. Stated bounds: 20,000 training images, 2 epochs,
- * batch 128, Adam 1e-3 -> at least 0.80 on the first 2,000 test images (Keras reaches
- * ~0.83 with the same budget). Under the sanitizers (KERAC_SANITIZED=1) the budget is
+ * batch 128, Adam 1e-3 -> at least 0.80 on the first 2,000 test images. Under the sanitizers (KERAC_SANITIZED=1) the budget is
  * 3,000 images for 1 epoch -> at least 0.60. Skips (77) without the Debian dataset. */
 #include <setjmp.h>
 #include <stdarg.h>
