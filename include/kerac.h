@@ -293,6 +293,38 @@ kc_status kc_model_layer_timing(const kc_model *m, int index, kc_layer_timing *o
 /* Time spent outside the layers in training steps: loss, optimizer, batch copies. */
 kc_status kc_model_step_overhead(const kc_model *m, double *loss_seconds, double *optimizer_seconds);
 
+/* ---------------------------------------------------------------- memory */
+
+/* What one training (or inference) step needs on the model's device, computed from the
+ * graph before anything is allocated. Activation and gradient buffers are placed in one
+ * arena by lifetime, so `arena` is less than the sum of its parts. */
+typedef struct kc_memory_plan {
+    int batch_size;              /* examples per (micro-)batch */
+    int training;
+    size_t parameters;           /* every weight, non-trainable included */
+    size_t gradients;            /* weight gradients (x2 with gradient accumulation) */
+    size_t optimizer_state;      /* Adam's m and v, momentum, ... */
+    size_t activations;          /* layer outputs and forward state kept for backward, summed */
+    size_t activation_gradients; /* gradients of layer outputs, summed */
+    size_t workspace;            /* the largest layer scratch (im2col, ...) */
+    size_t arena;                /* activations + their gradients + workspace after reuse */
+    size_t batch_buffers;        /* targets and step scalars on the device */
+    size_t device_total;         /* the peak: parameters + gradients + optimizer state + arena + batch buffers */
+    size_t host_pipeline;        /* host: the loader's ring of prefetched batches (prefetch 2) */
+} kc_memory_plan;
+
+/* Plan a step at batch_size (training or inference; grad_accum > 1 adds the accumulation
+ * buffer). Before kc_compile, the optimizer is assumed to be Adam (two slots). */
+kc_status kc_model_plan_memory(kc_model *m, int batch_size, int training, int grad_accum, kc_memory_plan *out);
+/* Bytes the model's device allocations held at their peak since the model was built (the
+ * arena's and the weights' high-water mark), and now. */
+kc_status kc_model_memory_usage(kc_model *m, size_t *peak, size_t *in_use);
+/* Cap what the model may allocate on its device, the CPU included (0: no cap; default:
+ * KERAC_MEMORY_LIMIT). */
+kc_status kc_model_set_memory_limit(kc_model *m, size_t bytes);
+/* "512M", "2G", "1.5GiB", "1000000" (bytes): K/M/G/T are powers of 1024. */
+kc_status kc_parse_size(const char *text, size_t *out);
+
 /* ---------------------------------------------------------------- compile */
 
 typedef struct kc_optimizer_opts {
@@ -376,6 +408,9 @@ typedef struct kc_epoch_logs {
     double lr;
     double seconds;
     double images_per_second;
+    int batch_size;           /* examples per optimizer step */
+    int micro_batch;          /* examples per forward/backward (batch_size / grad_accum) */
+    int grad_accum;
 } kc_epoch_logs;
 
 typedef struct kc_batch_logs {
@@ -452,7 +487,23 @@ typedef struct kc_fit_opts {
     kc_callback *const *callbacks;
     int num_callbacks;
     int64_t steps_per_epoch;  /* 0: the whole dataset */
+    /* Gradient accumulation: each batch of batch_size examples runs as grad_accum
+     * micro-batches whose gradients are summed before one optimizer step: the same update
+     * as the whole batch (up to rounding; BatchNormalization statistics are per
+     * micro-batch). Default 1. */
+    int grad_accum;
+    /* batch_size = KC_BATCH_SIZE_AUTO: the largest multiple of 8 whose planned footprint
+     * fits the device's free memory (less a 10% safety margin) or the memory limit (exact),
+     * confirmed by one real step; capped by max_batch_size (default 4096). */
+    int max_batch_size;
+    /* Out-of-memory recovery (default on): when an allocation fails during training, free
+     * the caches, halve the micro-batch and double grad_accum, so the batch and the
+     * learning-rate schedule stay the same, log one warning and go on from the same step;
+     * below micro-batch 1, fail. KC_FALSE turns it off. */
+    int oom_recovery;
 } kc_fit_opts;
+
+#define KC_BATCH_SIZE_AUTO (-1)
 
 kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out);
 
@@ -477,9 +528,18 @@ kc_status kc_model_from_json(const char *text, size_t len, kc_model **out);
 /* Write Keras's JSON model config; *out is malloc'd, free it with kc_free. flavour 3 writes
  * Keras 3 ("batch_shape", "module"), 2 writes Keras 2 ("batch_input_shape"). */
 kc_status kc_model_to_json(kc_model *m, int flavour, char **out);
-/* Files: .json (config only). */
+/* Model files, by extension: .keras (Keras 3 archive: config + weights), .h5 / .hdf5
+ * (Keras 2 HDF5 model: config + weights; Keras 3's legacy .h5 files load too), .json
+ * (config only: loading gives freshly initialised weights). kc_model_save also writes
+ * .weights.h5 (weights only). Saving is atomic: a failed save leaves no partial file. */
 kc_status kc_model_load(const char *path, kc_model **out);
 kc_status kc_model_save(kc_model *m, const char *path);
+/* Weights only, into / from a model of the same architecture (every shape is checked; on
+ * failure the model keeps its weights). Load reads .weights.h5 (Keras 3 or Keras 2 layout),
+ * .h5 (Keras 2 save_weights or a full model) and .keras; save writes .weights.h5 (Keras 3
+ * layout) or .h5 (Keras 2 layout). */
+kc_status kc_model_load_weights(kc_model *m, const char *path);
+kc_status kc_model_save_weights(kc_model *m, const char *path);
 void kc_free(void *p);
 
 /* The default CNN (Keras's mnist_convnet): for (h, w, c) inputs and `classes` outputs. */

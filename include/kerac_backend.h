@@ -205,6 +205,15 @@ struct kc_backend {
                                 float *slot0, float *slot1, int64_t n);
     /* *out (device float) = sum of squares of x (for clipnorm and NaN checks) */
     kc_status (*sum_squares)(kc_backend *be, const float *x, int64_t n, float *out);
+
+    /* ---- memory accounting: bytes held through alloc now and at the peak since the last
+     * reset_peak; a cap (0: none) past which alloc fails with KC_STATUS_OUT_OF_MEMORY
+     * naming the bytes asked, held and allowed; release_cache returns cached free blocks
+     * to the system (a no-op where nothing is cached). */
+    void (*memory_stats)(kc_backend *be, size_t *in_use, size_t *peak);
+    void (*reset_peak)(kc_backend *be);
+    void (*set_memory_limit)(kc_backend *be, size_t bytes);
+    void (*release_cache)(kc_backend *be);
 };
 
 /* The CPU backend (always available). */

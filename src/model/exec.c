@@ -167,18 +167,16 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
     if (m->profiling) prof_stop(m, t0, &m->prof_loss, NULL);
     KC_TRY(backward(m, batch));
     if (!apply || m->n_trainable == 0) return KC_STATUS_OK;
-    t0 = m->profiling ? prof_start(m) : 0;
-    kc_status s = kc__model_apply_gradients(m);
-    if (m->profiling) prof_stop(m, t0, &m->prof_opt, NULL);
-    return s;
+    return kc__model_apply_gradients(m, m->grads);
 }
 
-kc_status kc__model_apply_gradients(kc_model *m) {
+kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
     kc_optimizer_state *o = &m->opt;
     float grad_scale = 1.0f;
+    double t0 = m->profiling ? prof_start(m) : 0;
     if (o->opts.clipnorm > 0) {
         float ss = 0;
-        KC_TRY(m->be->sum_squares(m->be, m->grads, m->n_trainable, m->dev_scalars + 7));
+        KC_TRY(m->be->sum_squares(m->be, grads, m->n_trainable, m->dev_scalars + 7));
         KC_TRY(m->be->to_host(m->be, &ss, m->dev_scalars + 7, sizeof ss));
         double norm = sqrt((double)ss);
         if (norm > o->opts.clipnorm) grad_scale = (float)(o->opts.clipnorm / norm);
@@ -188,8 +186,9 @@ kc_status kc__model_apply_gradients(kc_model *m) {
                       .beta_1 = (float)o->opts.beta_1, .beta_2 = (float)o->opts.beta_2,
                       .epsilon = (float)o->opts.epsilon, .weight_decay = (float)o->opts.weight_decay,
                       .rho = (float)o->opts.rho, .t = o->iterations + 1, .grad_scale = grad_scale};
-    KC_TRY(m->be->optimizer_step(m->be, &st, m->params, m->grads, m->slot0, m->slot1, m->n_trainable));
+    KC_TRY(m->be->optimizer_step(m->be, &st, m->params, grads, m->slot0, m->slot1, m->n_trainable));
     o->iterations++;
+    if (m->profiling) prof_stop(m, t0, &m->prof_opt, NULL);
     return KC_STATUS_OK;
 }
 

@@ -181,6 +181,96 @@ static void stop_by(fit_ctx *c, const kc_callback *cb) {
         snprintf(c->h->stop_reason, sizeof c->h->stop_reason, "%s", cb->name && *cb->name ? cb->name : "callback");
 }
 
+kc_status kc__auto_batch_size(kc_model *m, int cap, int grad_accum, int *out, char *reason, size_t reason_n);
+kc_status kc__memory_budget(kc_model *m, size_t *budget, char *why, size_t why_n);
+
+/* The accumulation buffer for grad_accum > 1, allocated on first use. */
+static kc_status ensure_accum(kc_model *m) {
+    if (m->accum || m->n_trainable == 0) return KC_STATUS_OK;
+    return m->be->alloc(m->be, (size_t)m->n_trainable * sizeof(float), (void **)&m->accum);
+}
+
+/* Free what the step's plan allocated (arena, accumulation buffer, batch targets) and the
+ * backend's caches, before retrying with a smaller micro-batch. */
+static void release_step_memory(kc_model *m) {
+    m->be->free(m->be, m->arena);
+    m->arena = NULL;
+    m->arena_cap = 0;
+    m->be->free(m->be, m->accum);
+    m->accum = NULL;
+    m->be->free(m->be, m->dev_batch_t);
+    m->dev_batch_t = NULL;
+    m->target_cap = 0;
+    kc__plan_free(&m->plan);
+    m->be->release_cache(m->be);
+}
+
+/* One optimizer step over a loaded batch: micro-batches of mb examples whose gradients
+ * (each of the batch-mean loss) are summed, then one update. sums[0] gets the loss sum,
+ * sums[1 + i] the metric counts. */
+static kc_status train_step(kc_model *m, const kc_batch *b, int mb, float *targets, uint64_t step_seed, double *sums) {
+    int k = (b->n + mb - 1) / mb;
+    int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
+    KC_TRY(kc__model_prepare(m, mb, true));
+    if (k > 1) KC_TRY(ensure_accum(m));
+    for (int j = 0; j < k; j++) {
+        int off = j * mb, n = KC_MIN(mb, b->n - off);
+        kc_batch micro = {.x = b->x + (int64_t)off * in_size, .y = b->y + off, .n = n, .index = b->index};
+        float sc[1 + KC_MAX_METRICS];
+        uint64_t seed = j == 0 ? step_seed : kc__hash64(step_seed ^ (uint64_t)j);
+        KC_TRY(m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float)));
+        KC_TRY(upload_batch(m, &micro, targets));
+        KC_TRY(kc__model_forward(m, n, true, seed));
+        KC_TRY(kc__model_backward_update(m, n, b->n, false));
+        KC_TRY(read_scalars(m, sc));
+        sums[0] += sc[0];
+        for (int i = 0; i < m->n_metrics; i++) sums[1 + i] += sc[1 + i];
+        if (k > 1 && m->n_trainable > 0) {
+            if (j == 0) KC_TRY(m->be->copy(m->be, m->accum, m->grads, (size_t)m->n_trainable * sizeof(float)));
+            else KC_TRY(m->be->axpy(m->be, m->accum, m->grads, 1.0f, m->n_trainable));
+        }
+    }
+    if (m->n_trainable == 0) return KC_STATUS_OK;
+    return kc__model_apply_gradients(m, k > 1 ? m->accum : m->grads);
+}
+
+/* train_step with out-of-memory recovery: on KC_STATUS_OUT_OF_MEMORY free the step's
+ * memory, halve the micro-batch (doubling the accumulation: the batch is unchanged) and
+ * retry the same step from its start. */
+static kc_status train_step_recovering(kc_model *m, const kc_batch *b, int *mb, int batch_size, bool recover,
+                                       float *targets, uint64_t step_seed, double *sums) {
+    for (;;) {
+        double part[1 + KC_MAX_METRICS] = {0};
+        kc_status s = train_step(m, b, *mb, targets, step_seed, part);
+        if (s == KC_STATUS_OK) {
+            for (int i = 0; i <= m->n_metrics; i++) sums[i] += part[i];
+            return s;
+        }
+        if (s != KC_STATUS_OUT_OF_MEMORY || !recover) return s;
+        char cause[KC_ERROR_MAX];
+        snprintf(cause, sizeof cause, "%s", kc_last_error());
+        kc_memory_plan pl = {0};
+        size_t budget = 0;
+        char why[160] = "";
+        int k = (batch_size + *mb - 1) / *mb;
+        release_step_memory(m);
+        kc_model_plan_memory(m, *mb, 1, k, &pl);
+        kc__memory_budget(m, &budget, why, sizeof why);
+        if (*mb <= 1)
+            return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                            "out of memory even at micro-batch 1: a step needs %.1f MiB and %.1f MiB may be used (%s); "
+                            "raise the memory limit, free memory or use a smaller model (%s)",
+                            (double)pl.device_total / 1048576.0, (double)budget / 1048576.0, why, cause);
+        int next = (*mb + 1) / 2;
+        int next_k = (batch_size + next - 1) / next;
+        kc__log_always(KC_LOG_WARNING,
+                       "out of memory at micro-batch %d (a step needs %.1f MiB, %.1f MiB may be used); continuing "
+                       "with micro-batch %d x %d accumulation steps, batch size %d unchanged",
+                       *mb, (double)pl.device_total / 1048576.0, (double)budget / 1048576.0, next, next_k, batch_size);
+        *mb = next;
+    }
+}
+
 kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out) {
     KC_TRY(check_ready(m, "fit"));
     if (!train) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: training dataset is NULL");
@@ -188,15 +278,23 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     if (o.epochs == 0) o.epochs = 1;
     if (o.batch_size == 0) o.batch_size = 32;
     if (o.prefetch == 0) o.prefetch = 2;
-    if (o.epochs < 0 || o.batch_size < 0 || o.prefetch < 0 || o.steps_per_epoch < 0)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: epochs (%d), batch_size (%d), prefetch (%d) and "
-                        "steps_per_epoch must not be negative", o.epochs, o.batch_size, o.prefetch);
+    if (o.grad_accum == 0) o.grad_accum = 1;
+    if (o.max_batch_size == 0) o.max_batch_size = 4096;
+    if (o.epochs < 0 || (o.batch_size < 0 && o.batch_size != KC_BATCH_SIZE_AUTO) || o.prefetch < 0 ||
+        o.steps_per_epoch < 0 || o.grad_accum < 0 || o.max_batch_size < 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: epochs (%d), batch_size (%d), prefetch (%d), grad_accum "
+                        "(%d), max_batch_size and steps_per_epoch must not be negative",
+                        o.epochs, o.batch_size, o.prefetch, o.grad_accum);
+    if (o.batch_size > 0 && o.grad_accum > o.batch_size)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: grad_accum %d is more than the batch size %d; each of the "
+                        "micro-batches needs at least one example", o.grad_accum, o.batch_size);
     if (o.validation_split < 0 || o.validation_split >= 1)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: validation_split = %g must be in [0, 1)", o.validation_split);
     if (o.num_callbacks > 0 && !o.callbacks)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: num_callbacks is %d but callbacks is NULL", o.num_callbacks);
     if (out) *out = NULL;
     KC_TRY(check_data(m, train, "training data"));
+    bool recover = kc__bool3(o.oom_recovery, true);
 
     kc_status s = KC_STATUS_OK;
     kc_dataset *tr = NULL, *val = NULL;
@@ -218,7 +316,31 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     if (valp && s == KC_STATUS_OK) s = check_data(m, valp, "validation data");
     const kc_dataset *trp = tr ? tr : train;
     int64_t n = kc_dataset_size(trp);
+    if (s == KC_STATUS_OK && o.batch_size == KC_BATCH_SIZE_AUTO) {
+        char reason[512];
+        int cap = (int)KC_MIN((int64_t)o.max_batch_size, (n + 7) / 8 * 8);
+        s = kc__auto_batch_size(m, cap, o.grad_accum, &o.batch_size, reason, sizeof reason);
+        /* confirm with one real step (prepare + a forward pass); step down by 8 on failure */
+        while (s == KC_STATUS_OK) {
+            s = kc__model_prepare(m, o.batch_size, true);
+            if (s == KC_STATUS_OK) s = kc__model_forward(m, o.batch_size, false, 0);
+            if (s != KC_STATUS_OUT_OF_MEMORY || o.batch_size <= 8) break;
+            release_step_memory(m);
+            o.batch_size -= 8;
+            snprintf(reason, sizeof reason, "auto batch size %d: the planned size did not fit in a real step",
+                     o.batch_size);
+            s = KC_STATUS_OK;
+        }
+        if (s == KC_STATUS_OK) kc__log_always(KC_LOG_INFO, "%s", reason);
+        if (s == KC_STATUS_OK && o.grad_accum > o.batch_size) o.grad_accum = o.batch_size;
+    }
+    if (s != KC_STATUS_OK) {
+        kc_dataset_destroy(tr);
+        kc_dataset_destroy(val);
+        return s;
+    }
     int bs = (int)KC_MIN((int64_t)o.batch_size, n);
+    int mb = (bs + o.grad_accum - 1) / o.grad_accum; /* micro-batch */
     int64_t steps = (n + bs - 1) / bs;
     if (o.steps_per_epoch > 0 && o.steps_per_epoch < steps) steps = o.steps_per_epoch;
     int64_t per_epoch = KC_MIN(n, steps * bs);
@@ -227,13 +349,13 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     int64_t *order = kc__calloc((size_t)n, sizeof(int64_t), "the shuffle order");
     float *targets = kc__calloc((size_t)bs * (size_t)kc__model_target_width(m), sizeof(float), "training targets");
     if (!h || !order || !targets) s = KC_STATUS_OUT_OF_MEMORY;
-    if (s == KC_STATUS_OK) s = kc__model_prepare(m, bs, true);
     if (s != KC_STATUS_OK) goto done;
     h->n_metrics = m->n_metrics;
     for (int i = 0; i < m->n_metrics; i++) snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
 
     kc_rng rng;
-    kc__rng_seed(&rng, o.seed ? o.seed : m->seed);
+    uint64_t seed = o.seed ? o.seed : m->seed;
+    kc__rng_seed(&rng, seed);
     for (int64_t i = 0; i < n; i++) order[i] = i;
     fit_ctx c = {.m = m, .o = &o, .h = h};
 
@@ -247,30 +369,22 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
                 o.callbacks[k]->on_epoch_begin(m, epoch, o.callbacks[k]->user) == KC_STOP_TRAINING)
                 stop_by(&c, o.callbacks[k]);
         if (c.stop) break;
-        bool shuffle = kc__bool3(o.shuffle, true);
-        if (shuffle) kc__shuffle_i64(&rng, order, n);
+        if (kc__bool3(o.shuffle, true)) kc__shuffle_i64(&rng, order, n);
         double t0 = kc__now();
-        double loss_sum = 0, correct[KC_MAX_METRICS] = {0};
+        double sums[1 + KC_MAX_METRICS] = {0};
         int64_t seen = 0, step = 0;
         double lr_epoch = kc__optimizer_lr(&m->opt, m->opt.iterations);
         kc_loader *ld = NULL;
         s = kc__loader_create(trp, order, per_epoch, bs, o.prefetch, &ld);
         const kc_batch *b = NULL;
         while (s == KC_STATUS_OK && !c.stop && (s = kc__loader_next(ld, &b)) == KC_STATUS_OK && b) {
-            float sc[1 + KC_MAX_METRICS];
-            uint64_t step_seed = kc__hash64((o.seed ? o.seed : m->seed) + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
-            s = m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
-            if (s == KC_STATUS_OK) s = upload_batch(m, b, targets);
-            if (s == KC_STATUS_OK) s = kc__model_forward(m, b->n, true, step_seed);
-            if (s == KC_STATUS_OK) s = kc__model_backward_update(m, b->n, b->n, true);
-            if (s == KC_STATUS_OK) s = read_scalars(m, sc);
+            uint64_t step_seed = kc__hash64(seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
+            s = train_step_recovering(m, b, &mb, bs, recover, targets, step_seed, sums);
             if (s != KC_STATUS_OK) break;
-            loss_sum += sc[0];
-            for (int i = 0; i < m->n_metrics; i++) correct[i] += sc[1 + i];
             seen += b->n;
-            kc_batch_logs bl = {.epoch = epoch, .step = step, .steps = steps, .loss = loss_sum / (double)seen,
+            kc_batch_logs bl = {.epoch = epoch, .step = step, .steps = steps, .loss = sums[0] / (double)seen,
                                 .seconds = kc__now() - t0, .samples = seen};
-            for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = correct[i] / (double)seen;
+            for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = sums[1 + i] / (double)seen;
             step++;
             for (int k = 0; k < o.num_callbacks; k++)
                 if (o.callbacks[k]->on_batch_end &&
@@ -279,15 +393,15 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         }
         kc__loader_destroy(ld);
         if (s != KC_STATUS_OK) break;
-        kc_epoch_logs el = {.epoch = epoch, .steps = step, .lr = lr_epoch};
-        el.loss = seen ? loss_sum / (double)seen : NAN;
-        for (int i = 0; i < m->n_metrics; i++) el.metrics[i] = seen ? correct[i] / (double)seen : NAN;
+        kc_epoch_logs el = {.epoch = epoch, .steps = step, .lr = lr_epoch, .batch_size = bs, .micro_batch = mb,
+                            .grad_accum = (bs + mb - 1) / mb};
+        el.loss = seen ? sums[0] / (double)seen : NAN;
+        for (int i = 0; i < m->n_metrics; i++) el.metrics[i] = seen ? sums[1 + i] / (double)seen : NAN;
         el.seconds = kc__now() - t0;
         el.images_per_second = el.seconds > 0 ? (double)seen / el.seconds : 0;
         if (valp && seen > 0) {
             eval_acc va;
-            s = run_eval(m, valp, bs, &va);
-            if (s == KC_STATUS_OK) s = kc__model_prepare(m, bs, true);
+            s = run_eval(m, valp, mb, &va); /* the micro-batch: known to fit */
             if (s != KC_STATUS_OK) break;
             el.has_val = 1;
             el.val_loss = va.samples ? va.loss_sum / (double)va.samples : NAN;

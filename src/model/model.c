@@ -31,10 +31,11 @@ static void model_free_device(kc_model *m) {
     m->be->free(m->be, m->grads);
     m->be->free(m->be, m->slot0);
     m->be->free(m->be, m->slot1);
+    m->be->free(m->be, m->accum);
     m->be->free(m->be, m->arena);
     m->be->free(m->be, m->dev_scalars);
     m->be->free(m->be, m->dev_batch_t);
-    m->params = m->grads = m->slot0 = m->slot1 = NULL;
+    m->params = m->grads = m->slot0 = m->slot1 = m->accum = NULL;
     m->arena = NULL;
     m->dev_scalars = m->dev_batch_t = NULL;
 }
@@ -223,11 +224,16 @@ int kc__model_output(const kc_model *m) { return m->output >= 0 ? m->output : m-
 
 /* ---------------------------------------------------------------- build */
 
+kc_status kc__model_apply_env_limit(kc_model *m);
+
 static kc_status ensure_backend(kc_model *m) {
     if (m->be) return KC_STATUS_OK;
     const char *dev = m->device_req[0] ? m->device_req : getenv("KERAC_DEVICE");
     kc_status s = kc_backend_open(dev && *dev ? dev : "cpu", &m->be);
     if (s != KC_STATUS_OK) return kc__wrap(s, "model '%s': ", m->name);
+    if (m->memory_limit_set) m->be->set_memory_limit(m->be, m->memory_limit);
+    s = kc__model_apply_env_limit(m);
+    if (s != KC_STATUS_OK) return s;
     kc__log(KC_LOG_INFO, "model '%s' runs on %s", m->name, m->be->device);
     return KC_STATUS_OK;
 }

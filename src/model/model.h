@@ -42,6 +42,9 @@ struct kc_model {
     float *params;           /* (n_params): trainable weights first, then non-trainable */
     float *grads;            /* (n_trainable) */
     float *slot0, *slot1;    /* optimizer state, (n_trainable) each when needed */
+    float *accum;            /* (n_trainable) gradient sum over micro-batches (grad_accum > 1) */
+    size_t memory_limit;     /* device bytes kerac may hold (0: none) */
+    bool memory_limit_set;   /* set by the API: KERAC_MEMORY_LIMIT does not override it */
     int64_t n_params, n_trainable;
 
     /* compile */
@@ -92,7 +95,8 @@ kc_status kc__model_finish_outputs(kc_model *m, int batch);
  * by grad_n. Writes the batch loss sum to dev_scalars[0] and adds metric counts to
  * dev_scalars[1 + i]. */
 kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply);
-kc_status kc__model_apply_gradients(kc_model *m);
+/* One optimizer update of the parameters with these gradients ((n_trainable), device). */
+kc_status kc__model_apply_gradients(kc_model *m, const float *grads);
 /* Loss and metric counts only (evaluate). */
 kc_status kc__model_accumulate_metrics(kc_model *m, int batch);
 

@@ -8,28 +8,68 @@
 
 #include "cpu.h"
 
-/* ---- memory */
+/* ---- memory
+ * Every block carries a 64-byte header holding its size, so that the backend knows the
+ * bytes it holds (memory_stats) and can enforce a limit (set_memory_limit, the CPU side
+ * of --memory-limit). The counters are atomic: datasets and loaders never allocate here,
+ * but a user may drive two models from two threads. */
+
+typedef struct cpu_mem {
+    _Atomic size_t in_use, peak;
+    size_t limit; /* 0: none */
+} cpu_mem;
+
+#define KC_CPU_HEADER 64
+
+static cpu_mem *mem_of(kc_backend *be) { return (cpu_mem *)be->ctx; }
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
 kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend alloc: the output pointer is NULL");
     *out = NULL;
     size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (rounded < bytes) /* overflow */
+    if (rounded < bytes || rounded + KC_CPU_HEADER < rounded) /* overflow */
         return kc__fail(KC_STATUS_OUT_OF_MEMORY,
                         "cpu backend: cannot allocate %zu bytes of host memory (size overflow); reduce the "
                         "batch size or the model size",
                         bytes);
+    cpu_mem *mem = mem_of(be);
+    size_t held = mem->in_use;
+    if (mem->limit && held + rounded > mem->limit)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                        "out of memory: %zu bytes (%.1f MiB) asked with %.1f MiB held, over the memory limit of "
+                        "%.1f MiB; raise --memory-limit or lower the batch size",
+                        bytes, mib(bytes), mib(held), mib(mem->limit));
     void *p = NULL;
-    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0 || !p)
+    if (posix_memalign(&p, 64, rounded + KC_CPU_HEADER) != 0 || !p)
         return kc__fail(KC_STATUS_OUT_OF_MEMORY,
                         "cpu backend: out of host memory allocating %zu bytes (%.1f MiB); reduce the batch "
                         "size or free memory",
-                        bytes, (double)bytes / (1024.0 * 1024.0));
-    *out = p;
+                        bytes, mib(bytes));
+    *(size_t *)p = rounded;
+    size_t now = (mem->in_use += rounded);
+    size_t pk = mem->peak;
+    while (now > pk && !__atomic_compare_exchange_n((size_t *)&mem->peak, &pk, now, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    *out = (char *)p + KC_CPU_HEADER;
     return KC_STATUS_OK;
 }
 
-void kc__cpu_free(kc_backend *be, void *p) { free(p); }
+void kc__cpu_free(kc_backend *be, void *p) {
+    if (!p) return;
+    char *base = (char *)p - KC_CPU_HEADER;
+    mem_of(be)->in_use -= *(size_t *)base;
+    free(base);
+}
+
+static void cpu_memory_stats(kc_backend *be, size_t *in_use, size_t *peak) {
+    if (in_use) *in_use = mem_of(be)->in_use;
+    if (peak) *peak = mem_of(be)->peak;
+}
+static void cpu_reset_peak(kc_backend *be) { mem_of(be)->peak = mem_of(be)->in_use; }
+static void cpu_set_memory_limit(kc_backend *be, size_t bytes) { mem_of(be)->limit = bytes; }
+static void cpu_release_cache(kc_backend *be) {}
 
 static kc_status cpu_copy_checked(const char *what, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return KC_STATUS_OK;
@@ -118,7 +158,10 @@ kc_status kc__cpu_mem_info(kc_backend *be, kc_mem_info *out) {
 
 /* ---- the table */
 
-static void cpu_destroy(kc_backend *be) { free(be); }
+static void cpu_destroy(kc_backend *be) {
+    free(be->ctx);
+    free(be);
+}
 
 kc_status kc_backend_cpu_create(kc_backend **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_cpu_create: the output pointer is NULL");
@@ -129,8 +172,16 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->struct_size = sizeof *be;
     be->name = "cpu";
     snprintf(be->device, sizeof be->device, "cpu");
-    be->ctx = NULL;
+    be->ctx = calloc(1, sizeof(cpu_mem));
+    if (!be->ctx) {
+        free(be);
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cpu backend");
+    }
     be->destroy = cpu_destroy;
+    be->memory_stats = cpu_memory_stats;
+    be->reset_peak = cpu_reset_peak;
+    be->set_memory_limit = cpu_set_memory_limit;
+    be->release_cache = cpu_release_cache;
 
     be->alloc = kc__cpu_alloc;
     be->free = kc__cpu_free;

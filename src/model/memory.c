@@ -1,0 +1,163 @@
+/* memory.c — the memory plan of a step (before allocating), measured usage, the memory
+ * limit, and the automatic batch size. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "model.h"
+
+int kc__optimizer_slots(kc_opt_kind kind, double momentum);
+
+kc_status kc_parse_size(const char *text, size_t *out) {
+    if (!text || !*text || !out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size is empty");
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || errno || !(v >= 0) || !isfinite(v))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s' is not a number with an optional K/M/G/T suffix",
+                        text);
+    while (isspace((unsigned char)*end)) end++;
+    double mult = 1;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'B': mult = 1; break;
+        case 'K': mult = 1024.0; break;
+        case 'M': mult = 1024.0 * 1024; break;
+        case 'G': mult = 1024.0 * 1024 * 1024; break;
+        case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+        default:
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s': unknown unit '%s' (use K, M, G or T)", text,
+                            end);
+        }
+        const char *rest = end + 1;
+        if (toupper((unsigned char)*end) != 'B' && (strcasecmp(rest, "") == 0 || strcasecmp(rest, "B") == 0 ||
+                                                    strcasecmp(rest, "iB") == 0))
+            ;
+        else if (toupper((unsigned char)*end) == 'B' && *rest == '\0')
+            ;
+        else
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s': unknown unit '%s' (use K, M, G or T)", text,
+                            end);
+    }
+    double bytes = v * mult;
+    if (bytes > 1.8e19) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s' is too large", text);
+    *out = (size_t)bytes;
+    return KC_STATUS_OK;
+}
+
+/* The memory limit from the environment, applied once when the backend is created. */
+kc_status kc__model_apply_env_limit(kc_model *m) {
+    const char *env = getenv("KERAC_MEMORY_LIMIT");
+    if (!env || !*env || m->memory_limit_set) return KC_STATUS_OK;
+    size_t b = 0;
+    kc_status s = kc_parse_size(env, &b);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "KERAC_MEMORY_LIMIT: ");
+    m->memory_limit = b;
+    m->be->set_memory_limit(m->be, b);
+    return KC_STATUS_OK;
+}
+
+kc_status kc_model_set_memory_limit(kc_model *m, size_t bytes) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_set_memory_limit: model is NULL");
+    m->memory_limit = bytes;
+    m->memory_limit_set = true;
+    if (m->be) m->be->set_memory_limit(m->be, bytes);
+    return KC_STATUS_OK;
+}
+
+kc_status kc_model_memory_usage(kc_model *m, size_t *peak, size_t *in_use) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_memory_usage: model is NULL");
+    KC_TRY(kc__model_build(m));
+    m->be->memory_stats(m->be, in_use, peak);
+    return KC_STATUS_OK;
+}
+
+static size_t f32(int64_t n) { return (size_t)n * sizeof(float); }
+
+/* Bytes the backend really allocates for a request (the CPU rounds to 64). */
+static size_t rounded(size_t b) { return (b + 63) & ~(size_t)63; }
+
+kc_status kc_model_plan_memory(kc_model *m, int batch, int training, int grad_accum, kc_memory_plan *out) {
+    if (!m || !out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_plan_memory: model or output is NULL");
+    if (batch <= 0) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory plan: batch size %d must be positive", batch);
+    KC_TRY(kc__model_build(m));
+    kc_plan p = {0};
+    KC_TRY(kc__plan_build(m, batch, training != 0, &p));
+    memset(out, 0, sizeof *out);
+    out->batch_size = batch;
+    out->training = training != 0;
+    out->parameters = rounded(f32(m->n_params ? m->n_params : 1));
+    int slots = m->compiled ? kc__optimizer_slots(m->opt.kind, m->opt.opts.momentum) : 2;
+    if (m->n_trainable > 0) {
+        out->gradients = rounded(f32(m->n_trainable)) * (grad_accum > 1 && training ? 2 : 1);
+        out->optimizer_state = (size_t)slots * rounded(f32(m->n_trainable));
+    }
+    out->activations = p.activation_bytes + p.aux_bytes;
+    out->activation_gradients = p.gradient_bytes;
+    out->workspace = p.workspace_bytes;
+    out->arena = p.arena_bytes;
+    int width = m->compiled ? kc__model_target_width(m) : 1;
+    out->batch_buffers = rounded(8 * sizeof(float)) + rounded(f32((int64_t)batch * width));
+    out->device_total = out->parameters + out->gradients + out->optimizer_state + out->arena + out->batch_buffers;
+    int64_t in = kc__shape_size(&m->layers[0]->out_shape);
+    out->host_pipeline = 3 * ((size_t)batch * (size_t)in * sizeof(float) + (size_t)batch * sizeof(int32_t));
+    kc__plan_free(&p);
+    return KC_STATUS_OK;
+}
+
+/* Device bytes kerac may still use: the memory limit if set (exact), else the device's
+ * free memory plus what kerac holds, less a 10% margin for other users and fragmentation. */
+kc_status kc__memory_budget(kc_model *m, size_t *budget, char *why, size_t why_n) {
+    size_t held = 0;
+    m->be->memory_stats(m->be, &held, NULL);
+    if (m->memory_limit) {
+        *budget = m->memory_limit;
+        snprintf(why, why_n, "memory limit %.1f MiB", (double)m->memory_limit / 1048576.0);
+        return KC_STATUS_OK;
+    }
+    kc_mem_info mi = {0};
+    KC_TRY(m->be->mem_info(m->be, &mi));
+    size_t avail = mi.free_bytes + held;
+    *budget = (size_t)((double)avail * 0.9);
+    snprintf(why, why_n, "%.1f GiB of %.1f GiB free on %s, less a 10%% margin", (double)avail / 1073741824.0,
+             (double)mi.total_bytes / 1073741824.0, m->be->device);
+    return KC_STATUS_OK;
+}
+
+/* The largest multiple of 8 (at most cap) whose planned training footprint fits. */
+kc_status kc__auto_batch_size(kc_model *m, int cap, int grad_accum, int *out, char *reason, size_t reason_n) {
+    size_t budget = 0;
+    char why[160];
+    KC_TRY(kc__memory_budget(m, &budget, why, sizeof why));
+    if (cap < 8) cap = 8;
+    /* the footprint grows with the batch: binary search over multiples of 8 */
+    int lo = 0, hi = cap / 8; /* lo fits (0 = none), hi is the largest candidate */
+    size_t best_total = 0;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        kc_memory_plan pl;
+        KC_TRY(kc_model_plan_memory(m, mid * 8, 1, grad_accum, &pl));
+        if (pl.device_total <= budget) {
+            lo = mid;
+            best_total = pl.device_total;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if (lo == 0) {
+        kc_memory_plan pl;
+        KC_TRY(kc_model_plan_memory(m, 8, 1, grad_accum, &pl));
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                        "auto batch size: even batch 8 needs %.1f MiB and only %.1f MiB may be used (%s); raise the "
+                        "memory limit or use a smaller model", (double)pl.device_total / 1048576.0,
+                        (double)budget / 1048576.0, why);
+    }
+    *out = lo * 8;
+    snprintf(reason, reason_n, "auto batch size %d: needs %.1f MiB of %.1f MiB usable (%s)", *out,
+             (double)best_total / 1048576.0, (double)budget / 1048576.0, why);
+    return KC_STATUS_OK;
+}
