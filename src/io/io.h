@@ -107,17 +107,53 @@ const kc__keras_init *kc__keras_init_find(const char *name_or_class);
 typedef struct kc__model_format {
     const char *ext;        /* ".json" */
     const char *what;       /* "Keras JSON model config" */
-    kc_status (*load)(const char *path, kc_model **out); /* NULL: not yet */
-    kc_status (*save)(kc_model *m, const char *path);    /* NULL: not yet */
+    kc_status (*load)(const char *path, kc_model **out);
+    kc_status (*save)(kc_model *m, const char *path);
 } kc__model_format;
 
-/* The format of a path by its extension (case-insensitive), or NULL. */
+/* The format of a path by its extension (case-insensitive, the longest match: ".weights.h5"
+ * before ".h5"), or NULL. */
 const kc__model_format *kc__model_format_for_path(const char *path);
+
+/* ---- Keras model files (keras_archive.c, keras_h5.c); messages name the path */
+
+/* .keras: a Keras 3 zip archive (metadata.json, config.json, model.weights.h5). */
+kc_status kc__keras_archive_load(const char *path, kc_model **out);
+kc_status kc__keras_archive_save(kc_model *m, const char *path);
+/* The weights of a .keras archive into m (its config.json is not read). */
+kc_status kc__keras_archive_load_weights(kc_model *m, const char *path);
+/* .h5: a Keras 2 full-model HDF5 file (model_config + /model_weights). Load also reads the
+ * .h5 files Keras 3 writes in that legacy format. */
+kc_status kc__legacy_h5_load(const char *path, kc_model **out);
+kc_status kc__legacy_h5_save(kc_model *m, const char *path);
+/* Weights only, from any Keras HDF5 layout: Keras 3 (/layers/<class>/vars/<i>), Keras 2
+ * weights-only (layer_names at the root) or a Keras 2 full model (/model_weights). All
+ * weights are read and checked before any is set: on failure m is unchanged. */
+kc_status kc__weights_h5_load(kc_model *m, const char *path);
+/* keras3: the Keras 3 layout (.weights.h5); else Keras 2's save_weights layout (.h5). */
+kc_status kc__weights_h5_save(kc_model *m, const char *path, bool keras3);
+/* HDF5 prints its errors to stderr unless told not to; library code never prints. Every
+ * public call that may touch HDF5 silences it and gives the caller's handler back after. */
+typedef struct kc__h5_silence {
+    void (*func)(void);      /* the caller's H5E_auto2_t */
+    void *data;
+    int saved;
+} kc__h5_silence;
+void kc__h5_silence_begin(kc__h5_silence *q);
+void kc__h5_silence_end(const kc__h5_silence *q);
+/* The Keras version kerac writes: metadata.json of .keras files and the Keras 2 .h5 files. */
+#define KC_KERAS3_VERSION "3.6.0"
+#define KC_KERAS2_VERSION "2.15.0"
 
 /* The whole file, NUL-terminated (malloc'd; *len excludes the NUL). KC_STATUS_IO names the path. */
 kc_status kc__read_file(const char *path, char **data, size_t *len);
 /* Write to "path.tmp", flush, then rename over path: never a partial file. */
 kc_status kc__write_file_atomic(const char *path, const char *data, size_t len);
+/* For writers that make the file themselves: the temporary name ("path.tmp", malloc'd;
+ * NULL with an error set when out of memory), and the commit: fsync the temporary, rename
+ * it over path; the temporary is removed when that fails. */
+char *kc__tmp_path(const char *path);
+kc_status kc__commit_tmp(const char *tmp, const char *path);
 
 /* Keras JSON with jansson dump flags (compact for to_json, indent 2 for files). */
 kc_status kc__model_to_json_flags(kc_model *m, int flavour, size_t flags, char **out);

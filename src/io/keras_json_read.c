@@ -283,6 +283,9 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
         if (variance_scaling && (strcmp(ckey, "scale") == 0 || strcmp(ckey, "mode") == 0 ||
                                  strcmp(ckey, "distribution") == 0))
             continue;
+        /* Keras 3.15+ writes fan axes for the variance-scaling family; null means the
+         * default fan computation, which is what kerac does */
+        if ((strcmp(ckey, "input_axes") == 0 || strcmp(ckey, "output_axes") == 0) && json_is_null(cv)) continue;
         return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: %s %s has the option '%s' = %s, which kerac does not implement",
                         pl->label, key, cls, ckey, jtext(cv, b, sizeof b));
     }

@@ -1,9 +1,15 @@
-/* model_file.c — kc_model_load / kc_model_save: the format is chosen by the file
- * extension. ".json" is Keras's JSON model config (architecture only, written in the
- * Keras 3 flavour, pretty-printed). ".keras" and ".h5" have a slot in the table and come
- * with their own issue. Writes go to "path.tmp" and are renamed over the path, so a crash
- * or a full disk never leaves a partial model file behind. */
+/* model_file.c — kc_model_load / kc_model_save and the weights-only pair: the format is
+ * chosen by the file extension.
+ *   .json        Keras's JSON model config (architecture only, written in the Keras 3
+ *                flavour, pretty-printed)
+ *   .keras       Keras 3 archive: config + weights (keras_archive.c)
+ *   .h5 .hdf5    Keras 2 full-model HDF5 file: config + weights (keras_h5.c)
+ *   .weights.h5  weights only, Keras 3 layout (kc_model_save writes it; kc_model_load
+ *                cannot make a model from it)
+ * Writes go to "path.tmp", are flushed to disk and renamed over the path, so a crash or a
+ * full disk never leaves a partial model file behind. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,12 +59,38 @@ kc_status kc__read_file(const char *path, char **data, size_t *len) {
     return KC_STATUS_OK;
 }
 
-kc_status kc__write_file_atomic(const char *path, const char *data, size_t len) {
+char *kc__tmp_path(const char *path) {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
-    if (!tmp) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s'", path);
+    if (!tmp) {
+        kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s'", path);
+        return NULL;
+    }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
+    return tmp;
+}
+
+kc_status kc__commit_tmp(const char *tmp, const char *path) {
+    int fd = open(tmp, O_RDONLY);
+    int err = fd < 0 ? errno : 0;
+    if (fd >= 0 && fsync(fd) != 0) err = errno ? errno : EIO;
+    if (fd >= 0) close(fd);
+    if (err) {
+        unlink(tmp);
+        return kc__fail(KC_STATUS_IO, "cannot write '%s': %s; the file was left unchanged", path, strerror(err));
+    }
+    if (rename(tmp, path) != 0) {
+        err = errno;
+        unlink(tmp);
+        return kc__fail(KC_STATUS_IO, "cannot replace '%s' with '%s': %s", path, tmp, strerror(err));
+    }
+    return KC_STATUS_OK;
+}
+
+kc_status kc__write_file_atomic(const char *path, const char *data, size_t len) {
+    char *tmp = kc__tmp_path(path);
+    if (!tmp) return KC_STATUS_OUT_OF_MEMORY;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         kc_status s = kc__fail(KC_STATUS_IO, "cannot write '%s' (via '%s'): %s", path, tmp, strerror(errno));
@@ -117,38 +149,51 @@ static kc_status save_json(kc_model *m, const char *path) {
     return s;
 }
 
+/* ---------------------------------------------------------------- .weights.h5 */
+
+static kc_status load_weights_only(const char *path, kc_model **out) {
+    *out = NULL;
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                    "'%s' is a weights-only file (.weights.h5) with no model config: load the model from its .json, "
+                    ".keras or .h5 file, then its weights with kc_model_load_weights",
+                    path);
+}
+
+static kc_status save_weights3(kc_model *m, const char *path) { return kc__weights_h5_save(m, path, true); }
+
 /* ---------------------------------------------------------------- dispatch */
 
 static const kc__model_format k_formats[] = {
     {".json", "Keras JSON model config", load_json, save_json},
-    {".keras", "Keras 3 model archive", NULL, NULL},
-    {".h5", "Keras HDF5 model file", NULL, NULL},
-    {".hdf5", "Keras HDF5 model file", NULL, NULL},
+    {".keras", "Keras 3 model archive", kc__keras_archive_load, kc__keras_archive_save},
+    {".weights.h5", "Keras 3 weights file", load_weights_only, save_weights3},
+    {".h5", "Keras 2 HDF5 model file", kc__legacy_h5_load, kc__legacy_h5_save},
+    {".hdf5", "Keras 2 HDF5 model file", kc__legacy_h5_load, kc__legacy_h5_save},
 };
 
 const kc__model_format *kc__model_format_for_path(const char *path) {
     if (!path) return NULL;
-    const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
-    if (!dot || (slash && dot < slash)) return NULL;
-    for (size_t i = 0; i < KC_ARRAY_LEN(k_formats); i++)
-        if (strcasecmp(dot, k_formats[i].ext) == 0) return &k_formats[i];
-    return NULL;
+    const char *base = slash ? slash + 1 : path;
+    size_t blen = strlen(base);
+    const kc__model_format *best = NULL;
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_formats); i++) {
+        size_t elen = strlen(k_formats[i].ext);
+        if (blen >= elen && strcasecmp(base + blen - elen, k_formats[i].ext) == 0 &&
+            (!best || elen > strlen(best->ext)))
+            best = &k_formats[i];
+    }
+    return best;
 }
 
-static kc_status format_of(const char *path, bool save, const kc__model_format **out) {
+static kc_status format_of(const char *path, const kc__model_format **out) {
     const kc__model_format *f = kc__model_format_for_path(path);
     if (!f) {
         const char *dot = strrchr(path, '.');
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "'%s': unknown model file extension '%s'; use .json (.keras and .h5 are planned)", path,
+                        "'%s': unknown model file extension '%s'; use .keras, .h5 or .json", path,
                         dot && !strchr(dot, '/') ? dot : "(none)");
     }
-    if (save ? !f->save : !f->load)
-        return kc__fail(KC_STATUS_UNSUPPORTED,
-                        "'%s': %s files (%s) are not supported yet: .keras and .h5 files come with issue 'Keras model "
-                        "files'; use .json for now",
-                        path, f->ext, f->what);
     *out = f;
     return KC_STATUS_OK;
 }
@@ -158,14 +203,58 @@ kc_status kc_model_load(const char *path, kc_model **out) {
     *out = NULL;
     if (!path || !*path) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_load: the path is empty");
     const kc__model_format *f = NULL;
-    KC_TRY(format_of(path, false, &f));
-    return f->load(path, out);
+    KC_TRY(format_of(path, &f));
+    if (f->load == load_json) return f->load(path, out);
+    kc__h5_silence q;
+    kc__h5_silence_begin(&q);
+    kc_status s = f->load(path, out);
+    kc__h5_silence_end(&q);
+    return s;
 }
 
 kc_status kc_model_save(kc_model *m, const char *path) {
     if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_save: model is NULL");
     if (!path || !*path) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_save: the path is empty");
     const kc__model_format *f = NULL;
-    KC_TRY(format_of(path, true, &f));
-    return f->save(m, path);
+    KC_TRY(format_of(path, &f));
+    if (f->save == save_json) return f->save(m, path);
+    kc__h5_silence q;
+    kc__h5_silence_begin(&q);
+    kc_status s = f->save(m, path);
+    kc__h5_silence_end(&q);
+    return s;
+}
+
+/* ---------------------------------------------------------------- weights only */
+
+kc_status kc_model_load_weights(kc_model *m, const char *path) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_load_weights: model is NULL");
+    if (!path || !*path) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_load_weights: the path is empty");
+    const kc__model_format *f = kc__model_format_for_path(path);
+    bool archive = f && f->load == kc__keras_archive_load;
+    if (archive || (f && (f->load == kc__legacy_h5_load || f->load == load_weights_only))) {
+        kc__h5_silence q;
+        kc__h5_silence_begin(&q);
+        kc_status s = archive ? kc__keras_archive_load_weights(m, path) : kc__weights_h5_load(m, path);
+        kc__h5_silence_end(&q);
+        return s;
+    }
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                    "'%s': weights are read from .weights.h5, .h5 or .keras files%s", path,
+                    f ? " (a .json file holds no weights)" : "");
+}
+
+kc_status kc_model_save_weights(kc_model *m, const char *path) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_save_weights: model is NULL");
+    if (!path || !*path) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_save_weights: the path is empty");
+    const kc__model_format *f = kc__model_format_for_path(path);
+    if (f && (f->save == save_weights3 || f->save == kc__legacy_h5_save)) {
+        kc__h5_silence q;
+        kc__h5_silence_begin(&q);
+        kc_status s = kc__weights_h5_save(m, path, f->save == save_weights3);
+        kc__h5_silence_end(&q);
+        return s;
+    }
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                    "'%s': weights are saved as .weights.h5 (Keras 3 layout) or .h5 (Keras 2 layout)", path);
 }

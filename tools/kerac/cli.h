@@ -149,5 +149,6 @@ int cli_cmd_train(int argc, char **argv);
 int cli_cmd_evaluate(int argc, char **argv);
 int cli_cmd_predict(int argc, char **argv);
 int cli_cmd_summary(int argc, char **argv);
+int cli_cmd_convert(int argc, char **argv);
 
 #endif /* KERAC_CLI_H */

@@ -6,12 +6,13 @@
 #include "cli.h"
 
 static const char usage[] =
-    "usage: kerac summary [MODEL.json] [--input-shape H,W,C] [--classes N]\n"
+    "usage: kerac summary [MODEL] [--input-shape H,W,C] [--classes N]\n"
     "\n"
     "Print the layers of a model like Keras's model.summary(): output shapes, parameter\n"
     "counts and forward FLOPs per example (multiply-adds x 2).\n"
     "\n"
-    "  MODEL.json            a model file (Keras JSON config); without it, the default CNN\n"
+    "  MODEL                 a model file: .keras, .h5 or .json (Keras config); without\n"
+    "                        it, the default CNN\n"
     "  --input-shape H,W,C   the default CNN's input shape (default 28,28,1)\n"
     "  --classes N           the default CNN's number of classes (default 10)\n"
     "  -h, --help            show this help\n";

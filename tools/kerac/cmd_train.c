@@ -1,18 +1,24 @@
-/* cmd_train.c — `kerac train`: fit a model (the default CNN or a model file) on a dataset,
- * evaluate it on the dataset's test split and optionally save it. */
+/* cmd_train.c — `kerac train`: fit a model (the default CNN, a model file, or a saved model
+ * and its weights with --init-from) on a dataset, evaluate it on the dataset's test split
+ * and optionally save it (.keras, .h5, .weights.h5 or .json, by extension). */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
 
 static const char usage[] =
-    "usage: kerac train [MODEL.json] [options]\n"
+    "usage: kerac train [MODEL] [options]\n"
     "\n"
     "Train a model on a dataset, then evaluate it on the dataset's test split.\n"
     "Without MODEL, trains the default CNN (Keras's mnist_convnet) sized from the data.\n"
+    "MODEL is a model file: .json (Keras config: training starts from fresh weights),\n"
+    ".keras (Keras 3) or .h5 (Keras 2 HDF5): training starts from the saved weights.\n"
     "\n"
+    "  --init-from FILE        start from the model and weights saved in FILE (.keras or\n"
+    "                          .h5) instead of the default CNN: fine-tune / resume training\n"
     "  --data SPEC             training data (default fashion-mnist):\n"
     "                            fashion-mnist[:DIR]  mnist:DIR  cifar10:DIR\n"
     "                            npy:X.npy,Y.npy  idx:IMAGES,LABELS\n"
@@ -29,7 +35,9 @@ static const char usage[] =
     "                          from its end (default 0.1 for the default CNN, 0 for a model file)\n"
     "  --seed N                seed for weights, dropout and shuffling\n"
     "  --threads N             CPU threads (default: all cores; 0 = all)\n"
-    "  --save FILE             save the trained model (.json: the model config only)\n"
+    "  --save FILE             save the trained model, format by extension: .keras (Keras 3),\n"
+    "                          .h5 (Keras 2 HDF5), .weights.h5 (weights only) or .json\n"
+    "                          (the model config only, no weights)\n"
     "  --json                  one JSON object per line on stdout: one per epoch\n"
     "                          ({\"epoch\", \"loss\", \"accuracy\", \"val_loss\", \"val_accuracy\", \"lr\",\n"
     "                          \"images_per_second\", \"seconds\"}), then {\"test_loss\", \"test_accuracy\"}\n"
@@ -52,6 +60,7 @@ static void on_sigint(int sig) {
 
 typedef struct train_args {
     const char *model_path;
+    const char *init_from;
     const char *data;
     long epochs, batch_size, threads;
     const char *optimizer;
@@ -81,6 +90,8 @@ static int parse(int argc, char **argv, train_args *t) {
             t->model_path = a.arg;
         } else if (cli_is(&a, "--data")) {
             if ((rc = cli_value(&a, &t->data))) return rc;
+        } else if (cli_is(&a, "--init-from")) {
+            if ((rc = cli_value(&a, &t->init_from))) return rc;
         } else if (cli_is(&a, "--epochs")) {
             if ((rc = cli_int_value(&a, 1, 1000000, &t->epochs))) return rc;
         } else if (cli_is(&a, "--batch-size")) {
@@ -122,6 +133,16 @@ static int parse(int argc, char **argv, train_args *t) {
         } else {
             return cli_unknown(&a);
         }
+    }
+    if (t->init_from && t->model_path)
+        return cli_usage_error(a.cmd, "give either a MODEL file or '--init-from FILE', not both");
+    if (t->init_from) {
+        size_t n = strlen(t->init_from);
+        if (n >= 5 && !strcasecmp(t->init_from + n - 5, ".json"))
+            return cli_usage_error(a.cmd,
+                                   "'--init-from %s': a .json file holds no weights; give it as MODEL to train it from "
+                                   "fresh weights, or give a .keras or .h5 file",
+                                   t->init_from);
     }
     return 0;
 }
@@ -177,15 +198,17 @@ int cli_cmd_train(int argc, char **argv) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }
-    if (t.model_path) {
-        if ((s = kc_model_load(t.model_path, &m))) {
+    const char *model_file = t.init_from ? t.init_from : t.model_path;
+    if (model_file) {
+        if ((s = kc_model_load(model_file, &m))) {
             rc = cli_fail(s, CLI_PHASE_LOAD);
             goto done;
         }
     } else if ((rc = default_model(train, t.data, &m))) {
         goto done;
     }
-    if (t.has_seed && (s = kc_model_set_seed(m, t.seed))) {
+    /* a loaded model has its weights already: the seed then drives shuffling and dropout */
+    if (t.has_seed && !model_file && (s = kc_model_set_seed(m, t.seed))) {
         rc = cli_fail(s, CLI_PHASE_RUN);
         goto done;
     }
@@ -237,7 +260,7 @@ int cli_cmd_train(int argc, char **argv) {
     }
 
     cli_output mode = t.json ? CLI_OUT_JSON : isatty(fileno(stdout)) ? CLI_OUT_BAR : CLI_OUT_LINES;
-    double split = t.has_validation_split ? t.validation_split : t.model_path ? 0.0 : 0.1;
+    double split = t.has_validation_split ? t.validation_split : model_file ? 0.0 : 0.1;
     if (mode != CLI_OUT_JSON && !t.quiet) {
         char p[32];
         int64_t params = 0;
@@ -282,7 +305,13 @@ int cli_cmd_train(int argc, char **argv) {
             rc = cli_fail(s, CLI_PHASE_RUN);
             goto done;
         }
-        if (mode != CLI_OUT_JSON) printf("saved model to '%s'\n", t.save);
+        if (mode != CLI_OUT_JSON) {
+            size_t n = strlen(t.save);
+            bool json = n >= 5 && !strcasecmp(t.save + n - 5, ".json");
+            bool weights = n >= 11 && !strcasecmp(t.save + n - 11, ".weights.h5");
+            printf("saved model to '%s'%s\n", t.save,
+                   json ? " (the model config only, no weights)" : weights ? " (the weights only)" : "");
+        }
     }
 
     if (test) {

@@ -9,11 +9,15 @@ static const char usage[] =
     "Keras-style deep learning in C.\n"
     "\n"
     "commands:\n"
-    "  train [MODEL.json]        train a model (default: the default CNN) on a dataset\n"
+    "  train [MODEL]             train a model (default: the default CNN) on a dataset\n"
     "  evaluate MODEL --data D   loss and metrics of a model on a dataset\n"
     "  predict MODEL --input X.npy --output Y.npy\n"
     "                            run a model on the examples of a .npy file\n"
-    "  summary [MODEL.json]      layers, output shapes, parameters and FLOPs\n"
+    "  summary [MODEL]           layers, output shapes, parameters and FLOPs\n"
+    "  convert IN OUT            convert a model file (.keras, .h5, .json)\n"
+    "\n"
+    "model files: .keras (Keras 3: config and weights), .h5 (Keras 2 HDF5: config and\n"
+    "weights), .json (Keras config only: freshly initialised weights).\n"
     "\n"
     "options:\n"
     "  -h, --help                show this help (kerac <command> --help for a command)\n"
@@ -34,6 +38,7 @@ static const command commands[] = {
     {"evaluate", cli_cmd_evaluate},
     {"predict", cli_cmd_predict},
     {"summary", cli_cmd_summary},
+    {"convert", cli_cmd_convert},
 };
 
 int main(int argc, char **argv) {
@@ -50,7 +55,7 @@ int main(int argc, char **argv) {
                     char *help_argv[] = {argv[2], "--help", NULL};
                     return commands[i].run(2, help_argv);
                 }
-            return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary",
+            return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary, convert",
                              argv[2]);
         }
         fputs(usage, stdout);
@@ -64,6 +69,6 @@ int main(int argc, char **argv) {
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     if (cmd[0] == '-')
         return cli_error(CLI_EXIT_USAGE, "unknown option '%s'; see 'kerac --help'", cmd);
-    return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary",
+    return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary, convert",
                      cmd);
 }

@@ -1,0 +1,191 @@
+/* bench_train.c — kerac side of the workload-A CPU benchmark (see bench/README.md).
+ *
+ * The default CNN (Keras's mnist_convnet, kc_default_cnn) on Fashion-MNIST, through the
+ * public API only: Adam lr 1e-3, sparse categorical crossentropy, batch 128.
+ *
+ *   training:  kc_fit for WARMUP + STEPS steps (one epoch, steps_per_epoch); a callback
+ *              stamps the clock at the end of step WARMUP-1 and of the last step, so the
+ *              rate covers exactly STEPS steps (the loader thread included).
+ *   inference: kc_predict on the 10,000 test images at batch 1000: one warm-up pass,
+ *              then the median of REPS passes.
+ *
+ * Prints one JSON line on stdout:
+ *   {"impl":"kerac","train_images_per_second":..,"infer_images_per_second":..,"threads":2,...}
+ * Errors go to stderr with kc_last_error(), exit status 1.
+ *
+ * Environment: BENCH_THREADS (default 2; passed to kc_set_num_threads), BENCH_WARMUP (5),
+ * BENCH_STEPS (100), BENCH_INFER_REPS (5), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
+ * BENCH_TEST_SPEC (default "fashion-mnist:test").
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kerac.h"
+
+enum { BATCH = 128, INFER_BATCH = 1000, MAX_REPS = 100 };
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int env_int(const char *name, int fallback) {
+    const char *v = getenv(name);
+    if (!v || !*v) return fallback;
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    if (*end != '\0' || x < -1000000 || x > 1000000) return -1000000; /* rejected below */
+    return (int)x;
+}
+
+static const char *env_str(const char *name, const char *fallback) {
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+/* Timing state shared with the callback. */
+typedef struct timer {
+    int64_t warmup;     /* steps before the clock starts */
+    int64_t last;       /* index of the last step */
+    double t_start;     /* end of step warmup-1 (or train begin when warmup == 0) */
+    double t_end;       /* end of the last step */
+    int64_t seen;       /* steps completed */
+    double loss;        /* running mean loss kc_fit reports after the last step */
+} timer;
+
+static kc_callback_action on_train_begin(kc_model *m, void *user) {
+    (void)m;
+    timer *t = user;
+    if (t->warmup == 0) t->t_start = now_seconds();
+    return KC_CONTINUE;
+}
+
+static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
+    (void)m;
+    timer *t = user;
+    double now = now_seconds();
+    t->seen++;
+    if (logs->step == t->warmup - 1) t->t_start = now;
+    if (logs->step == t->last) {
+        t->t_end = now;
+        t->loss = logs->loss;
+    }
+    return KC_CONTINUE;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int fail(const char *what, kc_status s) {
+    fprintf(stderr, "bench_train: %s failed (%s): %s\n", what, kc_status_name(s), kc_last_error());
+    return 1;
+}
+
+int main(void) {
+    int threads = env_int("BENCH_THREADS", 2);
+    int warmup = env_int("BENCH_WARMUP", 5);
+    int steps = env_int("BENCH_STEPS", 100);
+    int reps = env_int("BENCH_INFER_REPS", 5);
+    const char *train_spec = env_str("BENCH_TRAIN_SPEC", "fashion-mnist:train");
+    const char *test_spec = env_str("BENCH_TEST_SPEC", "fashion-mnist:test");
+    if (threads < 1 || warmup < 0 || steps < 1 || reps < 1 || reps > MAX_REPS) {
+        fprintf(stderr, "bench_train: need BENCH_THREADS >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, "
+                        "1 <= BENCH_INFER_REPS <= %d (integers)\n", MAX_REPS);
+        return 2;
+    }
+    kc_set_num_threads(threads);
+
+    int rc = 1;
+    kc_status s;
+    kc_model *m = NULL;
+    kc_dataset *train = NULL, *test = NULL;
+    kc_history *hist = NULL;
+    float *x = NULL; /* (n_test, 28, 28, 1) */
+    float *y = NULL; /* (n_test, 10) */
+
+    if ((s = kc_default_cnn(28, 28, 1, 10, &m)) != KC_STATUS_OK) { rc = fail("kc_default_cnn", s); goto done; }
+    s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-3),
+                                         .loss = "sparse_categorical_crossentropy"});
+    if (s != KC_STATUS_OK) { rc = fail("kc_compile", s); goto done; }
+    if ((s = kc_dataset_open(train_spec, &train)) != KC_STATUS_OK) { rc = fail(train_spec, s); goto done; }
+    if ((s = kc_dataset_open(test_spec, &test)) != KC_STATUS_OK) { rc = fail(test_spec, s); goto done; }
+
+    int64_t per_pass = kc_dataset_size(train) / BATCH;
+    if (warmup + steps > per_pass) {
+        fprintf(stderr, "bench_train: BENCH_WARMUP + BENCH_STEPS = %d is more than the %lld full batches "
+                        "of %s; lower them\n", warmup + steps, (long long)per_pass, train_spec);
+        rc = 2;
+        goto done;
+    }
+
+    /* ---- training */
+    timer t = {.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1};
+    kc_callback cb = {.user = &t, .on_train_begin = on_train_begin, .on_batch_end = on_batch_end};
+    kc_callback *cbs[] = {&cb};
+    s = kc_fit(m, train, &(kc_fit_opts){.epochs = 1, .batch_size = BATCH, .steps_per_epoch = warmup + steps,
+                                        .callbacks = cbs, .num_callbacks = 1}, &hist);
+    if (s != KC_STATUS_OK) { rc = fail("kc_fit", s); goto done; }
+    if (t.seen != warmup + steps || t.t_start < 0 || t.t_end < 0 || t.t_end <= t.t_start) {
+        fprintf(stderr, "bench_train: kc_fit ran %lld steps, expected %d (callback timing incomplete)\n",
+                (long long)t.seen, warmup + steps);
+        goto done;
+    }
+    double train_ips = (double)steps * BATCH / (t.t_end - t.t_start);
+
+    /* ---- inference */
+    int64_t n = kc_dataset_size(test);
+    kc_shape in_shape = kc_dataset_shape(test);
+    int64_t per_example = 1;
+    for (int i = 0; i < in_shape.rank; i++) per_example *= in_shape.dim[i];
+    if (per_example != 28 * 28 * 1) {
+        fprintf(stderr, "bench_train: %s has %lld values per image, expected 784\n", test_spec,
+                (long long)per_example);
+        goto done;
+    }
+    x = malloc((size_t)(n * per_example) * sizeof *x);
+    y = malloc((size_t)(n * 10) * sizeof *y);
+    if (!x || !y) { fprintf(stderr, "bench_train: out of memory for %lld test images\n", (long long)n); goto done; }
+    if ((s = kc_dataset_read(test, 0, n, x, NULL)) != KC_STATUS_OK) { rc = fail("kc_dataset_read", s); goto done; }
+
+    double times[MAX_REPS];
+    for (int r = 0; r <= reps; r++) { /* pass 0 is a warm-up */
+        double t0 = now_seconds();
+        if ((s = kc_predict(m, x, n, INFER_BATCH, y)) != KC_STATUS_OK) { rc = fail("kc_predict", s); goto done; }
+        double dt = now_seconds() - t0;
+        if (r > 0) times[r - 1] = dt;
+    }
+    qsort(times, (size_t)reps, sizeof times[0], cmp_double);
+    double median = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+    double infer_ips = (double)n / median;
+
+    /* sanity: the softmax rows sum to 1 */
+    double row = 0;
+    for (int j = 0; j < 10; j++) row += y[j];
+    if (row < 0.99 || row > 1.01) {
+        fprintf(stderr, "bench_train: kc_predict output row 0 sums to %g, expected 1\n", row);
+        goto done;
+    }
+
+    printf("{\"impl\": \"kerac\", \"train_images_per_second\": %.1f, \"infer_images_per_second\": %.1f, "
+           "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
+           "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\"}\n",
+           train_ips, infer_ips, kc_get_num_threads(), warmup, steps, BATCH, INFER_BATCH, (long long)n, t.loss,
+           kc_version());
+    fflush(stdout);
+    rc = 0;
+
+done:
+    free(x);
+    free(y);
+    kc_history_destroy(hist);
+    kc_dataset_destroy(test);
+    kc_dataset_destroy(train);
+    kc_model_destroy(m);
+    return rc;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# bench/run.sh — workload-A CPU benchmark: kerac against PyTorch, same machine, same threads.
+#
+#   bench/run.sh [--record] [--no-build] [-h]
+#
+#   ROUNDS=N          rounds of alternating runs (default 3): kerac, pytorch, kerac, pytorch, ...
+#   THREADS=N         threads for both programs (default 2)
+#   BENCH_WARMUP, BENCH_STEPS, BENCH_INFER_REPS   passed through (defaults 5, 100, 5)
+#   TORCH_LAYOUTS     PyTorch layouts to run each round (default "nchw channels_last";
+#                     "nchw" alone is the plain PyTorch model)
+#   BUILD_DIR         where to build bench_train (default <repo>/build-bench)
+#   BENCH_BIN         a bench_train binary to use as-is (skips the build)
+#   --record          append a dated row (git rev-parse --short HEAD) to bench/RESULTS.md
+#   --no-build        use $BUILD_DIR/bench/bench_train without rebuilding
+#
+# Raw JSON lines go to bench/out/run-<time>.jsonl (git-ignored). See bench/README.md.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PY=/usr/bin/python3
+
+RECORD=0
+BUILD=1
+for arg in "$@"; do
+    case "$arg" in
+        --record) RECORD=1 ;;
+        --no-build) BUILD=0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+ROUNDS="${ROUNDS:-3}"
+THREADS="${THREADS:-2}"
+TORCH_LAYOUTS="${TORCH_LAYOUTS:-nchw channels_last}"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
+export BENCH_WARMUP="${BENCH_WARMUP:-5}" BENCH_STEPS="${BENCH_STEPS:-100}" BENCH_INFER_REPS="${BENCH_INFER_REPS:-5}"
+case "$ROUNDS" in ''|*[!0-9]*|0) echo "run.sh: ROUNDS must be a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
+case "$THREADS" in ''|*[!0-9]*|0) echo "run.sh: THREADS must be a positive integer, got '$THREADS'" >&2; exit 2 ;; esac
+for layout in $TORCH_LAYOUTS; do
+    case "$layout" in nchw|channels_last) ;; *) echo "run.sh: TORCH_LAYOUTS: '$layout' is not nchw or channels_last" >&2; exit 2 ;; esac
+done
+
+# ---- prerequisites: Debian's PyTorch and NumPy, the Fashion-MNIST package
+DATA_DIR=/usr/share/datasets/fashion-mnist
+missing=()
+"$PY" -c 'import torch' 2>/dev/null || missing+=(python3-torch)
+"$PY" -c 'import numpy' 2>/dev/null || missing+=(python3-numpy)
+[ -f "$DATA_DIR/train-images-idx3-ubyte.gz" ] || missing+=(dataset-fashion-mnist)
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "run.sh: installing ${missing[*]}" >&2
+        apt-get install -y --no-install-recommends "${missing[@]}" >&2
+    else
+        echo "run.sh: missing ${missing[*]}; install them with:" >&2
+        echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+# ---- build bench_train
+if [ -n "${BENCH_BIN:-}" ]; then
+    KERAC_BIN="$BENCH_BIN"
+else
+    KERAC_BIN="$BUILD_DIR/bench/bench_train"
+    if [ "$BUILD" = 1 ]; then
+        if ! grep -q '^[[:space:]]*add_subdirectory(bench)' "$ROOT/CMakeLists.txt"; then
+            echo "run.sh: $ROOT/CMakeLists.txt has no 'add_subdirectory(bench)'; add that line (or set BENCH_BIN)" >&2
+            exit 1
+        fi
+        cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+        cmake --build "$BUILD_DIR" -j2 --target bench_train >/dev/null
+    fi
+fi
+[ -x "$KERAC_BIN" ] || { echo "run.sh: $KERAC_BIN is not an executable (build it, or set BENCH_BIN)" >&2; exit 1; }
+
+# ---- run: kerac, pytorch [, pytorch channels_last], repeated ROUNDS times
+mkdir -p "$HERE/out"
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+RAW="$HERE/out/run-$STAMP.jsonl"
+: > "$RAW"
+LOAD_BEFORE="$(cut -d' ' -f1 /proc/loadavg)"
+CORETYPE="${OPENBLAS_CORETYPE-unset}"
+L2SIZE="${OPENBLAS_L2_SIZE-unset}"
+
+run_one() { # label, command...
+    local label="$1"; shift
+    local err; err="$(mktemp)"
+    local line
+    if ! line="$("$@" 2>"$err")"; then
+        echo "run.sh: $label failed:" >&2; cat "$err" >&2; rm -f "$err"; exit 1
+    fi
+    rm -f "$err"
+    line="$(printf '%s\n' "$line" | { grep '^{' || true; } | tail -n 1)"
+    [ -n "$line" ] || { echo "run.sh: $label printed no JSON line" >&2; exit 1; }
+    printf '%s\n' "$line" >> "$RAW"
+    echo "  $label: $line" >&2
+}
+
+echo "run.sh: $ROUNDS round(s), $THREADS threads, warm-up $BENCH_WARMUP + $BENCH_STEPS steps, " \
+     "OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, load $LOAD_BEFORE" >&2
+for ((r = 1; r <= ROUNDS; r++)); do
+    echo "round $r/$ROUNDS" >&2
+    run_one kerac env BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
+        "$KERAC_BIN"
+    for layout in $TORCH_LAYOUTS; do
+        run_one "pytorch-$layout" env BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
+            OPENBLAS_NUM_THREADS=1 BENCH_TORCH_LAYOUT="$layout" \
+            MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=134217728 \
+            "$PY" "$HERE/torch_cnn.py"
+    done
+done
+LOAD_AFTER="$(cut -d' ' -f1 /proc/loadavg)"
+
+COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
+if [ "$COMMIT" != none ] && [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ]; then COMMIT="$COMMIT+dirty"; fi
+
+# ---- medians, ratios, table, JSON summary, optional RESULTS.md row
+RECORD="$RECORD" RAW="$RAW" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" \
+CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
+RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
+import json, os, statistics, time
+
+rows = [json.loads(l) for l in open(os.environ["RAW"]) if l.strip()]
+def key(r):
+    return "kerac" if r["impl"] == "kerac" else "pytorch-" + r.get("layout", "nchw")
+groups = {}
+for r in rows:
+    groups.setdefault(key(r), []).append(r)
+med = {k: {m: statistics.median(r[m] for r in v)
+           for m in ("train_images_per_second", "infer_images_per_second")}
+       for k, v in groups.items()}
+torch_keys = [k for k in med if k.startswith("pytorch-")]
+
+def ratio(k, metric):
+    return med["kerac"][metric] / med[k][metric]
+
+print(f"{'impl':<32}{'train img/s':>12}{'infer img/s':>12}{'runs':>6}")
+for k in ["kerac"] + torch_keys:
+    print(f"{k:<32}{med[k]['train_images_per_second']:>12.0f}{med[k]['infer_images_per_second']:>12.0f}"
+          f"{len(groups[k]):>6}")
+for k in torch_keys:
+    print(f"{'kerac / ' + k:<32}{ratio(k, 'train_images_per_second'):>12.2f}"
+          f"{ratio(k, 'infer_images_per_second'):>12.2f}")
+
+best = {m: max(torch_keys, key=lambda k: med[k][m])
+        for m in ("train_images_per_second", "infer_images_per_second")}
+summary = {
+    "benchmark": "workload-A mnist_convnet fashion-mnist cpu",
+    "commit": os.environ["COMMIT"], "rounds": int(os.environ["ROUNDS"]),
+    "threads": int(os.environ["THREADS"]),
+    "median": {k: {m.split("_")[0]: round(v, 1) for m, v in d.items()} for k, d in med.items()},
+    "ratio": {k: {"train": round(ratio(k, "train_images_per_second"), 3),
+                  "infer": round(ratio(k, "infer_images_per_second"), 3)} for k in torch_keys},
+    "ratio_vs_best_pytorch": {"train": round(ratio(best["train_images_per_second"], "train_images_per_second"), 3),
+                              "infer": round(ratio(best["infer_images_per_second"], "infer_images_per_second"), 3)},
+    "openblas_coretype": os.environ["CORETYPE"], "openblas_l2_size": os.environ["L2SIZE"],
+    "loadavg_before": float(os.environ["LOAD_BEFORE"]), "loadavg_after": float(os.environ["LOAD_AFTER"]),
+    "raw": os.path.relpath(os.environ["RAW"]),
+}
+print(json.dumps(summary))
+
+if os.environ["RECORD"] == "1":
+    def cell(k, m):
+        return f"{med[k][m]:.0f}" if k in med else "-"
+    t, i = "train_images_per_second", "infer_images_per_second"
+    row = ("| {date} | {commit} | {rounds} | {kt} | {pt} | {ct} | {rt:.2f} | {ki} | {pi} | {ci} | {ri:.2f} "
+           "| {load} | {cpu} |\n").format(
+        date=time.strftime("%Y-%m-%d"), commit=os.environ["COMMIT"], rounds=os.environ["ROUNDS"],
+        kt=cell("kerac", t), pt=cell("pytorch-nchw", t), ct=cell("pytorch-channels_last", t),
+        rt=summary["ratio_vs_best_pytorch"]["train"],
+        ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
+        ri=summary["ratio_vs_best_pytorch"]["infer"],
+        load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
+        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']}")
+    with open(os.environ["RESULTS"], "a") as f:
+        f.write(row)
+    print(f"run.sh: appended a row to {os.path.relpath(os.environ['RESULTS'])}")
+EOF

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""PyTorch side of the workload-A benchmark (see bench/README.md).
+
+The default CNN (Keras's mnist_convnet) on Fashion-MNIST, written in PyTorch:
+Conv2D 32 3x3 relu, MaxPool 2, Conv2D 64 3x3 relu, MaxPool 2, Flatten, Dropout 0.5,
+Dense 10 (logits; CrossEntropyLoss = softmax + sparse categorical crossentropy),
+Adam lr 1e-3 (eps 1e-7, Keras's default), batch 128, shuffled every epoch.
+
+Measures
+  training:  images/s over STEPS steps after WARMUP warm-up steps (batch 128)
+  inference: images/s of model(x) at batch 1000 over the 10,000 test images,
+             eval mode under torch.no_grad(); one warm-up pass, median of REPS passes
+and prints one JSON line:
+  {"impl":"pytorch","train_images_per_second":..,"infer_images_per_second":..,"threads":2,...}
+
+Environment (read here, set by bench/run.sh): BENCH_THREADS (default 2), BENCH_WARMUP (5),
+BENCH_STEPS (100), BENCH_INFER_REPS (5), BENCH_TORCH_LAYOUT (nchw, PyTorch's default
+contiguous layout, or channels_last: NHWC in memory, the layout kerac uses), FASHION_MNIST_DIR
+(default /usr/share/datasets/fashion-mnist). The glibc malloc variables
+(MALLOC_MMAP_THRESHOLD_, ...) must be set before the process starts: run.sh does that.
+"""
+import gzip
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+BATCH = 128
+INFER_BATCH = 1000
+
+
+def read_idx(path):
+    """Read an IDX file (raw or .gz) into a numpy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    offset = 4 + 4 * ndim
+    arr = np.frombuffer(data, dtype=np.uint8, offset=offset)
+    if arr.size != int(np.prod(dims)):
+        raise ValueError(f"{path}: expected {dims} bytes of data, found {arr.size}")
+    return arr.reshape(dims)
+
+
+def load(directory, split):
+    prefix = "train" if split == "train" else "t10k"
+    x = read_idx(os.path.join(directory, f"{prefix}-images-idx3-ubyte.gz"))
+    y = read_idx(os.path.join(directory, f"{prefix}-labels-idx1-ubyte.gz"))
+    # NCHW float32 in [0, 1] (kerac scales uint8 images the same way)
+    x = torch.from_numpy(x.astype(np.float32) / 255.0).unsqueeze(1).contiguous()
+    y = torch.from_numpy(y.astype(np.int64))
+    return x, y
+
+
+def make_model():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Dropout(0.5),
+        nn.Linear(64 * 5 * 5, 10),
+    )
+
+
+def main():
+    threads = int(os.environ.get("BENCH_THREADS", "2"))
+    warmup = int(os.environ.get("BENCH_WARMUP", "5"))
+    steps = int(os.environ.get("BENCH_STEPS", "100"))
+    reps = int(os.environ.get("BENCH_INFER_REPS", "5"))
+    layout = os.environ.get("BENCH_TORCH_LAYOUT", "nchw")
+    if layout not in ("nchw", "channels_last"):
+        print(f"torch_cnn.py: BENCH_TORCH_LAYOUT={layout!r} is not 'nchw' or 'channels_last'",
+              file=sys.stderr)
+        return 2
+    directory = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+    if warmup < 0 or steps < 1 or reps < 1:
+        print("torch_cnn.py: BENCH_WARMUP >= 0, BENCH_STEPS >= 1 and BENCH_INFER_REPS >= 1 are needed",
+              file=sys.stderr)
+        return 2
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(1337)
+    xtr, ytr = load(directory, "train")
+    xte, _ = load(directory, "test")
+
+    model = make_model()
+    if layout == "channels_last":
+        fmt = torch.channels_last
+        model = model.to(memory_format=fmt)
+        xtr = xtr.contiguous(memory_format=fmt)
+        xte = xte.contiguous(memory_format=fmt)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    loss_fn = nn.CrossEntropyLoss()
+
+    # training: shuffled batches of 128, like kc_fit (a new permutation each epoch)
+    n = xtr.shape[0]
+    per_epoch = n // BATCH
+    gen = torch.Generator().manual_seed(1337)
+    perm = torch.randperm(n, generator=gen)
+    model.train()
+    t0 = None
+    loss_sum = 0.0
+    for step in range(warmup + steps):
+        if step == warmup:
+            t0 = time.perf_counter()
+        k = step % per_epoch
+        if k == 0 and step > 0:
+            perm = torch.randperm(n, generator=gen)
+        idx = perm[k * BATCH:(k + 1) * BATCH]
+        xb = xtr.index_select(0, idx)
+        yb = ytr.index_select(0, idx)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        loss_sum += loss.item()  # kc_fit keeps the same running mean
+    train_seconds = time.perf_counter() - t0
+    train_ips = steps * BATCH / train_seconds
+
+    # inference: batch 1000 over the test set
+    model.eval()
+    times = []
+    with torch.no_grad():
+        for rep in range(reps + 1):  # the first pass is a warm-up
+            t = time.perf_counter()
+            for s in range(0, xte.shape[0], INFER_BATCH):
+                out = model(xte[s:s + INFER_BATCH])
+                probs = torch.softmax(out, dim=1)  # the Keras model ends in softmax
+            dt = time.perf_counter() - t
+            if rep > 0:
+                times.append(dt)
+    del probs
+    infer_ips = xte.shape[0] / statistics.median(times)
+
+    print(json.dumps({
+        "impl": "pytorch",
+        "train_images_per_second": round(train_ips, 1),
+        "infer_images_per_second": round(infer_ips, 1),
+        "threads": threads,
+        "layout": layout,
+        "warmup_steps": warmup,
+        "steps": steps,
+        "batch_size": BATCH,
+        "infer_batch_size": INFER_BATCH,
+        "infer_images": int(xte.shape[0]),
+        "mean_loss": round(loss_sum / (warmup + steps), 4),
+        "version": torch.__version__,
+    }))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+/* keras_archive.c — Keras 3 .keras files: a zip archive (entries stored, not compressed,
+ * as Python's zipfile writes them by default) holding
+ *   metadata.json     {"keras_version": "3.6.0", "date_saved": "2025-01-31@12:00:00"}
+ *   config.json       the model config (Keras 3 flavour, json.dumps separators)
+ *   model.weights.h5  the weights in Keras 3's layout (keras_h5.c)
+ * The archive is built in memory and written atomically (temporary file, fsync, rename).
+ * Reading checks the archive's consistency, builds the model from config.json and reads
+ * every weight with its shape checked. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zip.h>
+
+#include "h5util.h"
+
+#define CONFIG_ENTRY "config.json"
+#define METADATA_ENTRY "metadata.json"
+#define WEIGHTS_ENTRY "model.weights.h5"
+#define NPZ_ENTRY "model.weights.npz"
+
+/* ---------------------------------------------------------------- reading */
+
+static kc_status open_archive(const char *path, zip_t **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return kc__fail(KC_STATUS_IO, "cannot open '%s': %s", path, strerror(errno));
+    fclose(f);
+    int code = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code);
+    if (!za) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, code);
+        kc_status s = code == ZIP_ER_OPEN || code == ZIP_ER_READ || code == ZIP_ER_NOENT
+                          ? kc__fail(KC_STATUS_IO, "cannot read '%s': %s", path, zip_error_strerror(&ze))
+                          : kc__fail(KC_STATUS_BAD_FILE,
+                                     "'%s' is not a valid .keras file (a zip archive): %s; the file is damaged or "
+                                     "was not written by Keras 3",
+                                     path, zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return s;
+    }
+    *out = za;
+    return KC_STATUS_OK;
+}
+
+/* The whole entry `name` (NUL-terminated, malloc'd). *present = false (OK) when absent. */
+static kc_status read_entry(zip_t *za, const char *path, const char *name, char **data, size_t *len, bool *present) {
+    *data = NULL;
+    *len = 0;
+    *present = false;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat(za, name, 0, &st) != 0) return KC_STATUS_OK;
+    *present = true;
+    if (!(st.valid & ZIP_STAT_SIZE) || st.size > ((zip_uint64_t)1 << 40))
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s': the size of entry '%s' is unreadable or absurd", path, name);
+    char *buf = malloc((size_t)st.size + 1);
+    if (!buf)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory for entry '%s' of '%s' (%llu bytes)", name, path,
+                        (unsigned long long)st.size);
+    zip_file_t *zf = zip_fopen(za, name, 0);
+    if (!zf) {
+        free(buf);
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s': cannot open entry '%s': %s", path, name, zip_strerror(za));
+    }
+    zip_uint64_t got = 0;
+    while (got < st.size) {
+        zip_int64_t r = zip_fread(zf, buf + got, st.size - got);
+        if (r < 0) {
+            kc_status s = kc__fail(KC_STATUS_BAD_FILE, "'%s': cannot read entry '%s': %s; the file is damaged", path, name,
+                                   zip_file_strerror(zf));
+            zip_fclose(zf);
+            free(buf);
+            return s;
+        }
+        if (r == 0) break;
+        got += (zip_uint64_t)r;
+    }
+    zip_fclose(zf);
+    if (got != st.size) {
+        free(buf);
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s': entry '%s' is truncated (%llu of %llu bytes)", path, name,
+                        (unsigned long long)got, (unsigned long long)st.size);
+    }
+    buf[got] = '\0';
+    *data = buf;
+    *len = (size_t)got;
+    return KC_STATUS_OK;
+}
+
+/* Read model.weights.h5 from an open archive into m. */
+static kc_status read_weights(zip_t *za, const char *path, kc_model *m) {
+    char *h5 = NULL;
+    size_t len = 0;
+    bool present = false;
+    KC_TRY(read_entry(za, path, WEIGHTS_ENTRY, &h5, &len, &present));
+    if (!present) {
+        if (zip_name_locate(za, NPZ_ENTRY, 0) >= 0)
+            return kc__fail(KC_STATUS_UNSUPPORTED,
+                            "'%s' stores its weights as " NPZ_ENTRY " (saved with weights_format=\"npz\"); kerac reads "
+                            WEIGHTS_ENTRY " only: re-save the model in Keras with the default weights format",
+                            path);
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " WEIGHTS_ENTRY " entry: the model's weights are missing", path);
+    }
+    hid_t f = H5I_INVALID_HID;
+    kc_status s = kc__h5_open_image(h5, len, &f);
+    free(h5);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "'%s': " WEIGHTS_ENTRY ": ", path);
+    char label[1100];
+    snprintf(label, sizeof label, "'%s': " WEIGHTS_ENTRY, path);
+    s = kc__keras3_weights_read(m, f, label);
+    H5Fclose(f);
+    return s;
+}
+
+kc_status kc__keras_archive_load(const char *path, kc_model **out) {
+    *out = NULL;
+    kc__h5_quiet();
+    zip_t *za = NULL;
+    KC_TRY(open_archive(path, &za));
+    char *config = NULL;
+    size_t len = 0;
+    bool present = false;
+    kc_model *m = NULL;
+    kc_status s = read_entry(za, path, CONFIG_ENTRY, &config, &len, &present);
+    if (s == KC_STATUS_OK && !present)
+        s = kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " CONFIG_ENTRY " entry, so it is not a Keras 3 model file", path);
+    if (s == KC_STATUS_OK) {
+        s = kc_model_from_json(config, len, &m);
+        if (s != KC_STATUS_OK) kc__wrap(s, "'%s': " CONFIG_ENTRY ": ", path);
+    }
+    if (s == KC_STATUS_OK) {
+        char *meta = NULL;
+        size_t mlen = 0;
+        bool has_meta = false;
+        if (read_entry(za, path, METADATA_ENTRY, &meta, &mlen, &has_meta) == KC_STATUS_OK && has_meta)
+            kc__log(KC_LOG_DEBUG, "'%s': %s", path, meta);
+        free(meta);
+        kc__clear_error();
+        s = read_weights(za, path, m);
+    }
+    free(config);
+    zip_discard(za);
+    if (s != KC_STATUS_OK) {
+        kc_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__keras_archive_load_weights(kc_model *m, const char *path) {
+    kc__h5_quiet();
+    KC_TRY(kc_model_build(m));
+    zip_t *za = NULL;
+    KC_TRY(open_archive(path, &za));
+    kc_status s = read_weights(za, path, m);
+    zip_discard(za);
+    return s;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+static kc_status zip_failure(const char *path, const char *what, const char *why) {
+    return kc__fail(KC_STATUS_INTERNAL, "saving '%s': cannot %s the zip archive: %s", path, what, why);
+}
+
+/* A zip archive with the given stored entries, built in memory (malloc'd bytes). */
+static kc_status make_zip(const char *path, const char *const *names, const char *const *data, const size_t *lens, int n,
+                          char **out, size_t *out_len) {
+    *out = NULL;
+    *out_len = 0;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(NULL, 0, 0, &ze);
+    if (!src) {
+        kc_status s = zip_failure(path, "start", zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return s;
+    }
+    zip_t *za = zip_open_from_source(src, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    if (!za) {
+        kc_status s = zip_failure(path, "start", zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        zip_source_free(src);
+        return s;
+    }
+    zip_error_fini(&ze);
+    zip_source_keep(src); /* it holds the result after zip_close */
+    time_t now = time(NULL);
+    for (int i = 0; i < n; i++) {
+        zip_source_t *e = zip_source_buffer(za, data[i], lens[i], 0);
+        zip_int64_t idx = e ? zip_file_add(za, names[i], e, ZIP_FL_ENC_UTF_8 | ZIP_FL_OVERWRITE) : -1;
+        if (idx < 0) {
+            if (e) zip_source_free(e);
+            kc_status s = zip_failure(path, "add an entry to", zip_strerror(za));
+            zip_discard(za);
+            zip_source_free(src);
+            return s;
+        }
+        if (zip_set_file_compression(za, (zip_uint64_t)idx, ZIP_CM_STORE, 0) != 0 ||
+            zip_file_set_mtime(za, (zip_uint64_t)idx, now, 0) != 0) {
+            kc_status s = zip_failure(path, "set up an entry of", zip_strerror(za));
+            zip_discard(za);
+            zip_source_free(src);
+            return s;
+        }
+    }
+    if (zip_close(za) != 0) {
+        kc_status s = zip_failure(path, "finish", zip_strerror(za));
+        zip_discard(za);
+        zip_source_free(src);
+        return s;
+    }
+    zip_stat_t st;
+    zip_stat_init(&st);
+    char *buf = NULL;
+    kc_status s = KC_STATUS_OK;
+    if (zip_source_open(src) != 0) {
+        s = zip_failure(path, "read back", zip_error_strerror(zip_source_error(src)));
+    } else {
+        if (zip_source_stat(src, &st) != 0 || !(st.valid & ZIP_STAT_SIZE)) {
+            s = zip_failure(path, "measure", zip_error_strerror(zip_source_error(src)));
+        } else if (!(buf = malloc((size_t)st.size + 1))) {
+            s = kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s' (%llu bytes)", path,
+                         (unsigned long long)st.size);
+        } else if (zip_source_read(src, buf, st.size) != (zip_int64_t)st.size) {
+            s = zip_failure(path, "read back", zip_error_strerror(zip_source_error(src)));
+        }
+        zip_source_close(src);
+    }
+    zip_source_free(src);
+    if (s != KC_STATUS_OK) {
+        free(buf);
+        return s;
+    }
+    *out = buf;
+    *out_len = (size_t)st.size;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__keras_archive_save(kc_model *m, const char *path) {
+    kc__h5_quiet();
+    KC_TRY(kc_model_build(m));
+    char *config = NULL, *weights = NULL, *zipped = NULL;
+    size_t wlen = 0, zlen = 0;
+    /* Python's json.dumps separators (", ", ": "), no compile_config (kerac saves no
+     * optimizer state; Keras omits the key for an uncompiled model) */
+    kc_status s = kc__model_to_json_flags(m, 3, 0, &config);
+    /* model.weights.h5: made as a file next to the target, read back, removed */
+    char *tmp = s == KC_STATUS_OK ? kc__tmp_path(path) : NULL;
+    if (s == KC_STATUS_OK && !tmp) s = KC_STATUS_OUT_OF_MEMORY;
+    if (s == KC_STATUS_OK) {
+        size_t expect = 0;
+        for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
+            kc_weight_info wi;
+            if (kc_model_weight_info(m, g, &wi) == KC_STATUS_OK) expect += (size_t)wi.size * sizeof(float) + 1024;
+        }
+        hid_t f = H5I_INVALID_HID;
+        s = kc__h5_create_file(tmp, expect, false, &f);
+        if (s == KC_STATUS_OK) {
+            s = kc__keras3_weights_write(m, f);
+            kc_status c = kc__h5_close_file(f, tmp);
+            if (s == KC_STATUS_OK) s = c;
+        }
+        if (s == KC_STATUS_OK) s = kc__read_file(tmp, &weights, &wlen);
+        unlink(tmp);
+    }
+    free(tmp);
+    if (s != KC_STATUS_OK) {
+        free(config);
+        free(weights);
+        return kc__wrap(s, "saving '%s': ", path);
+    }
+    char meta[128], date[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &tm);
+    snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}", KC_KERAS3_VERSION, date);
+    const char *names[3] = {METADATA_ENTRY, CONFIG_ENTRY, WEIGHTS_ENTRY};
+    const char *data[3] = {meta, config, weights};
+    size_t lens[3] = {strlen(meta), strlen(config), wlen};
+    s = make_zip(path, names, data, lens, 3, &zipped, &zlen);
+    if (s == KC_STATUS_OK) s = kc__write_file_atomic(path, zipped, zlen);
+    free(zipped);
+    free(weights);
+    free(config);
+    return s;
+}

@@ -1,0 +1,617 @@
+/* keras_h5.c — Keras weights in HDF5: the Keras 3 layout (model.weights.h5 inside a
+ * .keras archive, and .weights.h5 files), Keras 2's layout (the /model_weights group of a
+ * full-model .h5 file, or the root of a save_weights .h5 file), and the legacy full-model
+ * .h5 file itself (root attribute model_config + /model_weights).
+ *
+ * Keras 3 (keras/src/saving/saving_lib.py): every saveable gets a group with a "vars"
+ * subgroup, even when it has no variables: /vars for the model itself, then
+ * /layers/<snake_case class name>[_N]/vars/<i> for each of model.layers, numbered per class
+ * in model.layers order ("conv2d", "conv2d_1", ...; not the layer names), <i> = "0", "1",
+ * ... with the trainable variables first. Keras 3.6+ also puts the object's name on each
+ * vars group as the attribute "name"; kerac writes it and never needs it.
+ *
+ * Keras 2 (hdf5_format.py): /model_weights carries layer_names (every layer, in
+ * model.layers order), backend and keras_version; one group per layer name with the
+ * attribute weight_names ("conv2d/kernel:0", ...; Keras 3 drops the ":0"), each weight a
+ * dataset at that path inside the layer group; an empty top_level_model_weights group.
+ *
+ * model.layers order: Sequential: the layers after the InputLayer, as added; Functional:
+ * Keras's graph order (ops/function.py map_graph): by depth from the output, deepest
+ * first, ties by first visit of a depth-first walk from the output through each layer's
+ * inputs in order — which is not always the order the layers were added. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "h5util.h"
+
+/* ---------------------------------------------------------------- Keras layer order */
+
+typedef struct korder {
+    int n;
+    int *layer;              /* (n) model layer index, in Keras's model.layers order */
+    char (*path)[KC_NAME_MAX + 16]; /* (n) Keras 3 name: "conv2d", "conv2d_1", ... */
+} korder;
+
+static void korder_free(korder *o) {
+    free(o->layer);
+    free(o->path);
+    o->layer = NULL;
+    o->path = NULL;
+    o->n = 0;
+}
+
+typedef struct dfs_state {
+    const kc_model *m;
+    int *visit;              /* (n_layers) first-visit index, -1 unvisited */
+    bool *finished;          /* (n_layers) */
+    int *post;               /* (n_layers) post-order */
+    int n_visit, n_post;
+} dfs_state;
+
+static void dfs(dfs_state *d, int node) {
+    if (d->finished[node]) return;
+    if (d->visit[node] < 0) d->visit[node] = d->n_visit++;
+    const kc_layer *l = kc__model_layer(d->m, node);
+    if (!(l->ops->flags & KC_LAYER_INPUT))
+        for (int k = 0; k < l->n_in; k++) dfs(d, l->in[k]);
+    d->finished[node] = true;
+    d->post[d->n_post++] = node;
+}
+
+/* Sort a[0..n) by depth, deepest first, then by first visit (insertion sort: n is the
+ * number of layers). */
+static void sort_by_depth(int *a, int n, const int *depth, const int *visit) {
+    for (int i = 1; i < n; i++) {
+        int x = a[i], j = i - 1;
+        while (j >= 0 && (depth[a[j]] < depth[x] || (depth[a[j]] == depth[x] && visit[a[j]] > visit[x]))) {
+            a[j + 1] = a[j];
+            j--;
+        }
+        a[j + 1] = x;
+    }
+}
+
+static kc_status keras_order(const kc_model *m, korder *o) {
+    int nl = m->n_layers;
+    memset(o, 0, sizeof *o);
+    o->layer = kc__calloc((size_t)nl, sizeof *o->layer, "layer order");
+    o->path = kc__calloc((size_t)nl, sizeof *o->path, "layer paths");
+    if (!o->layer || !o->path) {
+        korder_free(o);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    if (m->sequential) {
+        for (int i = 0; i < nl; i++)
+            if (!(kc__model_layer(m, i)->ops->flags & KC_LAYER_INPUT)) o->layer[o->n++] = i;
+    } else {
+        dfs_state d = {m, calloc((size_t)nl, sizeof(int)), calloc((size_t)nl, sizeof(bool)),
+                       calloc((size_t)nl, sizeof(int)), 0, 0};
+        int *depth = calloc((size_t)nl, sizeof(int));
+        if (!d.visit || !d.finished || !d.post || !depth) {
+            free(d.visit);
+            free(d.finished);
+            free(d.post);
+            free(depth);
+            korder_free(o);
+            return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory ordering the layers of model '%s'", m->name);
+        }
+        for (int i = 0; i < nl; i++) d.visit[i] = -1;
+        dfs(&d, kc__model_output(m));
+        /* reversed post-order visits every layer before its inputs: longest path to the output */
+        for (int i = d.n_post - 1; i >= 0; i--) {
+            const kc_layer *l = kc__model_layer(m, d.post[i]);
+            if (l->ops->flags & KC_LAYER_INPUT) continue;
+            for (int k = 0; k < l->n_in; k++)
+                if (depth[l->in[k]] < depth[d.post[i]] + 1) depth[l->in[k]] = depth[d.post[i]] + 1;
+        }
+        for (int i = 0; i < d.n_post; i++) o->layer[o->n++] = d.post[i];
+        sort_by_depth(o->layer, o->n, depth, d.visit);
+        /* a layer the output does not reach (the builder rejects these) keeps its place at the end */
+        for (int i = 0; i < nl; i++)
+            if (d.visit[i] < 0) o->layer[o->n++] = i;
+        free(d.visit);
+        free(d.finished);
+        free(d.post);
+        free(depth);
+    }
+    for (int i = 0; i < o->n; i++) {
+        const char *stem = kc__model_layer(m, o->layer[i])->ops->snake_name;
+        int k = 0;
+        for (int j = 0; j < i; j++)
+            if (strcmp(kc__model_layer(m, o->layer[j])->ops->snake_name, stem) == 0) k++;
+        if (k == 0) snprintf(o->path[i], sizeof o->path[i], "%s", stem);
+        else snprintf(o->path[i], sizeof o->path[i], "%s_%d", stem, k);
+    }
+    return KC_STATUS_OK;
+}
+
+/* The weights of layer li in Keras order (trainable first): index into l->w, and the
+ * model-wide index that kc_model_get_weight / kc_model_set_weight take. */
+static int layer_weights(const kc_model *m, int li, int widx[KC_MAX_WEIGHTS], int gidx[KC_MAX_WEIGHTS]) {
+    int base = 0;
+    for (int i = 0; i < li; i++) base += kc__model_layer(m, i)->n_weights;
+    const kc_layer *l = kc__model_layer(m, li);
+    int n = 0;
+    for (int t = 1; t >= 0; t--)
+        for (int k = 0; k < l->n_weights; k++)
+            if (l->w[k].trainable == (t == 1)) {
+                widx[n] = k;
+                gidx[n] = base + n;
+                n++;
+            }
+    return n;
+}
+
+/* Host copies of every weight, staged so that a load either sets all of them or none. */
+typedef struct staging {
+    float *data;             /* (n_params) */
+    int64_t *offset;         /* (n_weights) where weight g starts in data */
+    int n;
+} staging;
+
+static kc_status staging_init(kc_model *m, staging *st) {
+    st->n = kc_model_num_weights(m);
+    int64_t total = 0;
+    st->offset = kc__calloc((size_t)st->n + 1, sizeof *st->offset, "weight offsets");
+    if (!st->offset) return KC_STATUS_OUT_OF_MEMORY;
+    for (int g = 0; g < st->n; g++) {
+        kc_weight_info wi;
+        KC_TRY(kc_model_weight_info(m, g, &wi));
+        st->offset[g] = total;
+        total += wi.size;
+    }
+    st->offset[st->n] = total;
+    st->data = malloc((size_t)(total ? total : 1) * sizeof(float));
+    if (!st->data) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory for %lld weights of model '%s'",
+                                   (long long)total, m->name);
+    return KC_STATUS_OK;
+}
+
+static void staging_free(staging *st) {
+    free(st->data);
+    free(st->offset);
+    st->data = NULL;
+    st->offset = NULL;
+}
+
+static float *staged(const staging *st, int g) { return st->data + st->offset[g]; }
+
+static kc_status staging_commit(kc_model *m, const staging *st) {
+    for (int g = 0; g < st->n; g++)
+        KC_TRY(kc_model_set_weight(m, g, staged(st, g), st->offset[g + 1] - st->offset[g]));
+    return KC_STATUS_OK;
+}
+
+static kc_status staging_fill(kc_model *m, const staging *st) {
+    for (int g = 0; g < st->n; g++)
+        KC_TRY(kc_model_get_weight(m, g, staged(st, g), st->offset[g + 1] - st->offset[g]));
+    return KC_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------- Keras 3 layout */
+
+kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
+    KC_TRY(kc_model_build(m));
+    korder o;
+    staging st = {0};
+    KC_TRY(keras_order(m, &o));
+    kc_status s = staging_init(m, &st);
+    if (s == KC_STATUS_OK) s = staging_fill(m, &st);
+    hid_t g = H5I_INVALID_HID;
+    if (s == KC_STATUS_OK) s = kc__h5_make_group(file, "vars", &g);
+    if (s == KC_STATUS_OK) {
+        s = kc__h5_put_vlen_string(g, "name", m->name);
+        H5Gclose(g);
+    }
+    for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
+        const kc_layer *l = kc__model_layer(m, o.layer[i]);
+        char path[KC_NAME_MAX + 64];
+        snprintf(path, sizeof path, "layers/%s/vars", o.path[i]);
+        s = kc__h5_make_group(file, path, &g);
+        if (s != KC_STATUS_OK) break;
+        s = kc__h5_put_vlen_string(g, "name", l->name);
+        int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
+        int nw = layer_weights(m, o.layer[i], widx, gidx);
+        for (int j = 0; j < nw && s == KC_STATUS_OK; j++) {
+            char key[8];
+            snprintf(key, sizeof key, "%d", j);
+            s = kc__h5_put_f32(g, key, &l->w[widx[j]].shape, staged(&st, gidx[j]));
+        }
+        H5Gclose(g);
+    }
+    staging_free(&st);
+    korder_free(&o);
+    return s;
+}
+
+kc_status kc__keras3_weights_read(kc_model *m, hid_t file, const char *label) {
+    KC_TRY(kc_model_build(m));
+    korder o;
+    staging st = {0};
+    KC_TRY(keras_order(m, &o));
+    kc_status s = staging_init(m, &st);
+    /* Keras 2.13 wrote the same tree under another name (Keras 3 remaps it too) */
+    const char *base = "layers";
+    if (!kc__h5_is_group(file, "layers") && kc__h5_is_group(file, "_layer_checkpoint_dependencies"))
+        base = "_layer_checkpoint_dependencies";
+    for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
+        const kc_layer *l = kc__model_layer(m, o.layer[i]);
+        char vars[KC_NAME_MAX + 96];
+        snprintf(vars, sizeof vars, "%s/%s/vars", base, o.path[i]);
+        int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
+        int nw = layer_weights(m, o.layer[i], widx, gidx);
+        long have = kc__h5_group_size(file, vars);
+        if (nw > 0 && have < 0) {
+            s = kc__fail(KC_STATUS_BAD_FILE,
+                         "%s has no group '%s' for layer '%s' (%s, %d weights); the weights do not belong to this model",
+                         label, vars, l->name, l->ops->class_name, nw);
+            break;
+        }
+        for (int j = 0; j < nw && s == KC_STATUS_OK; j++) {
+            char path[KC_NAME_MAX + 112], what[KC_NAME_MAX + 160];
+            snprintf(path, sizeof path, "%s/%d", vars, j);
+            snprintf(what, sizeof what, "layer '%s' (%s) weight '%s'", l->name, l->ops->class_name, l->w[widx[j]].name);
+            s = kc__h5_read_weight(file, path, &l->w[widx[j]].shape, staged(&st, gidx[j]), what);
+            if (s != KC_STATUS_OK) kc__wrap(s, "%s: ", label);
+        }
+        if (s == KC_STATUS_OK && have > nw)
+            s = kc__fail(KC_STATUS_BAD_FILE,
+                         "%s: '%s' holds %ld variables but layer '%s' (%s) has %d; the weights do not belong to this model",
+                         label, vars, have, l->name, l->ops->class_name, nw);
+    }
+    if (s == KC_STATUS_OK) s = staging_commit(m, &st);
+    staging_free(&st);
+    korder_free(&o);
+    return s;
+}
+
+/* ---------------------------------------------------------------- Keras 2 layout */
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
+}
+
+/* layer_names, backend, keras_version on `group`; a group per layer with weight_names and
+ * the weights; an empty top_level_model_weights group. */
+static kc_status legacy_weights_write(kc_model *m, hid_t group) {
+    KC_TRY(kc_model_build(m));
+    korder o;
+    staging st = {0};
+    KC_TRY(keras_order(m, &o));
+    const char **names = calloc((size_t)o.n + 1, sizeof *names);
+    const char ***sorted = calloc((size_t)o.n + 1, sizeof *sorted);
+    kc_status s = names && sorted ? staging_init(m, &st) : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
+    if (s == KC_STATUS_OK) s = staging_fill(m, &st);
+    for (int i = 0; i < o.n; i++) {
+        if (names) names[i] = kc__model_layer(m, o.layer[i])->name;
+        if (sorted && names) sorted[i] = &names[i];
+    }
+    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_strings(group, "layer_names", names, o.n);
+    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_string(group, "backend", "tensorflow");
+    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_string(group, "keras_version", KC_KERAS2_VERSION);
+    /* Keras creates the layer groups sorted by name */
+    if (s == KC_STATUS_OK) qsort(sorted, (size_t)o.n, sizeof *sorted, by_name);
+    for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
+        int pos = (int)(sorted[i] - names);
+        int li = o.layer[pos];
+        const kc_layer *l = kc__model_layer(m, li);
+        hid_t lg = H5I_INVALID_HID;
+        s = kc__h5_make_group(group, l->name, &lg);
+        if (s != KC_STATUS_OK) break;
+        int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
+        int nw = layer_weights(m, li, widx, gidx);
+        char wn[KC_MAX_WEIGHTS][KC_NAME_MAX + 40];
+        const char *wp[KC_MAX_WEIGHTS];
+        for (int j = 0; j < nw; j++) {
+            snprintf(wn[j], sizeof wn[j], "%s/%s:0", l->name, l->w[widx[j]].name);
+            wp[j] = wn[j];
+        }
+        s = kc__h5_put_fixed_strings(lg, "weight_names", wp, nw);
+        for (int j = 0; j < nw && s == KC_STATUS_OK; j++)
+            s = kc__h5_put_f32(lg, wn[j], &l->w[widx[j]].shape, staged(&st, gidx[j]));
+        H5Gclose(lg);
+    }
+    if (s == KC_STATUS_OK) {
+        hid_t tg = H5I_INVALID_HID;
+        s = kc__h5_make_group(group, "top_level_model_weights", &tg);
+        if (s == KC_STATUS_OK) {
+            s = kc__h5_put_fixed_strings(tg, "weight_names", NULL, 0);
+            H5Gclose(tg);
+        }
+    }
+    free(sorted);
+    free(names);
+    staging_free(&st);
+    korder_free(&o);
+    return s;
+}
+
+typedef struct file_layer {
+    const char *name;
+    kc__strlist weights;     /* weight_names */
+} file_layer;
+
+/* Read the Keras 2 layout under `group` (`gname` for messages: "/model_weights" or "/"). */
+static kc_status legacy_weights_read(kc_model *m, hid_t group, const char *gname, const char *label) {
+    KC_TRY(kc_model_build(m));
+    kc__strlist names = {0};
+    bool found = false;
+    kc_status s = kc__h5_get_strings(group, "layer_names", &names, &found);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "%s: ", label);
+    if (!found) return kc__fail(KC_STATUS_BAD_FILE, "%s: '%s' has no 'layer_names' attribute; it is not a Keras weights group", label, gname);
+    char *version = NULL;
+    s = kc__h5_get_string(group, "keras_version", &version);
+    if (s == KC_STATUS_OK && !version)
+        s = kc__fail(KC_STATUS_UNSUPPORTED,
+                     "%s: '%s' has no keras_version attribute, so it was written by Keras 1, whose kernels are laid out "
+                     "differently; kerac reads files from Keras 2 and 3: load and re-save the model with Keras 2",
+                     label, gname);
+    else if (s != KC_STATUS_OK)
+        kc__wrap(s, "%s: ", label);
+    free(version);
+    korder o = {0};
+    staging st = {0};
+    file_layer *fl = NULL;
+    int n_fl = 0;
+    if (s == KC_STATUS_OK) s = keras_order(m, &o);
+    if (s == KC_STATUS_OK) s = staging_init(m, &st);
+    if (s == KC_STATUS_OK) {
+        fl = calloc((size_t)names.n + 1, sizeof *fl);
+        if (!fl) s = kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", label);
+    }
+    /* the file's layers that have weights, in file order */
+    for (int i = 0; i < names.n && s == KC_STATUS_OK; i++) {
+        if (!kc__h5_is_group(group, names.v[i])) {
+            s = kc__fail(KC_STATUS_BAD_FILE, "%s: layer_names lists '%s' but '%s' has no such group", label, names.v[i], gname);
+            break;
+        }
+        hid_t lg = H5Gopen2(group, names.v[i], H5P_DEFAULT);
+        file_layer f = {names.v[i], {0}};
+        bool wfound = false;
+        s = lg < 0 ? kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group '%s'", label, names.v[i])
+                   : kc__h5_get_strings(lg, "weight_names", &f.weights, &wfound);
+        if (lg >= 0) H5Gclose(lg);
+        if (s != KC_STATUS_OK) {
+            kc__wrap(s, "%s: ", label);
+            break;
+        }
+        if (f.weights.n > 0) fl[n_fl++] = f;
+    }
+    /* the model's layers with weights, in Keras order; matched by name, or by position as
+     * Keras 2 does when the names differ */
+    int n_ml = 0;
+    for (int i = 0; i < o.n; i++)
+        if (kc__model_layer(m, o.layer[i])->n_weights > 0) n_ml++;
+    bool by_pos = false;
+    if (s == KC_STATUS_OK) {
+        for (int i = 0; i < o.n && !by_pos; i++) {
+            const kc_layer *l = kc__model_layer(m, o.layer[i]);
+            if (l->n_weights == 0) continue;
+            bool hit = false;
+            for (int k = 0; k < n_fl && !hit; k++) hit = strcmp(fl[k].name, l->name) == 0;
+            if (!hit) by_pos = true;
+        }
+        if (n_fl != n_ml) {
+            char list[400];
+            size_t used = 0;
+            list[0] = '\0';
+            for (int k = 0; k < n_fl && used < sizeof list; k++)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'", k ? ", " : "", fl[k].name);
+            s = kc__fail(KC_STATUS_BAD_FILE,
+                         "%s: the file has weights for %d layers (%s) but model '%s' has %d layers with weights; the "
+                         "weights do not belong to this model",
+                         label, n_fl, n_fl ? list : "none", m->name, n_ml);
+        } else if (by_pos) {
+            kc__log(KC_LOG_INFO, "%s: the layer names differ from model '%s'; matching layers by position, as Keras does",
+                    label, m->name);
+        }
+    }
+    for (int i = 0, pos = 0; i < o.n && s == KC_STATUS_OK; i++) {
+        int li = o.layer[i];
+        const kc_layer *l = kc__model_layer(m, li);
+        if (l->n_weights == 0) continue;
+        const file_layer *f = NULL;
+        if (by_pos) f = &fl[pos];
+        else
+            for (int k = 0; k < n_fl && !f; k++)
+                if (strcmp(fl[k].name, l->name) == 0) f = &fl[k];
+        pos++;
+        int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
+        int nw = layer_weights(m, li, widx, gidx);
+        if (f->weights.n != nw) {
+            s = kc__fail(KC_STATUS_BAD_FILE,
+                         "%s: layer '%s' has %d weights in the file but layer '%s' (%s) has %d; the weights do not belong "
+                         "to this model",
+                         label, f->name, f->weights.n, l->name, l->ops->class_name, nw);
+            break;
+        }
+        hid_t lg = H5Gopen2(group, f->name, H5P_DEFAULT);
+        if (lg < 0) {
+            s = kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group '%s'", label, f->name);
+            break;
+        }
+        for (int j = 0; j < nw && s == KC_STATUS_OK; j++) {
+            char what[2 * KC_NAME_MAX + 96];
+            snprintf(what, sizeof what, "layer '%s' (%s) weight '%s' (file layer '%s')", l->name, l->ops->class_name,
+                     l->w[widx[j]].name, f->name);
+            s = kc__h5_read_weight(lg, f->weights.v[j], &l->w[widx[j]].shape, staged(&st, gidx[j]), what);
+            if (s != KC_STATUS_OK) kc__wrap(s, "%s: ", label);
+        }
+        H5Gclose(lg);
+    }
+    if (s == KC_STATUS_OK) s = staging_commit(m, &st);
+    for (int k = 0; k < n_fl; k++) kc__strlist_free(&fl[k].weights);
+    free(fl);
+    kc__strlist_free(&names);
+    staging_free(&st);
+    korder_free(&o);
+    return s;
+}
+
+/* ---------------------------------------------------------------- writing files */
+
+/* Fill a new HDF5 file with fill(m, root) under a temporary name, then rename it over
+ * path; on any failure the temporary is removed and path is untouched. */
+static kc_status write_h5_file(kc_model *m, const char *path, bool big_attrs,
+                               kc_status (*fill)(kc_model *m, hid_t root, void *ctx), void *ctx) {
+    KC_TRY(kc_model_build(m));
+    char *tmp = kc__tmp_path(path);
+    if (!tmp) return KC_STATUS_OUT_OF_MEMORY;
+    size_t expect = 0;
+    for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
+        kc_weight_info wi;
+        if (kc_model_weight_info(m, g, &wi) == KC_STATUS_OK) expect += (size_t)wi.size * sizeof(float) + 1024;
+    }
+    hid_t f = H5I_INVALID_HID;
+    kc_status s = kc__h5_create_file(tmp, expect, big_attrs, &f);
+    if (s != KC_STATUS_OK) {
+        unlink(tmp);
+        free(tmp);
+        return kc__wrap(s, "saving '%s': ", path);
+    }
+    s = fill(m, f, ctx);
+    kc_status c = kc__h5_close_file(f, tmp);
+    if (s == KC_STATUS_OK) s = c;
+    if (s == KC_STATUS_OK) {
+        s = kc__commit_tmp(tmp, path);
+    } else {
+        unlink(tmp);
+        kc__wrap(s, "saving '%s': ", path);
+    }
+    free(tmp);
+    return s;
+}
+
+typedef struct legacy_ctx {
+    const char *config;      /* model_config JSON */
+} legacy_ctx;
+
+static kc_status fill_legacy(kc_model *m, hid_t root, void *ctx) {
+    const legacy_ctx *c = ctx;
+    /* Keras 2's model_metadata: str attributes (h5py: variable-length UTF-8), then the
+     * config as bytes (fixed-length) */
+    KC_TRY(kc__h5_put_vlen_string(root, "keras_version", KC_KERAS2_VERSION));
+    KC_TRY(kc__h5_put_vlen_string(root, "backend", "tensorflow"));
+    KC_TRY(kc__h5_put_fixed_string(root, "model_config", c->config));
+    hid_t g = H5I_INVALID_HID;
+    KC_TRY(kc__h5_make_group(root, "model_weights", &g));
+    kc_status s = legacy_weights_write(m, g);
+    H5Gclose(g);
+    return s;
+}
+
+/* model.get_config() as Keras 2 writes it into model_config: {"class_name", "config"}
+ * (to_json's keras_version and backend keys are not part of it). */
+static kc_status legacy_config(kc_model *m, char **out) {
+    char *text = NULL;
+    KC_TRY(kc__model_to_json_flags(m, 2, 0, &text));
+    json_t *root = json_loads(text, 0, NULL);
+    free(text);
+    if (!root) return kc__fail(KC_STATUS_INTERNAL, "model '%s': the Keras 2 JSON writer produced unreadable JSON", m->name);
+    json_object_del(root, "keras_version");
+    json_object_del(root, "backend");
+    *out = json_dumps(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    json_decref(root);
+    if (!*out) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory writing the config of model '%s'", m->name);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__legacy_h5_save(kc_model *m, const char *path) {
+    legacy_ctx c = {NULL};
+    char *config = NULL;
+    kc_status s = legacy_config(m, &config);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "saving '%s': ", path);
+    c.config = config;
+    /* a config over HDF5's 64 KiB object-header limit needs the HDF5 1.8 file format */
+    s = write_h5_file(m, path, strlen(config) > 60000, fill_legacy, &c);
+    free(config);
+    return s;
+}
+
+static kc_status fill_keras3(kc_model *m, hid_t root, void *ctx) {
+    (void)ctx;
+    return kc__keras3_weights_write(m, root);
+}
+
+static kc_status fill_legacy_weights(kc_model *m, hid_t root, void *ctx) {
+    (void)ctx;
+    return legacy_weights_write(m, root);
+}
+
+kc_status kc__weights_h5_save(kc_model *m, const char *path, bool keras3) {
+    return write_h5_file(m, path, false, keras3 ? fill_keras3 : fill_legacy_weights, NULL);
+}
+
+/* ---------------------------------------------------------------- reading files */
+
+kc_status kc__legacy_h5_load(const char *path, kc_model **out) {
+    *out = NULL;
+    hid_t f = H5I_INVALID_HID;
+    KC_TRY(kc__h5_open_path(path, &f));
+    kc_model *m = NULL;
+    char *config = NULL;
+    char label[1100];
+    snprintf(label, sizeof label, "'%s'", path);
+    kc_status s = kc__h5_get_string(f, "model_config", &config);
+    if (s != KC_STATUS_OK) {
+        kc__wrap(s, "%s: ", label);
+    } else if (!config) {
+        bool weights_only = kc__h5_has_attr(f, "layer_names") || kc__h5_has_attr(f, "layer_names0") ||
+                            kc__h5_is_group(f, "layers");
+        s = kc__fail(KC_STATUS_BAD_FILE,
+                     weights_only ? "%s holds weights only (no 'model_config' attribute): build the model from its config "
+                                    "(.json) and load the weights with kc_model_load_weights"
+                                  : "%s has no 'model_config' attribute, so it is not a Keras model file",
+                     label);
+    } else {
+        s = kc_model_from_json(config, strlen(config), &m);
+        if (s != KC_STATUS_OK) kc__wrap(s, "%s: model_config: ", label);
+    }
+    if (s == KC_STATUS_OK && !kc__h5_is_group(f, "model_weights"))
+        s = kc__fail(KC_STATUS_BAD_FILE, "%s has a model_config but no 'model_weights' group: the weights are missing", label);
+    if (s == KC_STATUS_OK) {
+        hid_t g = H5Gopen2(f, "model_weights", H5P_DEFAULT);
+        s = g < 0 ? kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group 'model_weights'", label)
+                  : legacy_weights_read(m, g, "/model_weights", label);
+        if (g >= 0) H5Gclose(g);
+    }
+    free(config);
+    H5Fclose(f);
+    if (s != KC_STATUS_OK) {
+        kc_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__weights_h5_load(kc_model *m, const char *path) {
+    KC_TRY(kc_model_build(m));
+    hid_t f = H5I_INVALID_HID;
+    KC_TRY(kc__h5_open_path(path, &f));
+    char label[1100];
+    snprintf(label, sizeof label, "'%s'", path);
+    kc_status s;
+    if (kc__h5_is_group(f, "model_weights")) {
+        hid_t g = H5Gopen2(f, "model_weights", H5P_DEFAULT);
+        s = g < 0 ? kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group 'model_weights'", label)
+                  : legacy_weights_read(m, g, "/model_weights", label);
+        if (g >= 0) H5Gclose(g);
+    } else if (kc__h5_has_attr(f, "layer_names") || kc__h5_has_attr(f, "layer_names0")) {
+        s = legacy_weights_read(m, f, "/", label);
+    } else if (kc__h5_is_group(f, "layers") || kc__h5_is_group(f, "vars") ||
+               kc__h5_is_group(f, "_layer_checkpoint_dependencies")) {
+        s = kc__keras3_weights_read(m, f, label);
+    } else {
+        s = kc__fail(KC_STATUS_BAD_FILE,
+                     "%s holds no Keras weights: no 'layers' group (Keras 3), no 'layer_names' attribute (Keras 2 "
+                     "weights) and no 'model_weights' group (Keras 2 model)",
+                     label);
+    }
+    H5Fclose(f);
+    return s;
+}
