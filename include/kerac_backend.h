@@ -214,6 +214,15 @@ struct kc_backend {
     void (*reset_peak)(kc_backend *be);
     void (*set_memory_limit)(kc_backend *be, size_t bytes);
     void (*release_cache)(kc_backend *be);
+
+    /* ---- host services, filled in by the module loader right after a module's init
+     * (NULL before that, and unused by the built-in CPU backend). A module is a separate
+     * shared object with no access to libkerac's internals: it reports an error message
+     * through libkerac's thread-local error text with host_fail (printf-style; returns s,
+     * like kc__fail) and writes log lines (the cuDNN algorithm chosen per convolution at
+     * debug level, ...) through libkerac's logger with host_log. */
+    kc_status (*host_fail)(kc_status s, const char *fmt, ...);
+    void (*host_log)(kc_log_level level, const char *fmt, ...);
 };
 
 /* The CPU backend (always available). */

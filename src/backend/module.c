@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/core.h"
 #include "module.h"
@@ -35,8 +36,9 @@ kc_status kc__backend_module_open(const char *kind, const char *device, kc_backe
             const char *e = dlerror();
             size_t used = strlen(tried);
             snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", path);
-            /* a module that exists but cannot load (a missing libcudnn...) is the real reason */
-            if (!first_err[0] && e && !strstr(e, "cannot open shared object file: No such file"))
+            /* a module that exists but cannot load (a missing libcudnn.so.9, whose message
+             * also says "No such file") is the real reason */
+            if (!first_err[0] && e && (access(path, F_OK) == 0 || strncmp(e, path, strlen(path)) != 0))
                 snprintf(first_err, sizeof first_err, "%s", e);
         }
     }
@@ -44,7 +46,9 @@ kc_status kc__backend_module_open(const char *kind, const char *device, kc_backe
         h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char *e = dlerror();
-            if (!first_err[0] && e && !strstr(e, "cannot open shared object file: No such file"))
+            /* "libkerac_x.so: cannot open ..." means the loader has no such module; any other
+             * text is about a module it found */
+            if (!first_err[0] && e && strncmp(e, file, strlen(file)) != 0)
                 snprintf(first_err, sizeof first_err, "%s", e);
         }
     }
@@ -82,6 +86,9 @@ kc_status kc__backend_module_open(const char *kind, const char *device, kc_backe
                         "needs ABI %d (%zu bytes): install the module built with this kerac", kind, abi, sz,
                         KC_BACKEND_ABI, sizeof(kc_backend));
     }
+    /* the module reports errors and log lines through this library's state */
+    be->host_fail = kc__fail;
+    be->host_log = kc__log;
     /* The handle stays open for the life of the process: the backend's code lives in it. */
     *out = be;
     return KC_STATUS_OK;

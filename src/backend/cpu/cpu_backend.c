@@ -182,6 +182,8 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->reset_peak = cpu_reset_peak;
     be->set_memory_limit = cpu_set_memory_limit;
     be->release_cache = cpu_release_cache;
+    be->host_fail = kc__fail; /* the CPU backend lives inside libkerac: the host services are its own */
+    be->host_log = kc__log;
 
     be->alloc = kc__cpu_alloc;
     be->free = kc__cpu_free;
