@@ -6,7 +6,8 @@
 #include "cli.h"
 
 static const char usage[] =
-    "usage: kerac summary [MODEL] [--input-shape H,W,C] [--classes N]\n"
+    "usage: kerac summary [MODEL] [--input-shape H,W,C] [--classes N] [--batch-size N]\n"
+    "                     [--optimizer NAME] [--grad-accum K]\n"
     "\n"
     "Print the layers of a model like Keras's model.summary(): output shapes, parameter\n"
     "counts and forward FLOPs per example (multiply-adds x 2).\n"
@@ -15,6 +16,10 @@ static const char usage[] =
     "                        it, the default CNN\n"
     "  --input-shape H,W,C   the default CNN's input shape (default 28,28,1)\n"
     "  --classes N           the default CNN's number of classes (default 10)\n"
+    "  --batch-size N        also print the memory one training step needs at this batch\n"
+    "                        size (planned from the graph, nothing is allocated)\n"
+    "  --optimizer NAME      optimizer assumed for that plan (default adam)\n"
+    "  --grad-accum K        micro-batches per step: plans micro-batch N/K\n"
     "  -h, --help            show this help\n";
 
 #define MAX_INPUT_LINES 8
@@ -163,11 +168,57 @@ done:
     return rc;
 }
 
+static const char *fmt_mem(size_t b, char *buf, size_t n) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+/* The planned memory of one training step (kc_model_plan_memory), as a breakdown. */
+static int print_memory(kc_model *m, long batch, long accum, const char *optimizer) {
+    kc_status s = kc_compile(m, &(kc_compile_opts){.optimizer = {.name = optimizer}});
+    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+    int micro = (int)((batch + accum - 1) / accum);
+    kc_memory_plan p, inf;
+    s = kc_model_plan_memory(m, micro, 1, (int)accum, &p);
+    if (!s) s = kc_model_plan_memory(m, micro, 0, 1, &inf);
+    if (s) return cli_fail(s, CLI_PHASE_RUN);
+    char b[32];
+    printf("\nMemory of one training step, batch size %ld", batch);
+    if (accum > 1) printf(" (micro-batch %d x %ld accumulation steps)", micro, accum);
+    printf(", optimizer %s, on %s:\n", optimizer, kc_model_device(m));
+    const struct {
+        const char *what;
+        size_t bytes;
+    } rows[] = {
+        {"parameters", p.parameters},
+        {"gradients", p.gradients},
+        {"optimizer state", p.optimizer_state},
+        {"activations kept for backward (sum)", p.activations},
+        {"activation gradients (sum)", p.activation_gradients},
+        {"workspace (largest layer)", p.workspace},
+        {"arena: the three above after reuse", p.arena},
+        {"batch buffers", p.batch_buffers},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) printf("  %-40s %12s\n", rows[i].what, fmt_mem(rows[i].bytes, b, sizeof b));
+    printf("  %-40s %12s\n", "device total (peak)", fmt_mem(p.device_total, b, sizeof b));
+    printf("  %-40s %12s\n", "host: loader ring (3 batches)", fmt_mem(p.host_pipeline, b, sizeof b));
+    printf("  %-40s %12s\n", "inference at the same batch: total", fmt_mem(inf.device_total, b, sizeof b));
+    return CLI_EXIT_OK;
+}
+
 int cli_cmd_summary(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv, "summary");
     const char *path = NULL;
-    long shape[3] = {28, 28, 1}, classes = 10;
+    long shape[3] = {28, 28, 1}, classes = 10, batch = 0, accum = 1;
+    const char *optimizer = "adam";
     bool defaults_changed = false;
     int rc;
     while (cli_args_next(&a)) {
@@ -190,6 +241,12 @@ int cli_cmd_summary(int argc, char **argv) {
         } else if (cli_is(&a, "--classes")) {
             if ((rc = cli_int_value(&a, 1, 1 << 20, &classes))) return rc;
             defaults_changed = true;
+        } else if (cli_is(&a, "--batch-size")) {
+            if ((rc = cli_int_value(&a, 1, 1 << 20, &batch))) return rc;
+        } else if (cli_is(&a, "--grad-accum")) {
+            if ((rc = cli_int_value(&a, 1, 1 << 20, &accum))) return rc;
+        } else if (cli_is(&a, "--optimizer")) {
+            if ((rc = cli_value(&a, &optimizer))) return rc;
         } else {
             return cli_unknown(&a);
         }
@@ -203,7 +260,16 @@ int cli_cmd_summary(int argc, char **argv) {
         kc_model_destroy(m);
         return cli_fail(s, CLI_PHASE_LOAD);
     }
+    if ((accum > 1 || strcmp(optimizer, "adam")) && !batch) {
+        kc_model_destroy(m);
+        return cli_usage_error(a.cmd, "--optimizer and --grad-accum describe the memory plan: add --batch-size N");
+    }
+    if (accum > batch && batch) {
+        kc_model_destroy(m);
+        return cli_usage_error(a.cmd, "--grad-accum %ld is more than the batch size %ld", accum, batch);
+    }
     rc = summarize(m);
+    if (!rc && batch) rc = print_memory(m, batch, accum, optimizer);
     kc_model_destroy(m);
     return rc;
 }
