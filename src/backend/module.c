@@ -72,9 +72,12 @@ kc_status kc__backend_module_open(const char *kind, const char *device, kc_backe
     kc_backend *be = NULL;
     kc_status s = init(KC_BACKEND_ABI, device, &be, err, sizeof err);
     if (s != KC_STATUS_OK || !be) {
+        /* Not dlclose'd: an initialisation that ran has loaded the GPU libraries (cuDNN,
+         * cuBLAS, the CUDA runtime's state), and unloading them would drop memory they
+         * allocated for the life of the process (reported as leaks) and tear down runtime
+         * state; the next open of this module reuses the handle. */
         s = kc__fail(s != KC_STATUS_OK ? s : KC_STATUS_DEVICE, "the %s backend cannot start: %s", kind,
                      err[0] ? err : "no reason given");
-        dlclose(h);
         return s;
     }
     if (be->abi != KC_BACKEND_ABI || be->struct_size != sizeof(kc_backend)) {

@@ -143,6 +143,34 @@ void cli_npy_free(cli_npy *a);
 int cli_npy_write(const char *path, const float *data, int ndim, const int64_t *shape, char *err,
                   size_t n);
 
+/* ---------------------------------------------------------------- device (device_opts.c) */
+
+typedef struct cli_device_opts {
+    const char *device;     /* --device: cpu, cuda, cuda:N, auto (NULL: KERAC_DEVICE, else cpu) */
+    const char *gpu_memory; /* --gpu-memory: grow, preallocate[=F], limit=SIZE */
+    bool cudnn_benchmark;   /* --cudnn-benchmark */
+    bool deterministic;     /* --deterministic */
+} cli_device_opts;
+
+/* Help lines of the device options, for the subcommands' usage text. */
+#define CLI_DEVICE_USAGE                                                                              \
+    "  --device D              where to run: cpu, cuda, cuda:N or auto (default: KERAC_DEVICE,\n"    \
+    "                          else cpu); auto uses the GPU when it works and otherwise the CPU,\n"  \
+    "                          with a warning that says why; cuda stops with the reason instead\n"  \
+    "  --gpu-memory MODE       GPU memory: grow (default), preallocate[=FRACTION] (default 0.9 of\n" \
+    "                          the free memory, taken at start) or limit=SIZE (e.g. limit=8G)\n"    \
+    "  --cudnn-benchmark       time every cuDNN convolution algorithm on the first step and keep\n"  \
+    "                          the fastest (default: cuDNN's heuristics)\n"                         \
+    "  --deterministic         deterministic cuDNN algorithms only (same results run to run)\n"
+
+/* The current option, if it is a device option: 0 when parsed, an exit code on error, -1
+ * when it is not one. */
+int cli_device_option(cli_args *a, cli_device_opts *d);
+/* Before any model is made or loaded: KERAC_DEVICE and the GPU options' variables. */
+void cli_device_apply(const cli_device_opts *d);
+/* Before the model is built: kc_model_set_device (0, or the exit code after printing why). */
+int cli_device_set(kc_model *m, const cli_device_opts *d);
+
 /* ---------------------------------------------------------------- subcommands */
 
 int cli_cmd_train(int argc, char **argv);

@@ -17,6 +17,12 @@ static const char usage[] =
     "  --loss NAME           default sparse_categorical_crossentropy\n"
     "  --metrics A[,B...]    default accuracy\n"
     "  --json                print one JSON object: {\"loss\", \"accuracy\", ..., \"samples\", \"seconds\"}\n"
+    "  --device D            where to run: cpu, cuda, cuda:N or auto (default:\n"
+    "                        KERAC_DEVICE, else cpu); auto uses the GPU when it\n"
+    "                        works, else the CPU with a warning that says why\n"
+    "  --gpu-memory MODE     grow (default), preallocate[=FRACTION] or limit=SIZE\n"
+    "  --cudnn-benchmark     time every cuDNN convolution algorithm, keep the fastest\n"
+    "  --deterministic       deterministic cuDNN algorithms only\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit codes: 0 success, 1 usage error, 2 bad model or data file, 3 evaluation failure.\n";
@@ -30,6 +36,7 @@ int cli_cmd_evaluate(int argc, char **argv) {
     int n_metrics = 1;
     long batch = 128;
     bool json = false;
+    cli_device_opts dev = {0};
     int rc;
     while (cli_args_next(&a)) {
         if (cli_is_help(&a)) {
@@ -54,6 +61,8 @@ int cli_cmd_evaluate(int argc, char **argv) {
         } else if (cli_is(&a, "--json")) {
             if ((rc = cli_flag(&a))) return rc;
             json = true;
+        } else if ((rc = cli_device_option(&a, &dev)) >= 0) {
+            if (rc) return rc;
         } else {
             return cli_unknown(&a);
         }
@@ -64,7 +73,9 @@ int cli_cmd_evaluate(int argc, char **argv) {
     kc_model *m = NULL;
     kc_dataset *d = NULL;
     kc_status s;
-    if ((s = kc_model_load(path, &m)) || (s = kc_model_build(m))) {
+    cli_device_apply(&dev);
+    if ((s = kc_model_load(path, &m)) == KC_STATUS_OK && (rc = cli_device_set(m, &dev))) goto done;
+    if (s || (s = kc_model_build(m))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }

@@ -19,6 +19,12 @@ static const char usage[] =
     "  --output Y.npy     where to write the outputs, shape (N, <model output shape>)\n"
     "  --batch-size N     examples per step (default 128)\n"
     "  --quiet            do not print what was written\n"
+    "  --device D         where to run: cpu, cuda, cuda:N or auto (default:\n"
+    "                     KERAC_DEVICE, else cpu); auto uses the GPU when it\n"
+    "                     works, else the CPU with a warning that says why\n"
+    "  --gpu-memory MODE  grow (default), preallocate[=FRACTION] or limit=SIZE\n"
+    "  --cudnn-benchmark  time every cuDNN convolution algorithm, keep the fastest\n"
+    "  --deterministic    deterministic cuDNN algorithms only\n"
     "  -h, --help         show this help\n"
     "\n"
     "Exit codes: 0 success, 1 usage error, 2 bad model or input file, 3 failure while running.\n";
@@ -29,6 +35,7 @@ int cli_cmd_predict(int argc, char **argv) {
     const char *path = NULL, *in_path = NULL, *out_path = NULL;
     long batch = 128;
     bool quiet = false;
+    cli_device_opts dev = {0};
     int rc;
     while (cli_args_next(&a)) {
         if (cli_is_help(&a)) {
@@ -46,6 +53,8 @@ int cli_cmd_predict(int argc, char **argv) {
         } else if (cli_is(&a, "--quiet") || cli_is(&a, "-q")) {
             if ((rc = cli_flag(&a))) return rc;
             quiet = true;
+        } else if ((rc = cli_device_option(&a, &dev)) >= 0) {
+            if (rc) return rc;
         } else {
             return cli_unknown(&a);
         }
@@ -59,7 +68,9 @@ int cli_cmd_predict(int argc, char **argv) {
     float *y = NULL; /* (n, output shape) */
     kc_status s;
     char err[512], sa[96], sb[96];
-    if ((s = kc_model_load(path, &m)) || (s = kc_model_build(m))) {
+    cli_device_apply(&dev);
+    if ((s = kc_model_load(path, &m)) == KC_STATUS_OK && (rc = cli_device_set(m, &dev))) goto done;
+    if (s || (s = kc_model_build(m))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }

@@ -1,0 +1,961 @@
+/* test_cuda_backend.c — the CUDA backend against the CPU backend (the reference).
+ *
+ * Without a usable GPU (no module, no driver, no device) this prints
+ * "SKIP: no GPU: <reason>" and exits 77 (ctest SKIP). With one:
+ *   1. every entry of the backend table on random inputs, GPU result against the CPU's;
+ *   2. every layer kind's forward and backward through its layer table (as
+ *      test_gradcheck_layers.c drives them), GPU against CPU;
+ *   3. a 50-step training run of the default CNN (Keras mnist_convnet, Adam, batch 32, on
+ *      synthetic learnable 28x28x1 data) on both devices from the same seed.
+ *
+ * Precision: fp32 everywhere, TF32 off (the module's default, KERAC_TF32 unset here: cuBLAS
+ * with CUBLAS_DEFAULT_MATH, cuDNN with CUDNN_FMA_MATH). Errors are relative L2 norms,
+ * ||gpu - cpu|| / ||cpu||, with these bounds:
+ *   exact by construction (same formula, same order): max-pooling masks, dropout masks
+ *     and outputs, copies, padding, accuracy counts                                  0
+ *   the same formula where one side may fuse a multiply-add (pooling, global average
+ *     pooling, axpy, optimizer updates)                                          1e-7 .. 1e-6
+ *   elementwise with transcendental functions (CUDA's expf/tanhf/erfcf vs glibc's)  2e-6
+ *   reductions in double (bias/BN statistics, losses, sums of squares)              1e-5
+ *   GEMM and convolutions (fp32 FMA, other summation orders)                        2e-5
+ *   layers: as their kernels; where a fused ReLU-like kink meets a pre-activation within
+ *     rounding of 0, up to n/1000 elements (at least 1) may differ and are reported
+ *   training: loss at step 1 within 1e-4 relative; running mean loss over 50 steps within
+ *     1e-3; final weights within 1e-2 (relative L2): Adam amplifies rounding differences
+ *     in weights whose gradients are near zero, so weights are looser than the loss.
+ * KERAC_CUDA_DEBUG_SYNC=1 is set (unless given) so that a fault names its operation.
+ * Every check prints one line "name: error (bound)"; KC_CUDA_TEST_QUIET=1 keeps failures only. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kerac.h"
+#include "kerac_backend.h"
+#include "layers/layer.h"
+
+static kc_backend *G; /* the GPU */
+static kc_backend *C; /* the CPU reference */
+static kc_rng R;
+static int quiet;
+
+#define OK(expr)                                                                                          \
+    do {                                                                                                  \
+        kc_status s_ = (expr);                                                                            \
+        if (s_ != KC_STATUS_OK) fail_msg("%s failed (%s): %s", #expr, kc_status_name(s_), kc_last_error()); \
+    } while (0)
+
+/* ---------------------------------------------------------------- buffers */
+
+static float *hbuf(int64_t n) {
+    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+
+static void *dalloc(size_t bytes) {
+    void *p = NULL;
+    OK(G->alloc(G, bytes ? bytes : 4, &p));
+    assert_non_null(p);
+    return p;
+}
+
+static float *dbuf(int64_t n) { return dalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+static void dfree(void *p) { G->free(G, p); }
+static void up(void *d, const void *h, size_t bytes) { OK(G->to_device(G, d, h, bytes)); }
+static void down(void *h, const void *d, size_t bytes) { OK(G->to_host(G, h, d, bytes)); }
+
+static float *dcopy(const float *h, int64_t n) {
+    float *d = dbuf(n);
+    up(d, h, (size_t)n * sizeof(float));
+    return d;
+}
+
+static float unif(float lo, float hi) { return lo + (hi - lo) * (float)kc__rng_uniform(&R); }
+
+static float *hrand(int64_t n, float lo, float hi) {
+    float *p = hbuf(n);
+    for (int64_t i = 0; i < n; i++) p[i] = unif(lo, hi);
+    return p;
+}
+
+/* ||a - ref|| / ||ref|| (absolute when ref is all zeros); NaN anywhere -> INFINITY. With
+ * outliers > 0, the largest `outliers` differences are left out (reported by the caller). */
+static double rel_err(const float *a, const float *ref, int64_t n, int outliers) {
+    double num = 0, den = 0;
+    double *top = outliers > 0 ? calloc((size_t)outliers, sizeof(double)) : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(ref[i])) {
+            free(top);
+            return INFINITY;
+        }
+        if (isnan(a[i])) continue;
+        double d = (double)a[i] - (double)ref[i];
+        double d2 = d * d;
+        if (top) { /* keep the largest d2 out of the sum */
+            int m = 0;
+            for (int k = 1; k < outliers; k++)
+                if (top[k] < top[m]) m = k;
+            if (d2 > top[m]) {
+                double t = top[m];
+                top[m] = d2;
+                d2 = t;
+            }
+        }
+        num += d2;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    free(top);
+    if (den == 0) return sqrt(num);
+    return sqrt(num / den);
+}
+
+/* Compare n floats of a device buffer with the CPU's host values. */
+static void check_dev(const char *what, const float *dev, const float *ref, int64_t n, double bound, int kink) {
+    float *h = hbuf(n);
+    down(h, dev, (size_t)n * sizeof(float));
+    double e = rel_err(h, ref, n, 0);
+    int outliers = 0;
+    if (!(e <= bound) && kink) {
+        outliers = (int)KC_MAX(1, n / 1000);
+        e = rel_err(h, ref, n, outliers);
+    }
+    free(h);
+    if (!(e <= bound)) {
+        print_error("%-60s rel error %.3g > bound %.1g\n", what, e, bound);
+        fail_msg("%s: GPU differs from CPU (relative L2 error %.3g, bound %.1g)", what, e, bound);
+    }
+    if (!quiet)
+        printf("    %-60s %.2e (bound %.0e)%s\n", what, e, bound, outliers && e > 0 ? " [kink outliers left out]" : "");
+}
+
+static void check_host(const char *what, const float *a, const float *ref, int64_t n, double bound) {
+    double e = rel_err(a, ref, n, 0);
+    if (!(e <= bound)) fail_msg("%s: GPU differs from CPU (relative L2 error %.3g, bound %.1g)", what, e, bound);
+    if (!quiet) printf("    %-60s %.2e (bound %.0e)\n", what, e, bound);
+}
+
+/* ---------------------------------------------------------------- table: GEMM */
+
+static void gemm_case(int ta, int tb, int m, int n, int k, int pad) {
+    int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+    int lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+    float *a = hrand((int64_t)a_rows * lda, -1, 1), *b = hrand((int64_t)b_rows * ldb, -1, 1);
+    float *c = hrand((int64_t)m * ldc, -1, 1);
+    float *da = dcopy(a, (int64_t)a_rows * lda), *db = dcopy(b, (int64_t)b_rows * ldb), *dc = dcopy(c, (int64_t)m * ldc);
+    OK(C->gemm(C, ta, tb, m, n, k, 0.7f, a, lda, b, ldb, 0.3f, c, ldc));
+    OK(G->gemm(G, ta, tb, m, n, k, 0.7f, da, lda, db, ldb, 0.3f, dc, ldc));
+    char what[96];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%d n=%d k=%d ld+%d", ta, tb, m, n, k, pad);
+    check_dev(what, dc, c, (int64_t)m * ldc, k ? 2e-5 : 1e-7, 0);
+    free(a), free(b), free(c), dfree(da), dfree(db), dfree(dc);
+}
+
+static void test_gemm(void **state) {
+    (void)state;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) gemm_case(ta, tb, 37, 53, 129, ta + 2 * tb);
+    gemm_case(0, 0, 256, 10, 1600, 0); /* the default CNN's Dense */
+    gemm_case(1, 0, 1600, 10, 256, 0);
+    gemm_case(0, 1, 256, 1600, 10, 0);
+    gemm_case(0, 0, 5, 7, 0, 1); /* k = 0: C = beta C */
+    /* a bad leading dimension is an argument error, as on the CPU */
+    assert_int_equal(G->gemm(G, 0, 0, 4, 4, 4, 1.0f, NULL, 2, NULL, 4, 0.0f, NULL, 4), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "leading dimension"));
+}
+
+/* ---------------------------------------------------------------- bias, elementwise, layout */
+
+static void test_bias_and_elementwise(void **state) {
+    (void)state;
+    const int64_t rows = 5003;
+    const int cols = 37;
+    const int64_t n = rows * cols;
+    float *y = hrand(n, -1, 1), *bias = hrand(cols, -1, 1);
+    float *dy_ = dcopy(y, n), *dbias = dcopy(bias, cols);
+    OK(C->bias_add(C, y, bias, rows, cols));
+    OK(G->bias_add(G, dy_, dbias, rows, cols));
+    check_dev("bias_add (5003, 37)", dy_, y, n, 1e-7, 0);
+    float *db = hbuf(cols), *ddb = dbuf(cols);
+    OK(C->bias_grad(C, y, db, rows, cols));
+    OK(G->bias_grad(G, dy_, ddb, rows, cols));
+    check_dev("bias_grad (5003, 37)", ddb, db, cols, 1e-6, 0);
+    OK(C->bias_grad(C, y, db, 7, cols)); /* few rows: one partial */
+    OK(G->bias_grad(G, dy_, ddb, 7, cols));
+    check_dev("bias_grad (7, 37)", ddb, db, cols, 1e-6, 0);
+
+    float *a = hrand(n, -2, 2), *b = hrand(n, -2, 2), *o = hbuf(n);
+    float *da = dcopy(a, n), *dbb = dcopy(b, n), *dout = dbuf(n);
+    OK(C->add(C, o, a, b, n));
+    OK(G->add(G, dout, da, dbb, n));
+    check_dev("add", dout, o, n, 0, 0);
+    OK(C->axpy(C, a, b, -0.37f, n));
+    OK(G->axpy(G, da, dbb, -0.37f, n));
+    check_dev("axpy", da, a, n, 1e-7, 0);
+    OK(C->scale(C, a, 1.7f, n));
+    OK(G->scale(G, da, 1.7f, n));
+    check_dev("scale", da, a, n, 0, 0);
+
+    /* copy_strided: a (rows, 5) block into columns 3..7 of (rows, 11) */
+    float *dst = hrand(rows * 11, -1, 1), *src = hrand(rows * 9, -1, 1);
+    float *ddst = dcopy(dst, rows * 11), *dsrc = dcopy(src, rows * 9);
+    OK(C->copy_strided(C, dst, 11, 3, src, 9, 2, rows, 5));
+    OK(G->copy_strided(G, ddst, 11, 3, dsrc, 9, 2, rows, 5));
+    check_dev("copy_strided", ddst, dst, rows * 11, 0, 0);
+
+    /* pad2d: (3, 5, 4, 6) with (1, 2, 0, 3) */
+    const int pn = 3, ph = 5, pw = 4, pc = 6, t = 1, bo = 2, l = 0, r = 3;
+    const int64_t xin = (int64_t)pn * ph * pw * pc, yout = (int64_t)pn * (ph + t + bo) * (pw + l + r) * pc;
+    float *px = hrand(xin, -1, 1), *py = hrand(yout, -1, 1), *pdx = hbuf(xin);
+    float *dpx = dcopy(px, xin), *dpy = dcopy(py, yout), *dpdx = dbuf(xin);
+    OK(C->pad2d_forward(C, px, py, pn, ph, pw, pc, t, bo, l, r));
+    OK(G->pad2d_forward(G, dpx, dpy, pn, ph, pw, pc, t, bo, l, r));
+    check_dev("pad2d_forward", dpy, py, yout, 0, 0);
+    OK(C->pad2d_backward(C, py, pdx, pn, ph, pw, pc, t, bo, l, r));
+    OK(G->pad2d_backward(G, dpy, dpdx, pn, ph, pw, pc, t, bo, l, r));
+    check_dev("pad2d_backward", dpdx, pdx, xin, 0, 0);
+
+    /* sum of squares */
+    const int64_t big = 1000003;
+    float *s = hrand(big, -1, 1), out = 0, gout = 0;
+    float *ds = dcopy(s, big), *dsc = dbuf(1);
+    OK(C->sum_squares(C, s, big, &out));
+    OK(G->sum_squares(G, ds, big, dsc));
+    down(&gout, dsc, sizeof gout);
+    check_host("sum_squares (1000003)", &gout, &out, 1, 1e-6);
+
+    free(y), free(bias), free(db), free(a), free(b), free(o), free(dst), free(src), free(px), free(py), free(pdx), free(s);
+    dfree(dy_), dfree(dbias), dfree(ddb), dfree(da), dfree(dbb), dfree(dout), dfree(ddst), dfree(dsrc), dfree(dpx);
+    dfree(dpy), dfree(dpdx), dfree(ds), dfree(dsc);
+}
+
+/* ---------------------------------------------------------------- convolution */
+
+static kc_conv2d_desc conv_desc(int n, int h, int w, int c, int f, int kh, int kw, int sh, int sw, int dh, int dw,
+                                bool same) {
+    kc_conv2d_desc d = {.n = n, .h = h, .w = w, .c = c, .f = f, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .dh = dh, .dw = dw};
+    kc__conv_out_size(h, kh, sh, dh, same, &d.oh, &d.pad_top);
+    kc__conv_out_size(w, kw, sw, dw, same, &d.ow, &d.pad_left);
+    return d;
+}
+
+static void conv_case(const char *name, kc_conv2d_desc d, bool bias) {
+    const int64_t xn = (int64_t)d.n * d.h * d.w * d.c, yn = (int64_t)d.n * d.oh * d.ow * d.f;
+    const int64_t wn = (int64_t)d.kh * d.kw * d.c * d.f;
+    float *x = hrand(xn, -1, 1), *w = hrand(wn, -0.5f, 0.5f), *b = hrand(d.f, -1, 1), *y = hbuf(yn);
+    float *dy = hrand(yn, -1, 1), *dx = hbuf(xn), *dw = hbuf(wn), *db = hbuf(d.f);
+    float *gx = dcopy(x, xn), *gw = dcopy(w, wn), *gb = dcopy(b, d.f), *gy = dbuf(yn), *gdy = dcopy(dy, yn);
+    float *gdx = dbuf(xn), *gdw = dbuf(wn), *gdb = dbuf(d.f);
+    size_t cws = C->conv2d_workspace(C, &d), gws = G->conv2d_workspace(G, &d);
+    void *cw = cws ? malloc(cws) : NULL, *gwsp = gws ? dalloc(gws) : NULL;
+    OK(C->conv2d_forward(C, &d, x, w, bias ? b : NULL, y, cw));
+    OK(G->conv2d_forward(G, &d, gx, gw, bias ? gb : NULL, gy, gwsp));
+    char what[160];
+    snprintf(what, sizeof what, "conv2d %s forward", name);
+    check_dev(what, gy, y, yn, 2e-5, 0);
+    OK(C->conv2d_backward_data(C, &d, dy, w, dx, cw));
+    OK(G->conv2d_backward_data(G, &d, gdy, gw, gdx, gwsp));
+    snprintf(what, sizeof what, "conv2d %s backward-data", name);
+    check_dev(what, gdx, dx, xn, 2e-5, 0);
+    OK(C->conv2d_backward_filter(C, &d, x, dy, dw, bias ? db : NULL, cw));
+    OK(G->conv2d_backward_filter(G, &d, gx, gdy, gdw, bias ? gdb : NULL, gwsp));
+    snprintf(what, sizeof what, "conv2d %s backward-filter", name);
+    check_dev(what, gdw, dw, wn, 2e-5, 0);
+    if (bias) {
+        snprintf(what, sizeof what, "conv2d %s bias gradient", name);
+        check_dev(what, gdb, db, d.f, 1e-6, 0);
+    }
+    free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db), free(cw);
+    dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb), dfree(gwsp);
+}
+
+static void test_conv2d(void **state) {
+    (void)state;
+    conv_case("3x3 valid 17x19x3 -> 8", conv_desc(4, 17, 19, 3, 8, 3, 3, 1, 1, 1, 1, false), true);
+    conv_case("3x3 same 16x16x8 -> 16", conv_desc(4, 16, 16, 8, 16, 3, 3, 1, 1, 1, 1, true), true);
+    conv_case("3x3 stride 2 same 16x16 (asymmetric pad)", conv_desc(3, 16, 16, 5, 7, 3, 3, 2, 2, 1, 1, true), true);
+    conv_case("4x4 stride 2 same 7x6 (asymmetric pad)", conv_desc(2, 7, 6, 2, 3, 4, 4, 2, 2, 1, 1, true), false);
+    conv_case("2x2 same (pad after only)", conv_desc(2, 5, 5, 2, 3, 2, 2, 1, 1, 1, 1, true), true);
+    conv_case("3x3 dilation 2 valid", conv_desc(2, 11, 11, 4, 6, 3, 3, 1, 1, 2, 2, false), true);
+    conv_case("3x3 dilation 2 same", conv_desc(2, 9, 9, 4, 6, 3, 3, 1, 1, 2, 2, true), true);
+    conv_case("1x1 28x28x32 -> 64", conv_desc(8, 28, 28, 32, 64, 1, 1, 1, 1, 1, 1, false), true);
+    conv_case("5x5 same 12x12x3", conv_desc(4, 12, 12, 3, 10, 5, 5, 1, 1, 1, 1, true), true);
+    conv_case("3x2 stride (2, 1) valid", conv_desc(2, 9, 7, 3, 4, 3, 2, 2, 1, 1, 1, false), false);
+    conv_case("default CNN conv 1 (128, 28x28x1 -> 32)", conv_desc(128, 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, false), true);
+    conv_case("default CNN conv 2 (128, 13x13x32 -> 64)", conv_desc(128, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false), true);
+    /* no workspace is an argument error */
+    kc_conv2d_desc d = conv_desc(2, 8, 8, 2, 2, 3, 3, 1, 1, 1, 1, false);
+    float *gx = dbuf(2 * 8 * 8 * 2), *gw = dbuf(3 * 3 * 2 * 2), *gy = dbuf(2 * 6 * 6 * 2);
+    assert_int_equal(G->conv2d_forward(G, &d, gx, gw, NULL, gy, NULL), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "workspace"));
+    dfree(gx), dfree(gw), dfree(gy);
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+static void pool_case(const char *name, kc_pool_kind kind, int n, int h, int w, int c, int k, int s, bool same) {
+    kc_pool2d_desc d = {.kind = kind, .n = n, .h = h, .w = w, .c = c, .kh = k, .kw = k, .sh = s, .sw = s};
+    kc__conv_out_size(h, k, s, 1, same, &d.oh, &d.pad_top);
+    kc__conv_out_size(w, k, s, 1, same, &d.ow, &d.pad_left);
+    const int64_t xn = (int64_t)n * h * w * c, yn = (int64_t)n * d.oh * d.ow * c;
+    float *x = hrand(xn, -1, 1), *y = hbuf(yn), *dy = hrand(yn, -1, 1), *dx = hbuf(xn);
+    int32_t *mask = calloc((size_t)yn, sizeof(int32_t)), *gmask_h = calloc((size_t)yn, sizeof(int32_t));
+    float *gx = dcopy(x, xn), *gy = dbuf(yn), *gdy = dcopy(dy, yn), *gdx = dbuf(xn);
+    int32_t *gmask = dalloc((size_t)yn * sizeof(int32_t));
+    OK(C->pool2d_forward(C, &d, x, y, mask));
+    OK(G->pool2d_forward(G, &d, gx, gy, gmask));
+    char what[128];
+    snprintf(what, sizeof what, "%s forward", name);
+    check_dev(what, gy, y, yn, 1e-7, 0);
+    down(gmask_h, gmask, (size_t)yn * sizeof(int32_t));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < yn; i++) bad += gmask_h[i] != mask[i];
+    if (bad) fail_msg("%s: %lld of %lld mask entries differ from the CPU's", name, (long long)bad, (long long)yn);
+    OK(C->pool2d_backward(C, &d, dy, mask, dx));
+    OK(G->pool2d_backward(G, &d, gdy, gmask, gdx));
+    snprintf(what, sizeof what, "%s backward", name);
+    check_dev(what, gdx, dx, xn, 1e-6, 0);
+    free(x), free(y), free(dy), free(dx), free(mask), free(gmask_h);
+    dfree(gx), dfree(gy), dfree(gdy), dfree(gdx), dfree(gmask);
+}
+
+static void test_pooling(void **state) {
+    (void)state;
+    pool_case("max 2x2 (4, 26, 26, 32)", KC_POOL_MAX, 4, 26, 26, 32, 2, 2, false);
+    pool_case("max 3x3 stride 2 same (3, 7, 7, 5)", KC_POOL_MAX, 3, 7, 7, 5, 3, 2, true);
+    pool_case("max 3x3 stride 1 overlapping (2, 6, 5, 3)", KC_POOL_MAX, 2, 6, 5, 3, 3, 1, false);
+    pool_case("avg 2x2 (4, 12, 12, 8)", KC_POOL_AVG, 4, 12, 12, 8, 2, 2, false);
+    pool_case("avg 3x3 stride 2 same (3, 7, 7, 5)", KC_POOL_AVG, 3, 7, 7, 5, 3, 2, true);
+    pool_case("avg 3x3 stride 1 overlapping (2, 6, 5, 3)", KC_POOL_AVG, 2, 6, 5, 3, 3, 1, false);
+
+    const int n = 16, hw = 49, c = 40;
+    float *x = hrand((int64_t)n * hw * c, -1, 1), *y = hbuf(n * c), *dy = hrand(n * c, -1, 1), *dx = hbuf((int64_t)n * hw * c);
+    float *gx = dcopy(x, (int64_t)n * hw * c), *gy = dbuf(n * c), *gdy = dcopy(dy, n * c), *gdx = dbuf((int64_t)n * hw * c);
+    OK(C->global_avg_pool_forward(C, x, y, n, hw, c));
+    OK(G->global_avg_pool_forward(G, gx, gy, n, hw, c));
+    check_dev("global average pooling forward", gy, y, n * c, 1e-7, 0);
+    OK(C->global_avg_pool_backward(C, dy, dx, n, hw, c));
+    OK(G->global_avg_pool_backward(G, gdy, gdx, n, hw, c));
+    check_dev("global average pooling backward", gdx, dx, (int64_t)n * hw * c, 0, 0);
+    free(x), free(y), free(dy), free(dx), dfree(gx), dfree(gy), dfree(gdy), dfree(gdx);
+}
+
+/* ---------------------------------------------------------------- batch normalization */
+
+static void bn_case(const char *name, int64_t rows, int c, bool affine) {
+    const int64_t n = rows * c;
+    float *x = hrand(n, -2, 3), *y = hbuf(n), *gamma = hrand(c, 0.5f, 1.5f), *beta = hrand(c, -1, 1);
+    float *mm = hrand(c, -0.1f, 0.1f), *mv = hrand(c, 0.8f, 1.2f), *sm = hbuf(c), *si = hbuf(c);
+    float *gx = dcopy(x, n), *gy = dbuf(n), *ggamma = dcopy(gamma, c), *gbeta = dcopy(beta, c);
+    float *gmm = dcopy(mm, c), *gmv = dcopy(mv, c), *gsm = dbuf(c), *gsi = dbuf(c);
+    const float *G_gamma = affine ? ggamma : NULL, *G_beta = affine ? gbeta : NULL;
+    const float *C_gamma = affine ? gamma : NULL, *C_beta = affine ? beta : NULL;
+    char what[128];
+    OK(C->batchnorm_forward_train(C, x, y, rows, c, C_gamma, C_beta, mm, mv, 0.99f, 1e-3f, sm, si));
+    OK(G->batchnorm_forward_train(G, gx, gy, rows, c, G_gamma, G_beta, gmm, gmv, 0.99f, 1e-3f, gsm, gsi));
+    snprintf(what, sizeof what, "batchnorm %s train y", name);
+    check_dev(what, gy, y, n, 1e-5, 0);
+    snprintf(what, sizeof what, "batchnorm %s saved mean", name);
+    check_dev(what, gsm, sm, c, 1e-5, 0);
+    snprintf(what, sizeof what, "batchnorm %s saved 1/std", name);
+    check_dev(what, gsi, si, c, 1e-5, 0);
+    snprintf(what, sizeof what, "batchnorm %s moving mean", name);
+    check_dev(what, gmm, mm, c, 1e-5, 0);
+    snprintf(what, sizeof what, "batchnorm %s moving variance", name);
+    check_dev(what, gmv, mv, c, 1e-5, 0);
+    OK(C->batchnorm_forward_infer(C, x, y, rows, c, C_gamma, C_beta, mm, mv, 1e-3f));
+    OK(G->batchnorm_forward_infer(G, gx, gy, rows, c, G_gamma, G_beta, gmm, gmv, 1e-3f));
+    snprintf(what, sizeof what, "batchnorm %s inference y", name);
+    check_dev(what, gy, y, n, 1e-5, 0);
+    float *dy = hrand(n, -1, 1), *dx = hbuf(n), *dg = hbuf(c), *dbt = hbuf(c);
+    float *gdy = dcopy(dy, n), *gdx = dbuf(n), *gdg = dbuf(c), *gdbt = dbuf(c);
+    OK(C->batchnorm_backward(C, x, dy, dx, rows, c, C_gamma, sm, si, affine ? dg : NULL, affine ? dbt : NULL));
+    OK(G->batchnorm_backward(G, gx, gdy, gdx, rows, c, G_gamma, gsm, gsi, affine ? gdg : NULL, affine ? gdbt : NULL));
+    snprintf(what, sizeof what, "batchnorm %s backward dx", name);
+    check_dev(what, gdx, dx, n, 1e-5, 0);
+    if (affine) {
+        snprintf(what, sizeof what, "batchnorm %s backward dgamma", name);
+        check_dev(what, gdg, dg, c, 1e-5, 0);
+        snprintf(what, sizeof what, "batchnorm %s backward dbeta", name);
+        check_dev(what, gdbt, dbt, c, 1e-5, 0);
+    }
+    free(x), free(y), free(gamma), free(beta), free(mm), free(mv), free(sm), free(si), free(dy), free(dx), free(dg), free(dbt);
+    dfree(gx), dfree(gy), dfree(ggamma), dfree(gbeta), dfree(gmm), dfree(gmv), dfree(gsm), dfree(gsi), dfree(gdy);
+    dfree(gdx), dfree(gdg), dfree(gdbt);
+}
+
+static void test_batchnorm(void **state) {
+    (void)state;
+    bn_case("(4*32*32, 32)", 4 * 32 * 32, 32, true);
+    bn_case("(100000, 3)", 100000, 3, true);
+    bn_case("(16, 130) dense", 16, 130, true);
+    bn_case("(999, 7) no gamma/beta", 999, 7, false);
+}
+
+/* ---------------------------------------------------------------- activations, dropout */
+
+static void act_case(kc_act kind, float alpha, float beta, float gamma, int cols) {
+    static const char *names[KC_ACT_COUNT] = {"linear", "relu", "sigmoid", "tanh", "softmax",
+                                              "elu", "gelu", "leaky_relu", "silu", "relu_general"};
+    kc_act_params a = {.kind = kind, .alpha = alpha, .beta = beta, .gamma = gamma};
+    const int64_t n = 64 * 1001;
+    float *x = hrand(n, -4, 4), *y = hbuf(n), *dy = hrand(n, -1, 1), *dx = hbuf(n);
+    float *gx = dcopy(x, n), *gy = dbuf(n), *gdy = dcopy(dy, n), *gdx = dbuf(n);
+    char what[128];
+    OK(C->act_forward(C, a, x, y, n, cols));
+    OK(G->act_forward(G, a, gx, gy, n, cols));
+    snprintf(what, sizeof what, "%s forward", names[kind]);
+    check_dev(what, gy, y, n, 2e-6, 0);
+    /* backward from x and y (where the kind allows y alone, also from y only) */
+    OK(C->act_backward(C, a, x, y, dy, dx, n, cols));
+    OK(G->act_backward(G, a, gx, gy, gdy, gdx, n, cols));
+    snprintf(what, sizeof what, "%s backward (x, y)", names[kind]);
+    check_dev(what, gdx, dx, n, 2e-6, 0);
+    if (kind != KC_ACT_GELU && kind != KC_ACT_SILU) {
+        OK(C->act_backward(C, a, NULL, y, dy, dx, n, cols));
+        OK(G->act_backward(G, a, NULL, gy, gdy, gdx, n, cols));
+        snprintf(what, sizeof what, "%s backward (y only)", names[kind]);
+        check_dev(what, gdx, dx, n, 2e-6, 0);
+    }
+    /* in place: y = f(y), dx = dy */
+    OK(C->act_forward(C, a, x, x, n, cols));
+    OK(G->act_forward(G, a, gx, gx, n, cols));
+    snprintf(what, sizeof what, "%s forward in place", names[kind]);
+    check_dev(what, gx, x, n, 2e-6, 0);
+    free(x), free(y), free(dy), free(dx), dfree(gx), dfree(gy), dfree(gdy), dfree(gdx);
+}
+
+static void test_activations(void **state) {
+    (void)state;
+    act_case(KC_ACT_LINEAR, 0, 0, 0, 1);
+    act_case(KC_ACT_RELU, 0, 0, 0, 1);
+    act_case(KC_ACT_SIGMOID, 0, 0, 0, 1);
+    act_case(KC_ACT_TANH, 0, 0, 0, 1);
+    act_case(KC_ACT_SOFTMAX, 0, 0, 0, 1001);
+    act_case(KC_ACT_SOFTMAX, 0, 0, 0, 7);
+    act_case(KC_ACT_ELU, 1.0f, 0, 0, 1);
+    act_case(KC_ACT_GELU, 0, 0, 0, 1);
+    act_case(KC_ACT_LEAKY_RELU, 0.3f, 0, 0, 1);
+    act_case(KC_ACT_SILU, 0, 0, 0, 1);
+    act_case(KC_ACT_RELU_GENERAL, 0.1f, 1.5f, 0.5f, 1);
+}
+
+static void test_dropout(void **state) {
+    (void)state;
+    const int64_t n = 300007;
+    float *x = hrand(n, -1, 1), *y = hbuf(n), *dy = hrand(n, -1, 1), *dx = hbuf(n);
+    uint8_t *mask = calloc((size_t)n, 1), *gmask_h = calloc((size_t)n, 1);
+    float *gx = dcopy(x, n), *gy = dbuf(n), *gdy = dcopy(dy, n), *gdx = dbuf(n);
+    uint8_t *gmask = dalloc((size_t)n);
+    OK(C->dropout_forward(C, x, y, mask, n, 0.3f, 0x1234abcdull));
+    OK(G->dropout_forward(G, gx, gy, gmask, n, 0.3f, 0x1234abcdull));
+    down(gmask_h, gmask, (size_t)n);
+    int64_t bad = 0, kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bad += gmask_h[i] != mask[i];
+        kept += mask[i];
+    }
+    if (bad) fail_msg("dropout: %lld of %lld mask entries differ from the CPU's", (long long)bad, (long long)n);
+    assert_true(kept > n * 0.68 && kept < n * 0.72);
+    check_dev("dropout forward", gy, y, n, 0, 0);
+    OK(C->dropout_backward(C, dy, mask, dx, n, 0.3f));
+    OK(G->dropout_backward(G, gdy, gmask, gdx, n, 0.3f));
+    check_dev("dropout backward", gdx, dx, n, 0, 0);
+    free(x), free(y), free(dy), free(dx), free(mask), free(gmask_h);
+    dfree(gx), dfree(gy), dfree(gdy), dfree(gdx), dfree(gmask);
+}
+
+/* ---------------------------------------------------------------- losses and accuracy */
+
+static void softmax_rows(float *p, int n, int c) {
+    for (int i = 0; i < n; i++) {
+        double s = 0;
+        for (int j = 0; j < c; j++) s += p[i * c + j] = expf(p[i * c + j]);
+        for (int j = 0; j < c; j++) p[i * c + j] = (float)(p[i * c + j] / s);
+    }
+}
+
+static void loss_case(kc_loss_kind kind, int logits, int n, int c) {
+    static const char *names[] = {"sparse_cce", "cce", "bce", "mse", "mae"};
+    float *pred = hrand((int64_t)n * c, -3, 3), *target = hbuf((int64_t)n * c);
+    if (!logits && (kind == KC_LOSS_SPARSE_CCE || kind == KC_LOSS_CCE)) softmax_rows(pred, n, c);
+    if (!logits && kind == KC_LOSS_BCE)
+        for (int64_t i = 0; i < (int64_t)n * c; i++) pred[i] = 1.0f / (1.0f + expf(-pred[i]));
+    int tw = kind == KC_LOSS_SPARSE_CCE ? 1 : c;
+    for (int i = 0; i < n; i++) {
+        if (kind == KC_LOSS_SPARSE_CCE) target[i] = (float)(kc__rng_below(&R, (uint64_t)c));
+        else if (kind == KC_LOSS_CCE) {
+            double s = 0;
+            for (int j = 0; j < c; j++) s += target[i * c + j] = unif(0, 1);
+            for (int j = 0; j < c; j++) target[i * c + j] = (float)(target[i * c + j] / s);
+        } else if (kind == KC_LOSS_BCE) {
+            for (int j = 0; j < c; j++) target[i * c + j] = (float)kc__rng_below(&R, 2);
+        } else {
+            for (int j = 0; j < c; j++) target[i * c + j] = unif(-2, 2);
+        }
+    }
+    kc_loss_desc d = {.kind = kind, .n = n, .c = c, .from_logits = logits};
+    float loss = 0, gloss = 0, *dp = hbuf((int64_t)n * c);
+    float *gpred = dcopy(pred, (int64_t)n * c), *gt = dcopy(target, (int64_t)n * tw), *gdp = dbuf((int64_t)n * c);
+    float *gls = dbuf(1);
+    OK(C->loss_forward_backward(C, &d, pred, target, &loss, dp, n + 3));
+    OK(G->loss_forward_backward(G, &d, gpred, gt, gls, gdp, n + 3));
+    down(&gloss, gls, sizeof gloss);
+    char what[128];
+    snprintf(what, sizeof what, "loss %s%s (%d, %d) value", names[kind], logits ? " logits" : "", n, c);
+    check_host(what, &gloss, &loss, 1, 1e-5);
+    snprintf(what, sizeof what, "loss %s%s (%d, %d) gradient", names[kind], logits ? " logits" : "", n, c);
+    check_dev(what, gdp, dp, (int64_t)n * c, 1e-5, 0);
+    OK(G->loss_forward_backward(G, &d, gpred, gt, gls, NULL, n)); /* evaluation: no gradient */
+    down(&gloss, gls, sizeof gloss);
+    snprintf(what, sizeof what, "loss %s%s value without gradient", names[kind], logits ? " logits" : "");
+    check_host(what, &gloss, &loss, 1, 1e-5);
+    free(pred), free(target), free(dp), dfree(gpred), dfree(gt), dfree(gdp), dfree(gls);
+}
+
+static void test_losses(void **state) {
+    (void)state;
+    for (int logits = 0; logits < 2; logits++) {
+        loss_case(KC_LOSS_SPARSE_CCE, logits, 256, 10);
+        loss_case(KC_LOSS_SPARSE_CCE, logits, 33, 1000);
+        loss_case(KC_LOSS_CCE, logits, 128, 10);
+        loss_case(KC_LOSS_BCE, logits, 64, 3);
+    }
+    loss_case(KC_LOSS_MSE, 0, 64, 5);
+    loss_case(KC_LOSS_MAE, 0, 64, 5);
+
+    /* a label that is not a class index: the CPU refuses at once, the GPU at the next read */
+    float pred[2 * 10] = {0}, target[2] = {3.0f, 10.0f}, ls = 0;
+    kc_loss_desc d = {.kind = KC_LOSS_SPARSE_CCE, .n = 2, .c = 10, .from_logits = 1};
+    assert_int_equal(C->loss_forward_backward(C, &d, pred, target, &ls, NULL, 2), KC_STATUS_INVALID_ARGUMENT);
+    float *gp = dcopy(pred, 20), *gt = dcopy(target, 2), *gl = dbuf(1);
+    assert_int_equal(G->loss_forward_backward(G, &d, gp, gt, gl, NULL, 2), KC_STATUS_OK);
+    assert_int_equal(G->to_host(G, &ls, gl, sizeof ls), KC_STATUS_INVALID_ARGUMENT);
+    if (!quiet) printf("    bad label reported: %s\n", kc_last_error());
+    assert_non_null(strstr(kc_last_error(), "label 10 of example 1"));
+    OK(G->sync(G)); /* reported once */
+    dfree(gp), dfree(gt), dfree(gl);
+}
+
+static void count_case(const char *name, int n, int c, int sparse, int k, int logits) {
+    float *pred = hrand((int64_t)n * c, -1, 1), *target = hbuf((int64_t)n * (sparse ? 1 : c));
+    for (int i = 0; i < n / 7; i++) /* some rows of ties: the first index wins */
+        for (int j = 0; j < c; j++) pred[(int64_t)i * 7 * c + j] = 0.25f;
+    for (int i = 0; i < n; i++) {
+        if (c == 1) target[i] = (float)kc__rng_below(&R, 2);
+        else if (sparse) target[i] = (float)kc__rng_below(&R, (uint64_t)c);
+        else
+            for (int j = 0; j < c; j++) target[(int64_t)i * c + j] = unif(0, 1);
+    }
+    float cnt = 5.0f, gcnt = 0; /* counts are added to what is there */
+    float *gpred = dcopy(pred, (int64_t)n * c), *gt = dcopy(target, (int64_t)n * (sparse ? 1 : c)), *gc = dcopy(&cnt, 1);
+    OK(C->count_correct(C, pred, target, n, c, sparse, k, logits, &cnt));
+    OK(G->count_correct(G, gpred, gt, n, c, sparse, k, logits, gc));
+    down(&gcnt, gc, sizeof gcnt);
+    if (gcnt != cnt) fail_msg("accuracy %s: GPU counts %g, CPU %g", name, (double)gcnt, (double)cnt);
+    if (!quiet) printf("    %-60s %g = %g\n", name, (double)gcnt, (double)cnt);
+    free(pred), free(target), dfree(gpred), dfree(gt), dfree(gc);
+}
+
+static void test_accuracy(void **state) {
+    (void)state;
+    count_case("accuracy sparse top-1 (1000, 10)", 1000, 10, 1, 1, 0);
+    count_case("accuracy sparse top-5 (1000, 100)", 1000, 100, 1, 5, 0);
+    count_case("accuracy categorical top-1 (500, 10)", 500, 10, 0, 1, 0);
+    count_case("accuracy categorical top-3 (500, 40)", 500, 40, 0, 3, 1);
+    count_case("accuracy binary probabilities (999, 1)", 999, 1, 0, 1, 0);
+    count_case("accuracy binary logits (999, 1)", 999, 1, 1, 1, 1);
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+static void opt_case(const char *name, kc_opt_step s, int slots) {
+    const int64_t n = 100003;
+    float *p = hrand(n, -1, 1), *g = hbuf(n), *s0 = hbuf(n), *s1 = hbuf(n);
+    float *gp = dcopy(p, n), *gg = dbuf(n), *gs0 = dcopy(s0, n), *gs1 = dcopy(s1, n);
+    for (int step = 1; step <= 3; step++) {
+        for (int64_t i = 0; i < n; i++) g[i] = unif(-1, 1);
+        up(gg, g, (size_t)n * sizeof(float));
+        s.t = step;
+        OK(C->optimizer_step(C, &s, p, g, slots > 0 ? s0 : NULL, slots > 1 ? s1 : NULL, n));
+        OK(G->optimizer_step(G, &s, gp, gg, slots > 0 ? gs0 : NULL, slots > 1 ? gs1 : NULL, n));
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s: parameters after 3 steps", name);
+    check_dev(what, gp, p, n, 1e-6, 0);
+    if (slots > 0) {
+        snprintf(what, sizeof what, "%s: slot 0", name);
+        check_dev(what, gs0, s0, n, 1e-6, 0);
+    }
+    if (slots > 1) {
+        snprintf(what, sizeof what, "%s: slot 1", name);
+        check_dev(what, gs1, s1, n, 1e-6, 0);
+    }
+    free(p), free(g), free(s0), free(s1), dfree(gp), dfree(gg), dfree(gs0), dfree(gs1);
+}
+
+static void test_optimizers(void **state) {
+    (void)state;
+    opt_case("sgd", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .grad_scale = 1}, 0);
+    opt_case("sgd momentum", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .momentum = 0.9f, .grad_scale = 0.5f}, 1);
+    opt_case("sgd nesterov", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .momentum = 0.9f, .nesterov = 1,
+                                           .grad_scale = 1}, 1);
+    opt_case("adam", (kc_opt_step){.kind = KC_OPT_ADAM, .lr = 1e-3f, .beta_1 = 0.9f, .beta_2 = 0.999f,
+                                   .epsilon = 1e-7f, .grad_scale = 1}, 2);
+    opt_case("adamw", (kc_opt_step){.kind = KC_OPT_ADAMW, .lr = 1e-3f, .beta_1 = 0.9f, .beta_2 = 0.999f,
+                                    .epsilon = 1e-7f, .weight_decay = 0.004f, .grad_scale = 1}, 2);
+    opt_case("rmsprop", (kc_opt_step){.kind = KC_OPT_RMSPROP, .lr = 1e-3f, .rho = 0.9f, .epsilon = 1e-7f,
+                                      .grad_scale = 1}, 1);
+    opt_case("rmsprop momentum", (kc_opt_step){.kind = KC_OPT_RMSPROP, .lr = 1e-3f, .rho = 0.9f, .momentum = 0.9f,
+                                               .epsilon = 1e-7f, .grad_scale = 1}, 2);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static void test_memory(void **state) {
+    (void)state;
+    size_t in0 = 0, peak0 = 0, in1 = 0;
+    G->memory_stats(G, &in0, &peak0);
+    float *a = dbuf(1 << 20), *b = dbuf(1000);
+    G->memory_stats(G, &in1, NULL);
+    assert_true(in1 >= in0 + (4u << 20) + 4000);
+    float *h = hrand(1000, -1, 1), *h2 = hbuf(1000);
+    up(b, h, 4000);
+    OK(G->copy(G, a + 5, b, 4000));
+    down(h2, a + 5, 4000);
+    assert_memory_equal(h, h2, 4000);
+    OK(G->memset0(G, a + 5, 4000));
+    down(h2, a + 5, 4000);
+    for (int i = 0; i < 1000; i++) assert_true(h2[i] == 0.0f);
+    dfree(a), dfree(b);
+    size_t in2 = 0;
+    G->memory_stats(G, &in2, NULL);
+    assert_int_equal(in2, in0);
+    /* a cap: an allocation past it fails with the bytes asked, held and allowed */
+    G->set_memory_limit(G, in0 + (1u << 20));
+    void *p = NULL;
+    kc_status s = G->alloc(G, 8u << 20, &p);
+    assert_int_equal(s, KC_STATUS_OUT_OF_MEMORY);
+    assert_null(p);
+    if (!quiet) printf("    memory limit message: %s\n", kc_last_error());
+    assert_non_null(strstr(kc_last_error(), "asked"));
+    assert_non_null(strstr(kc_last_error(), "limit"));
+    G->set_memory_limit(G, 0);
+    G->release_cache(G);
+    kc_mem_info mi = {0};
+    OK(G->mem_info(G, &mi));
+    assert_true(mi.total_bytes > 0 && mi.free_bytes <= mi.total_bytes);
+    if (!quiet) printf("    mem_info: %.1f GiB free of %.1f GiB\n", mi.free_bytes / 1073741824.0, mi.total_bytes / 1073741824.0);
+    /* more than the device has: a clean out-of-memory, not an abort */
+    s = G->alloc(G, mi.total_bytes + ((size_t)1 << 30), &p);
+    assert_int_equal(s, KC_STATUS_OUT_OF_MEMORY);
+    if (!quiet) printf("    out of memory message: %s\n", kc_last_error());
+    assert_non_null(strstr(kc_last_error(), "asked"));
+    free(h), free(h2);
+}
+
+/* ---------------------------------------------------------------- layers */
+
+typedef struct lcase {
+    const char *what;
+    const kc_layer_spec *spec;
+    int n_in;
+    kc_shape in[3];
+    int batch;
+    bool training;
+    double bound;   /* 0: 2e-5 */
+    bool kink;      /* a fused ReLU-like kink may meet a pre-activation near 0 */
+} lcase;
+
+static void fill_weight(const kc_weight *w, float *h) {
+    for (int64_t i = 0; i < w->size; i++) {
+        if (strcmp(w->name, "gamma") == 0) h[i] = unif(0.5f, 1.5f);
+        else if (strcmp(w->name, "moving_variance") == 0) h[i] = unif(0.8f, 1.2f);
+        else if (strcmp(w->name, "moving_mean") == 0) h[i] = unif(-0.1f, 0.1f);
+        else h[i] = unif(-0.5f, 0.5f);
+    }
+}
+
+static void run_layer_case(void **state) {
+    const lcase *c = *state;
+    const double bound = c->bound > 0 ? c->bound : 2e-5;
+    kc_layer *lc = NULL, *lg = NULL;
+    OK(kc__layer_create(c->spec, &lc));
+    OK(kc__layer_create(c->spec, &lg));
+    kc_layer *ls[2] = {lc, lg};
+    for (int k = 0; k < 2; k++) {
+        snprintf(ls[k]->name, sizeof ls[k]->name, "t");
+        ls[k]->n_in = c->n_in;
+        for (int i = 0; i < c->n_in; i++) ls[k]->in_shape[i] = c->in[i];
+        OK(ls[k]->ops->build(ls[k]));
+        ls[k]->seed = 77;
+    }
+    const int B = c->batch;
+    int64_t xn[3], yn = (int64_t)B * kc__shape_size(&lc->out_shape);
+    float *hx[3], *gx[3], *hdx[3], *gdx[3];
+    for (int i = 0; i < c->n_in; i++) {
+        xn[i] = (int64_t)B * kc__shape_size(&c->in[i]);
+        hx[i] = hrand(xn[i], -1, 1);
+        gx[i] = dcopy(hx[i], xn[i]);
+        hdx[i] = hbuf(xn[i]);
+        gdx[i] = dbuf(xn[i]);
+    }
+    for (int k = 0; k < lc->n_weights; k++) {
+        float *h = hbuf(lc->w[k].size);
+        fill_weight(&lc->w[k], h);
+        lc->w[k].data = h;
+        lc->w[k].grad = lc->w[k].trainable ? hbuf(lc->w[k].size) : NULL;
+        lg->w[k].data = dcopy(h, lc->w[k].size);
+        lg->w[k].grad = lg->w[k].trainable ? dbuf(lg->w[k].size) : NULL;
+    }
+    size_t aux = lc->ops->aux_bytes ? lc->ops->aux_bytes(lc, B) : 0;
+    size_t cws = lc->ops->workspace_bytes ? lc->ops->workspace_bytes(lc, B, C) : 0;
+    size_t gws = lg->ops->workspace_bytes ? lg->ops->workspace_bytes(lg, B, G) : 0;
+    void *caux = aux ? calloc(1, aux) : NULL, *gaux = aux ? dalloc(aux) : NULL;
+    void *cws_p = cws ? malloc(cws) : NULL, *gws_p = gws ? dalloc(gws) : NULL;
+    float *hy = hbuf(yn), *gy = dbuf(yn), *hdy = hrand(yn, -1, 1), *gdy = dcopy(hdy, yn);
+
+    kc_fwd fc = {.be = C, .batch = B, .training = c->training, .y = hy, .aux = caux, .ws = cws_p, .seed = 99};
+    kc_fwd fg = {.be = G, .batch = B, .training = c->training, .y = gy, .aux = gaux, .ws = gws_p, .seed = 99};
+    for (int i = 0; i < c->n_in; i++) fc.x[i] = hx[i], fg.x[i] = gx[i];
+    OK(lc->ops->forward(lc, &fc));
+    OK(lg->ops->forward(lg, &fg));
+    char what[160];
+    snprintf(what, sizeof what, "%s: forward", c->what);
+    check_dev(what, gy, hy, yn, bound, c->kink);
+    for (int k = 0; k < lc->n_weights; k++)
+        if (!lc->w[k].trainable) { /* moving statistics updated by a training forward */
+            snprintf(what, sizeof what, "%s: %s after forward", c->what, lc->w[k].name);
+            check_dev(what, lg->w[k].data, lc->w[k].data, lc->w[k].size, 1e-5, 0);
+        }
+    kc_bwd bc = {.be = C, .batch = B, .y = hy, .dy = hdy, .aux = caux, .ws = cws_p};
+    kc_bwd bg = {.be = G, .batch = B, .y = gy, .dy = gdy, .aux = gaux, .ws = gws_p};
+    for (int i = 0; i < c->n_in; i++) bc.x[i] = hx[i], bc.dx[i] = hdx[i], bg.x[i] = gx[i], bg.dx[i] = gdx[i];
+    OK(lc->ops->backward(lc, &bc));
+    OK(lg->ops->backward(lg, &bg));
+    for (int i = 0; i < c->n_in; i++) {
+        snprintf(what, sizeof what, "%s: dx%d", c->what, i);
+        check_dev(what, gdx[i], hdx[i], xn[i], bound, c->kink);
+    }
+    for (int k = 0; k < lc->n_weights; k++)
+        if (lc->w[k].trainable) {
+            snprintf(what, sizeof what, "%s: d%s", c->what, lc->w[k].name);
+            check_dev(what, lg->w[k].grad, lc->w[k].grad, lc->w[k].size, bound, c->kink);
+        }
+
+    for (int i = 0; i < c->n_in; i++) free(hx[i]), free(hdx[i]), dfree(gx[i]), dfree(gdx[i]);
+    for (int k = 0; k < lc->n_weights; k++) {
+        free(lc->w[k].data), free(lc->w[k].grad);
+        dfree(lg->w[k].data), dfree(lg->w[k].grad);
+    }
+    free(caux), free(cws_p), free(hy), free(hdy);
+    dfree(gaux), dfree(gws_p), dfree(gy), dfree(gdy);
+    kc__layer_destroy(lc);
+    kc__layer_destroy(lg);
+}
+
+#define S1(a) {1, {a}}
+#define S2(a, b) {2, {a, b}}
+#define S3(a, b, c) {3, {a, b, c}}
+#define DENSE_ACT(a) KC_DENSE(.units = 32, .activation = a)
+#define CONV_ACT(a) KC_CONV2D(.filters = 16, .kernel_size = {3, 3}, .activation = a)
+#define ACTL(a) KC_ACTIVATION(.activation = a)
+
+static const lcase k_layers[] = {
+    {"Dense linear", DENSE_ACT("linear"), 1, {S1(64)}, 16},
+    {"Dense relu", DENSE_ACT("relu"), 1, {S1(64)}, 16, .kink = true},
+    {"Dense softmax", DENSE_ACT("softmax"), 1, {S1(64)}, 16},
+    {"Dense gelu", DENSE_ACT("gelu"), 1, {S1(64)}, 16},
+    {"Dense silu", DENSE_ACT("silu"), 1, {S1(64)}, 16},
+    {"Dense tanh no bias", KC_DENSE(.units = 20, .activation = "tanh", .use_bias = KC_FALSE), 1, {S1(30)}, 8},
+    {"Dense rank-3 input", KC_DENSE(.units = 9), 1, {S3(4, 5, 12)}, 6},
+    {"Conv2D relu", CONV_ACT("relu"), 1, {S3(12, 12, 3)}, 4, .kink = true},
+    {"Conv2D sigmoid", CONV_ACT("sigmoid"), 1, {S3(10, 9, 4)}, 3},
+    {"Conv2D elu", CONV_ACT("elu"), 1, {S3(10, 9, 4)}, 3, .kink = true},
+    {"Conv2D softmax", CONV_ACT("softmax"), 1, {S3(8, 8, 2)}, 2},
+    {"Conv2D gelu", CONV_ACT("gelu"), 1, {S3(8, 8, 2)}, 2},
+    {"Conv2D stride 2 same (asymmetric)", KC_CONV2D(.filters = 8, .kernel_size = {3, 3}, .strides = {2, 2},
+                                                    .padding = "same"), 1, {S3(12, 12, 3)}, 4},
+    {"Conv2D dilation 2", KC_CONV2D(.filters = 6, .kernel_size = {3, 3}, .dilation_rate = {2, 2}), 1,
+     {S3(11, 11, 3)}, 2},
+    {"Conv2D same even kernel", KC_CONV2D(.filters = 5, .kernel_size = {2, 2}, .padding = "same"), 1,
+     {S3(7, 7, 3)}, 2},
+    {"Conv2D 1x1", KC_CONV2D(.filters = 12, .kernel_size = {1, 1}), 1, {S3(9, 9, 8)}, 3},
+    {"Conv2D 5x5 same no bias", KC_CONV2D(.filters = 4, .kernel_size = {5, 5}, .padding = "same",
+                                          .use_bias = KC_FALSE), 1, {S3(9, 9, 3)}, 2},
+    {"Conv2D rect stride (2, 1)", KC_CONV2D(.filters = 4, .kernel_size = {3, 2}, .strides = {2, 1}), 1,
+     {S3(9, 7, 3)}, 2},
+    {"MaxPooling2D 2x2", KC_MAXPOOL2D(), 1, {S3(12, 12, 8)}, 4, .bound = 1e-6},
+    {"MaxPooling2D 3x3 s2 same", KC_MAXPOOL2D(.pool_size = {3, 3}, .strides = {2, 2}, .padding = "same"), 1,
+     {S3(7, 7, 4)}, 3, .bound = 1e-6},
+    {"AveragePooling2D 2x2", KC_AVGPOOL2D(), 1, {S3(12, 12, 8)}, 4, .bound = 1e-6},
+    {"AveragePooling2D 3x3 s2 same", KC_AVGPOOL2D(.pool_size = {3, 3}, .strides = {2, 2}, .padding = "same"), 1,
+     {S3(7, 7, 4)}, 3, .bound = 1e-6},
+    {"GlobalAveragePooling2D", KC_GLOBALAVGPOOL2D(), 1, {S3(6, 5, 16)}, 4, .bound = 1e-7},
+    {"Dropout training", KC_DROPOUT(.rate = 0.3f), 1, {S2(10, 20)}, 8, .training = true, .bound = 1e-7},
+    {"Dropout inference", KC_DROPOUT(.rate = 0.3f), 1, {S2(10, 20)}, 8, .bound = 1e-7},
+    {"BatchNormalization conv", KC_BATCHNORM(), 1, {S3(6, 6, 8)}, 8, .training = true, .bound = 1e-5},
+    {"BatchNormalization dense", KC_BATCHNORM(), 1, {S1(24)}, 16, .training = true, .bound = 1e-5},
+    {"BatchNormalization no center", KC_BATCHNORM(.center = KC_FALSE), 1, {S3(3, 3, 5)}, 4, .training = true,
+     .bound = 1e-5},
+    {"BatchNormalization no scale", KC_BATCHNORM(.scale = KC_FALSE), 1, {S3(3, 3, 5)}, 4, .training = true,
+     .bound = 1e-5},
+    {"BatchNormalization inference", KC_BATCHNORM(), 1, {S3(6, 6, 8)}, 8, .bound = 1e-5},
+    {"Activation linear", ACTL("linear"), 1, {S2(8, 16)}, 4},
+    {"Activation relu", ACTL("relu"), 1, {S2(8, 16)}, 4},
+    {"Activation sigmoid", ACTL("sigmoid"), 1, {S2(8, 16)}, 4},
+    {"Activation tanh", ACTL("tanh"), 1, {S2(8, 16)}, 4},
+    {"Activation softmax", ACTL("softmax"), 1, {S2(8, 16)}, 4},
+    {"Activation elu", ACTL("elu"), 1, {S2(8, 16)}, 4},
+    {"Activation gelu", ACTL("gelu"), 1, {S2(8, 16)}, 4},
+    {"Activation leaky_relu", ACTL("leaky_relu"), 1, {S2(8, 16)}, 4},
+    {"Activation silu", ACTL("silu"), 1, {S2(8, 16)}, 4},
+    {"ReLU general", KC_RELU(.max_value = 0.8f, .negative_slope = 0.1f, .threshold = 0.2f), 1, {S3(4, 4, 6)}, 4},
+    {"Softmax", KC_SOFTMAX(), 1, {S2(3, 10)}, 6},
+    {"ZeroPadding2D asymmetric", KC_ZEROPAD2D(.padding = {{1, 2}, {0, 3}}), 1, {S3(5, 4, 3)}, 3, .bound = 1e-7},
+    {"Add 2 inputs", KC_ADD(), 2, {S3(4, 4, 6), S3(4, 4, 6)}, 3, .bound = 1e-7},
+    {"Add 3 inputs", KC_ADD(), 3, {S2(5, 7), S2(5, 7), S2(5, 7)}, 3, .bound = 1e-7},
+    {"Concatenate 2 inputs", KC_CONCATENATE(), 2, {S3(4, 4, 6), S3(4, 4, 2)}, 3, .bound = 1e-7},
+    {"Concatenate 3 inputs", KC_CONCATENATE(), 3, {S1(3), S1(8), S1(5)}, 5, .bound = 1e-7},
+};
+
+/* ---------------------------------------------------------------- training on both devices */
+
+typedef struct steps_log {
+    double loss[64];
+    int n;
+} steps_log;
+
+static kc_callback_action on_batch(kc_model *m, const kc_batch_logs *logs, void *user) {
+    (void)m;
+    steps_log *s = user;
+    if (s->n < 64) s->loss[s->n++] = logs->loss;
+    return KC_CONTINUE;
+}
+
+static kc_model *train_on(const char *device, const kc_dataset *ds, steps_log *log) {
+    kc_model *m = NULL;
+    OK(kc_default_cnn(28, 28, 1, 10, &m));
+    OK(kc_model_set_seed(m, 4242));
+    OK(kc_model_set_device(m, device));
+    OK(kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-3),
+                                        .loss = "sparse_categorical_crossentropy", .metrics = {"accuracy"}}));
+    kc_callback cb = {.name = "steps", .user = log, .on_batch_end = on_batch};
+    kc_callback *cbs[] = {&cb};
+    kc_history *h = NULL;
+    OK(kc_fit(m, ds, &(kc_fit_opts){.epochs = 1, .batch_size = 32, .seed = 99, .callbacks = cbs, .num_callbacks = 1}, &h));
+    kc_history_destroy(h);
+    return m;
+}
+
+static void test_training_50_steps(void **state) {
+    (void)state;
+    const int n = 50 * 32;
+    float *x = hbuf((int64_t)n * 784);
+    int32_t *y = calloc((size_t)n, sizeof(int32_t));
+    /* learnable: the label is which of 10 horizontal bands is brightest, plus noise */
+    for (int i = 0; i < n; i++) {
+        y[i] = (int32_t)kc__rng_below(&R, 10);
+        for (int p = 0; p < 784; p++) {
+            int band = (p / 28) * 10 / 28;
+            x[(int64_t)i * 784 + p] = unif(0, 0.5f) + (band == y[i] ? 0.5f : 0.0f);
+        }
+    }
+    kc_dataset *ds = NULL;
+    OK(kc_dataset_from_memory(x, y, n, (kc_shape){3, {28, 28, 1}}, 10, &ds));
+    steps_log lc = {0}, lg = {0};
+    kc_model *mc = train_on("cpu", ds, &lc);
+    kc_model *mg = train_on("cuda", ds, &lg);
+    assert_int_equal(lc.n, 50);
+    assert_int_equal(lg.n, 50);
+    if (!quiet) {
+        printf("    model on %s and %s\n", kc_model_device(mc), kc_model_device(mg));
+        for (int s = 0; s < 50; s += 7) printf("    step %2d: running loss cpu %.6f gpu %.6f\n", s + 1, lc.loss[s], lg.loss[s]);
+        printf("    step 50: running loss cpu %.6f gpu %.6f\n", lc.loss[49], lg.loss[49]);
+    }
+    double e1 = fabs(lg.loss[0] - lc.loss[0]) / fabs(lc.loss[0]);
+    double e50 = fabs(lg.loss[49] - lc.loss[49]) / fabs(lc.loss[49]);
+    if (!quiet) printf("    %-60s %.2e (bound 1e-04)\n    %-60s %.2e (bound 1e-03)\n", "loss at step 1", e1,
+                       "running mean loss at step 50", e50);
+    if (!(e1 <= 1e-4)) fail_msg("step-1 loss: cpu %.7f, gpu %.7f (relative %.3g > 1e-4)", lc.loss[0], lg.loss[0], e1);
+    if (!(e50 <= 1e-3)) fail_msg("mean loss over 50 steps: cpu %.7f, gpu %.7f (relative %.3g > 1e-3)", lc.loss[49],
+                                 lg.loss[49], e50);
+    assert_true(lc.loss[49] < lc.loss[0]); /* it learned something */
+    /* the weights after 50 steps */
+    int nw = kc_model_num_weights(mc);
+    for (int k = 0; k < nw; k++) {
+        kc_weight_info wi;
+        OK(kc_model_weight_info(mc, k, &wi));
+        float *a = hbuf(wi.size), *b = hbuf(wi.size);
+        OK(kc_model_get_weight(mc, k, a, wi.size));
+        OK(kc_model_get_weight(mg, k, b, wi.size));
+        char what[128];
+        snprintf(what, sizeof what, "after 50 steps: %s/%s", wi.layer, wi.name);
+        check_host(what, b, a, wi.size, 1e-2);
+        free(a), free(b);
+    }
+    size_t peak = 0;
+    OK(kc_model_memory_usage(mg, &peak, NULL));
+    if (!quiet) printf("    GPU model peak memory %.1f MiB\n", peak / 1048576.0);
+    kc_model_destroy(mc);
+    kc_model_destroy(mg);
+    kc_dataset_destroy(ds);
+    free(x);
+    free(y);
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(void) {
+    quiet = getenv("KC_CUDA_TEST_QUIET") != NULL;
+    const char *bin = getenv("KERAC_BINARY_DIR");
+    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
+    unsetenv("KERAC_TF32");                  /* plain fp32 for the comparison */
+    setenv("KERAC_CUDA_DEBUG_SYNC", "1", 0); /* a fault names its operation */
+    kc_status s = kc_backend_open("cuda", &G);
+    if (s != KC_STATUS_OK) {
+        printf("SKIP: no GPU: %s\n", kc_last_error());
+        return 77;
+    }
+    if (kc_backend_cpu_create(&C) != KC_STATUS_OK) {
+        printf("cannot create the CPU backend: %s\n", kc_last_error());
+        kc_backend_destroy(G);
+        return 1;
+    }
+    printf("comparing %s with the CPU backend (fp32, TF32 off)\n", G->device);
+    kc__rng_seed(&R, 20261129);
+    const struct CMUnitTest table[] = {
+        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_bias_and_elementwise),
+        cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_pooling),
+        cmocka_unit_test(test_batchnorm),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_losses),
+        cmocka_unit_test(test_accuracy),
+        cmocka_unit_test(test_optimizers),
+    };
+    int rc = cmocka_run_group_tests_name("cuda_backend_table", table, NULL, NULL);
+    size_t nl = KC_ARRAY_LEN(k_layers);
+    struct CMUnitTest *lt = calloc(nl, sizeof *lt);
+    for (size_t i = 0; i < nl; i++) {
+        lt[i].name = k_layers[i].what;
+        lt[i].test_func = run_layer_case;
+        lt[i].initial_state = (void *)&k_layers[i];
+    }
+    rc |= _cmocka_run_group_tests("cuda_backend_layers", lt, nl, NULL, NULL);
+    free(lt);
+    const struct CMUnitTest train[] = {cmocka_unit_test(test_training_50_steps)};
+    rc |= cmocka_run_group_tests_name("cuda_backend_training", train, NULL, NULL);
+    kc_backend_destroy(C);
+    kc_backend_destroy(G);
+    return rc ? 1 : 0;
+}

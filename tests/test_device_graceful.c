@@ -1,0 +1,496 @@
+/* test_device_graceful.c — the GPU failure paths, on a machine without a GPU (and with one):
+ * each way the CUDA backend can be unavailable gives its own message, device "auto" then
+ * runs on the CPU with a warning naming the reason, and device "cuda" stops with it.
+ *
+ *   module_missing        KERAC_MODULE_PATH points to an empty directory and no module is
+ *                         beside the test or on the loader's path: "not installed", naming
+ *                         the directory searched.
+ *   stub_without_cudnn    a stand-in libkerac_cuda.so, compiled here with the system cc,
+ *                         that needs a libcudnn.so.9 which is then deleted: the message
+ *                         names libcudnn.so.9 ("cannot be loaded"). The check runs in a
+ *                         child started through the dynamic loader with --inhibit-cache, so
+ *                         a cuDNN that the machine's ld.so.cache knows (this one has
+ *                         /usr/local/cuda/lib in ld.so.conf) cannot stand in for the deleted
+ *                         stub; LD_LIBRARY_PATH entries holding a libcudnn.so.9 are dropped.
+ *   real_without_cudnn    the same with the real module (when this build made one, in
+ *                         KERAC_BINARY_DIR), cuBLAS left reachable: the message names
+ *                         libcudnn.so.9. Skipped, saying why, when the module's RUNPATH
+ *                         itself holds a cuDNN (nothing can hide it then).
+ *   no_driver             the real module, loaded here: with no libcuda.so.1 on the machine
+ *                         its initialisation says "no NVIDIA driver" and names libcuda.so.1;
+ *                         with a GPU it opens, and a device index that does not exist lists
+ *                         the GPUs that do.
+ *   model_auto_and_cuda   kc_model_set_device: "auto" builds on the CPU and logs a warning
+ *                         with the reason; "cuda" fails the build with KC_STATUS_DEVICE and
+ *                         the same reason; the device cannot change once built.
+ * Cases that cannot run here say why (cmocka skip). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kerac.h"
+#include "kerac_backend.h"
+
+extern char **environ;
+
+/* ---------------------------------------------------------------- helpers */
+
+static void make_temp_dir(char *buf, size_t n, const char *tag) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, n, "%s/kerac-graceful-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
+    assert_non_null(mkdtemp(buf));
+}
+
+static void remove_tree(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) print_message("    (could not remove %s)\n", dir);
+}
+
+static int file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* The real module of this build, or NULL. */
+static const char *real_module_dir(char *buf, size_t n) {
+    const char *bin = getenv("KERAC_BINARY_DIR");
+    if (!bin || !*bin) return NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libkerac_cuda.so", bin);
+    if (!file_exists(path)) return NULL;
+    snprintf(buf, n, "%s", bin);
+    return buf;
+}
+
+/* Whether the loader would find a module without any path (installed system-wide), or one
+ * sits beside this test program (module.c looks there too). */
+static const char *module_found_elsewhere(void) {
+    void *h = dlopen("libkerac_cuda.so", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h) {
+        /* RTLD_NOLOAD only finds loaded ones; ask the loader for real (it fails fast when absent) */
+        h = dlopen("libkerac_cuda.so", RTLD_LAZY | RTLD_LOCAL);
+    }
+    if (h) {
+        dlclose(h);
+        return "a libkerac_cuda.so is on the dynamic loader's path";
+    }
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self), "libkerac_cuda.so");
+            if (file_exists(self)) return "a libkerac_cuda.so sits beside this test program";
+        }
+    }
+    return NULL;
+}
+
+static int contains(const char *s, const char *word) { return s && strstr(s, word) != NULL; }
+
+#define EXPECT_WORD(msg, word)                                                                               \
+    do {                                                                                                     \
+        if (!contains((msg), (word))) fail_msg("expected \"%s\" in the message: %s", (word), (msg));         \
+    } while (0)
+
+/* ---- the child: open a device and print what happened */
+
+static int child_main(const char *device) {
+    kc_backend *be = NULL;
+    kc_status s = kc_backend_open(device, &be);
+    if (s == KC_STATUS_OK) {
+        printf("OPENED %s\n", be->device);
+        kc_backend_destroy(be);
+    } else {
+        printf("FAILED %d: %s\n", (int)s, kc_last_error());
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* The program interpreter (dynamic loader) of this executable. */
+static int find_interp(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    char *out = data;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_INTERP) {
+            snprintf(out, 4096, "%s", (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr));
+            return 1;
+        }
+    return 1; /* only the first object (the executable) */
+}
+
+/* LD_LIBRARY_PATH without the directories that hold a libcudnn.so.9, then extra in front. */
+static void filtered_library_path(char *out, size_t n, const char *extra) {
+    out[0] = '\0';
+    if (extra && *extra) snprintf(out, n, "%s", extra);
+    const char *llp = getenv("LD_LIBRARY_PATH");
+    if (!llp) return;
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", llp);
+    for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/libcudnn.so.9", dir);
+        if (file_exists(probe)) continue;
+        size_t used = strlen(out);
+        snprintf(out + used, n - used, "%s%s", used ? ":" : "", dir);
+    }
+}
+
+/* Run this program as a child through the loader with --inhibit-cache, opening `device` with
+ * KERAC_MODULE_PATH=module_dir; its output (one line) into out. Returns 0 when it ran. */
+static int run_child(const char *module_dir, const char *libpath, const char *device, char *out, size_t n) {
+    char interp[4096] = "", self[4096];
+    dl_iterate_phdr(find_interp, interp);
+    if (!interp[0]) snprintf(interp, sizeof interp, "/lib64/ld-linux-x86-64.so.2");
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return -1;
+    self[len] = '\0';
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        /* the environment without LD_LIBRARY_PATH / KERAC_MODULE_PATH, then the module dir */
+        static char *envp[4096];
+        int k = 0;
+        for (char **e = environ; *e && k < 4090; e++)
+            if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && strncmp(*e, "KERAC_MODULE_PATH=", 18) != 0) envp[k++] = *e;
+        static char mp[4200];
+        snprintf(mp, sizeof mp, "KERAC_MODULE_PATH=%s", module_dir);
+        envp[k++] = mp;
+        envp[k] = NULL;
+        char *argv[10];
+        int a = 0;
+        argv[a++] = interp;
+        argv[a++] = (char *)"--inhibit-cache";
+        if (libpath && *libpath) {
+            argv[a++] = (char *)"--library-path";
+            argv[a++] = (char *)libpath;
+        }
+        argv[a++] = self;
+        argv[a++] = (char *)"--graceful-child";
+        argv[a++] = (char *)device;
+        argv[a] = NULL;
+        execve(interp, argv, envp);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got < n - 1 && (r = read(fd[0], out + got, n - 1 - got)) > 0) got += (size_t)r;
+    out[got] = '\0';
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* The RUNPATH (or RPATH) of an ELF64 shared object, "" when none; -1 when unreadable. */
+static int elf_runpath(const char *path, char *out, size_t n) {
+    out[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = size > 0 ? malloc((size_t)size) : NULL;
+    int ok = b && fread(b, 1, (size_t)size, f) == (size_t)size;
+    fclose(f);
+    if (!ok || (size_t)size < sizeof(Elf64_Ehdr) || memcmp(b, ELFMAG, SELFMAG) != 0 || b[EI_CLASS] != ELFCLASS64) {
+        free(b);
+        return -1;
+    }
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)b;
+    if (eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > (uint64_t)size) {
+        free(b);
+        return -1;
+    }
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_DYNAMIC || sh[i].sh_link >= eh->e_shnum) continue;
+        const Elf64_Shdr *str = &sh[sh[i].sh_link];
+        const Elf64_Dyn *d = (const Elf64_Dyn *)(b + sh[i].sh_offset);
+        size_t nd = sh[i].sh_size / sizeof(Elf64_Dyn);
+        for (size_t k = 0; k < nd && d[k].d_tag != DT_NULL; k++)
+            if ((d[k].d_tag == DT_RUNPATH || d[k].d_tag == DT_RPATH) && d[k].d_un.d_val < str->sh_size)
+                snprintf(out, n, "%s", (const char *)(b + str->sh_offset + d[k].d_un.d_val));
+    }
+    free(b);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the cases */
+
+static void test_module_missing(void **state) {
+    (void)state;
+    const char *why = module_found_elsewhere();
+    if (why) {
+        print_message("    SKIP: %s, so 'not installed' cannot be produced here\n", why);
+        skip();
+    }
+    char dir[4096];
+    make_temp_dir(dir, sizeof dir, "empty");
+    setenv("KERAC_MODULE_PATH", dir, 1);
+    kc_backend *be = NULL;
+    kc_status s = kc_backend_open("cuda", &be);
+    assert_null(be);
+    assert_int_equal(s, KC_STATUS_DEVICE);
+    const char *msg = kc_last_error();
+    print_message("    message: %s\n", msg);
+    EXPECT_WORD(msg, "not installed");
+    EXPECT_WORD(msg, "libkerac_cuda.so");
+    EXPECT_WORD(msg, dir);
+    s = kc_backend_open("cuda:1", &be); /* the same for an explicit index */
+    assert_int_equal(s, KC_STATUS_DEVICE);
+    EXPECT_WORD(kc_last_error(), "not installed");
+    unsetenv("KERAC_MODULE_PATH");
+    remove_tree(dir);
+}
+
+static void test_stub_without_cudnn(void **state) {
+    (void)state;
+    char dir[4096], cmd[16384], path[4200];
+    make_temp_dir(dir, sizeof dir, "stub");
+    snprintf(path, sizeof path, "%s/dnn", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/mod", dir);
+    mkdir(path, 0700);
+    FILE *f;
+    snprintf(path, sizeof path, "%s/dnn/stub.c", dir);
+    assert_non_null(f = fopen(path, "w"));
+    fputs("int kc_stub_cudnn_version(void) { return 91900; }\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/mod/mod.c", dir);
+    assert_non_null(f = fopen(path, "w"));
+    fputs("extern int kc_stub_cudnn_version(void);\n"
+          "int kc_backend_module_init(int abi, const char *d, void **out, char *err, unsigned long n) {\n"
+          "    (void)abi; (void)d; (void)out; (void)err; (void)n; return kc_stub_cudnn_version(); }\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cc -shared -fPIC -o dnn/libcudnn.so.9 -Wl,-soname,libcudnn.so.9 dnn/stub.c && "
+             "cc -shared -fPIC -o mod/libkerac_cuda.so mod/mod.c -Ldnn -Wl,--no-as-needed -l:libcudnn.so.9 && "
+             "rm dnn/libcudnn.so.9",
+             dir);
+    if (system(cmd) != 0) {
+        remove_tree(dir);
+        print_message("    SKIP: the system C compiler (cc) could not build the stub module\n");
+        skip();
+    }
+    char mod[4200], libpath[8192], out[4096];
+    snprintf(mod, sizeof mod, "%s/mod", dir);
+    filtered_library_path(libpath, sizeof libpath, NULL);
+    int rc = run_child(mod, libpath, "cuda", out, sizeof out);
+    remove_tree(dir);
+    print_message("    child: %s", out);
+    if (rc != 0) fail_msg("the child process did not run: %s", out);
+    EXPECT_WORD(out, "FAILED");
+    EXPECT_WORD(out, "cannot be loaded");
+    EXPECT_WORD(out, "libcudnn.so.9");
+}
+
+static void test_real_without_cudnn(void **state) {
+    (void)state;
+    char bin[4096];
+    if (!real_module_dir(bin, sizeof bin)) {
+        print_message("    SKIP: this build has no libkerac_cuda.so (no CUDA toolkit); the stub case covers the "
+                      "message\n");
+        skip();
+    }
+    char mod_path[4200], rp[4096];
+    snprintf(mod_path, sizeof mod_path, "%s/libkerac_cuda.so", bin);
+    assert_int_equal(elf_runpath(mod_path, rp, sizeof rp), 0);
+    if (rp[0]) { /* a cuDNN in the module's own RUNPATH cannot be hidden from the loader */
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%s", rp);
+        for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+            char probe[4200];
+            snprintf(probe, sizeof probe, "%s/libcudnn.so.9", d);
+            if (file_exists(probe)) {
+                print_message("    SKIP: the module's RUNPATH (%s) holds libcudnn.so.9; the stub case covers the "
+                              "message\n", rp);
+                skip();
+            }
+        }
+    }
+    /* cuBLAS stays reachable (symlinks in a temporary directory), so the first library the
+     * loader misses is cuDNN */
+    void *blas = dlopen("libcublas.so.13", RTLD_LAZY | RTLD_LOCAL);
+    if (!blas) blas = dlopen("libcublas.so.12", RTLD_LAZY | RTLD_LOCAL);
+    if (!blas) {
+        print_message("    SKIP: libcublas cannot be loaded here (%s)\n", dlerror());
+        skip();
+    }
+    struct link_map *lm = NULL;
+    char blas_dir[4096] = "";
+    if (dlinfo(blas, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) snprintf(blas_dir, sizeof blas_dir, "%s", lm->l_name);
+    /* blas stays loaded: unloading cuBLAS drops memory it keeps for the life of the process,
+     * which LeakSanitizer then reports */
+    char *slash = strrchr(blas_dir, '/');
+    assert_non_null(slash);
+    *slash = '\0';
+    char dir[4096], cmd[16384];
+    make_temp_dir(dir, sizeof dir, "blas");
+    snprintf(cmd, sizeof cmd, "for f in '%s'/libcublas*.so*; do ln -s \"$f\" '%s'/; done", blas_dir, dir);
+    assert_int_equal(system(cmd), 0);
+    char libpath[8192], out[4096];
+    filtered_library_path(libpath, sizeof libpath, dir);
+    int rc = run_child(bin, libpath, "cuda", out, sizeof out);
+    remove_tree(dir);
+    print_message("    child: %s", out);
+    if (rc != 0) fail_msg("the child process did not run: %s", out);
+    EXPECT_WORD(out, "FAILED");
+    EXPECT_WORD(out, "libcudnn.so.9");
+}
+
+static void test_no_driver(void **state) {
+    (void)state;
+    char bin[4096];
+    if (!real_module_dir(bin, sizeof bin)) {
+        print_message("    SKIP: this build has no libkerac_cuda.so (no CUDA toolkit)\n");
+        skip();
+    }
+    setenv("KERAC_MODULE_PATH", bin, 1);
+    void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    kc_backend *be = NULL;
+    kc_status s = kc_backend_open("cuda", &be);
+    if (!drv) {
+        const char *msg = kc_last_error();
+        print_message("    message: %s\n", msg);
+        assert_int_equal(s, KC_STATUS_DEVICE);
+        assert_null(be);
+        EXPECT_WORD(msg, "no NVIDIA driver");
+        EXPECT_WORD(msg, "libcuda.so.1");
+        EXPECT_WORD(msg, "--device cpu");
+        /* an explicit index fails the same way: the driver is checked first */
+        assert_int_equal(kc_backend_open("cuda:3", &be), KC_STATUS_DEVICE);
+        EXPECT_WORD(kc_last_error(), "libcuda.so.1");
+    } else {
+        dlclose(drv);
+        if (s != KC_STATUS_OK) {
+            /* a driver without a usable GPU: whatever the reason, it must be said */
+            print_message("    (driver present, no usable GPU) message: %s\n", kc_last_error());
+            assert_int_equal(s, KC_STATUS_DEVICE);
+            assert_true(strlen(kc_last_error()) > 20);
+        } else {
+            print_message("    a GPU is present: %s; checking a device index that does not exist\n", be->device);
+            assert_non_null(strstr(be->device, "cuda:0"));
+            kc_backend_destroy(be);
+            be = NULL;
+            s = kc_backend_open("cuda:63", &be);
+            assert_int_equal(s, KC_STATUS_DEVICE);
+            print_message("    message: %s\n", kc_last_error());
+            EXPECT_WORD(kc_last_error(), "cuda:63 does not exist");
+            EXPECT_WORD(kc_last_error(), "cuda:0 (");
+        }
+    }
+    unsetenv("KERAC_MODULE_PATH");
+}
+
+/* ---- through the model API */
+
+typedef struct captured {
+    char text[8192];
+    int warnings;
+} captured;
+
+static void capture_log(kc_log_level level, const char *message, void *user) {
+    captured *c = user;
+    if (level < KC_LOG_WARNING) return;
+    c->warnings++;
+    size_t used = strlen(c->text);
+    snprintf(c->text + used, sizeof c->text - used, "%s\n", message);
+}
+
+static kc_model *tiny_model(void) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_sequential("tiny", &m), KC_STATUS_OK);
+    kc_add(m, KC_INPUT(.shape = {4}));
+    assert_int_equal(kc_add(m, KC_DENSE(.units = 3, .activation = "softmax")), KC_STATUS_OK);
+    return m;
+}
+
+/* auto -> CPU with a warning carrying `reason`; cuda -> KC_STATUS_DEVICE with it */
+static void check_model_paths(const char *reason) {
+    captured cap = {.text = ""};
+    kc_log_set_callback(capture_log, &cap);
+    kc_model *m = tiny_model();
+    assert_int_equal(kc_model_set_device(m, "auto"), KC_STATUS_OK);
+    kc_status s = kc_model_build(m);
+    kc_log_set_callback(NULL, NULL);
+    if (s != KC_STATUS_OK) fail_msg("device auto did not fall back to the CPU: %s", kc_last_error());
+    assert_string_equal(kc_model_device(m), "cpu");
+    print_message("    auto warned: %s", cap.text);
+    assert_true(cap.warnings >= 1);
+    EXPECT_WORD(cap.text, "no GPU");
+    EXPECT_WORD(cap.text, "training on the CPU");
+    EXPECT_WORD(cap.text, reason);
+    /* the device cannot change once built */
+    assert_int_equal(kc_model_set_device(m, "cuda"), KC_STATUS_STATE);
+    kc_model_destroy(m);
+
+    m = tiny_model();
+    assert_int_equal(kc_model_set_device(m, "cuda"), KC_STATUS_OK);
+    s = kc_model_build(m);
+    assert_int_equal(s, KC_STATUS_DEVICE);
+    print_message("    cuda failed: %s\n", kc_last_error());
+    EXPECT_WORD(kc_last_error(), "tiny");
+    EXPECT_WORD(kc_last_error(), reason);
+    kc_model_destroy(m);
+}
+
+static void test_model_auto_and_cuda(void **state) {
+    (void)state;
+    const char *why = module_found_elsewhere();
+    if (why) {
+        print_message("    SKIP (module missing variant): %s\n", why);
+    } else {
+        char dir[4096];
+        make_temp_dir(dir, sizeof dir, "model");
+        setenv("KERAC_MODULE_PATH", dir, 1);
+        check_model_paths("not installed");
+        unsetenv("KERAC_MODULE_PATH");
+        remove_tree(dir);
+    }
+    char bin[4096];
+    void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (drv) dlclose(drv);
+    if (real_module_dir(bin, sizeof bin) && !drv) { /* the real module on a machine without the driver */
+        setenv("KERAC_MODULE_PATH", bin, 1);
+        check_model_paths("libcuda.so.1");
+        unsetenv("KERAC_MODULE_PATH");
+    } else {
+        print_message("    (no-driver variant not run: %s)\n", drv ? "this machine has a driver" : "no real module");
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "--graceful-child") == 0) return child_main(argv[2]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_module_missing),
+        cmocka_unit_test(test_stub_without_cudnn),
+        cmocka_unit_test(test_real_without_cudnn),
+        cmocka_unit_test(test_no_driver),
+        cmocka_unit_test(test_model_auto_and_cuda),
+    };
+    return cmocka_run_group_tests_name("device_graceful", tests, NULL, NULL);
+}
