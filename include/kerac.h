@@ -395,6 +395,128 @@ int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
 /* Copy examples [start, start + count) into x (count, shape...) and y (count), either may be NULL. */
 kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);
 
+/* ---------------------------------------------------------------- GPU doctor, monitoring, placement */
+
+/* `kerac doctor` as a library call: checks kerac's CUDA module (what it was built with,
+ * whether it loads), the NVIDIA driver (libcuda.so.1: present, version, enough for the
+ * module's CUDA), cuDNN / cuBLAS / NCCL as the loader finds them (path, version, match),
+ * every GPU (compute capability, memory, whether the module has code for it), the
+ * environment variables that change what happens (CUDA_VISIBLE_DEVICES, KERAC_*,
+ * LD_LIBRARY_PATH), a TensorFlow installation's build against the same machine, and ends
+ * with the verdict: the device `--device auto` uses, and why. Every NVIDIA library is
+ * loaded at run time (dlopen); a missing one is a finding, never an error of the call. */
+typedef enum kc_check_status {
+    KC_CHECK_OK = 0,
+    KC_CHECK_SKIPPED,  /* not checked: what it needs is missing (the message says what) */
+    KC_CHECK_WARNING,  /* works, with a caveat; the fix says how to remove it */
+    KC_CHECK_PROBLEM   /* breaks the GPU path (or TensorFlow's); the fix says what to do */
+} kc_check_status;
+
+typedef struct kc_doctor_check {
+    const char *id;      /* "kerac", "module", "driver", "cudnn", "cublas", "nccl", "gpus",
+                          * "gpu:N", "visible_devices", "env", "ld_library_path",
+                          * "tensorflow", "backend" */
+    kc_check_status status;
+    const char *message; /* one line */
+    const char *fix;     /* one sentence for a warning or a problem, "" otherwise */
+} kc_doctor_check;
+
+/* The verdict, also `kerac doctor`'s exit code. */
+typedef enum kc_doctor_verdict {
+    KC_DOCTOR_GPU = 0,    /* `--device auto` runs on a GPU: every check it needs passed */
+    KC_DOCTOR_CPU = 1,    /* only the CPU, and nothing is broken: no NVIDIA driver
+                           * (libcuda.so.1 absent), CUDA_VISIBLE_DEVICES empty or -1 (GPUs
+                           * hidden on purpose), every GPU older than any CUDA kerac can be
+                           * built with supports, or a CPU-only kerac on a machine without
+                           * a driver */
+    KC_DOCTOR_BROKEN = 2  /* a GPU path is there but broken: the CUDA module is missing
+                           * or cannot load beside a driver, cuDNN / cuBLAS missing or of
+                           * the wrong version, a driver too old for the module's CUDA or
+                           * that cannot start or sees no GPU, the toolkit's stub
+                           * libcuda.so in the way, CUDA_VISIBLE_DEVICES naming a GPU that
+                           * does not exist, a GPU the module lacks code for (a rebuild
+                           * would fix it), or a backend that fails to start */
+} kc_doctor_verdict;
+
+typedef struct kc_doctor_opts {
+    /* A TensorFlow installation to check: a site-packages folder, the tensorflow package
+     * folder or its python/platform/build_info.py. NULL: search the python3 on PATH and the
+     * usual places. */
+    const char *tensorflow;
+    int tensorflow_search;  /* KC_FALSE: no TensorFlow check unless `tensorflow` is set */
+    /* When every other check passes, start the CUDA backend as `--device auto` would (a
+     * context and a test kernel on cuda:0). KC_FALSE: skip (the verdict then rests on the
+     * checks alone). */
+    int start_backend;
+} kc_doctor_opts;
+
+typedef struct kc_doctor_report kc_doctor_report;
+/* Run every check (opts may be NULL). Fails only for bad arguments or out of memory. */
+kc_status kc_doctor_run(const kc_doctor_opts *opts, kc_doctor_report **out);
+void kc_doctor_report_destroy(kc_doctor_report *r);
+int kc_doctor_num_checks(const kc_doctor_report *r);
+kc_status kc_doctor_get_check(const kc_doctor_report *r, int i, kc_doctor_check *out);
+kc_doctor_verdict kc_doctor_get_verdict(const kc_doctor_report *r);
+/* The device `--device auto` uses: "cuda:0 (NVIDIA H200)" or "cpu". */
+const char *kc_doctor_device(const kc_doctor_report *r);
+/* Why, in one line ("no NVIDIA driver: libcuda.so.1 not found"), and the fix ("" when the
+ * GPU is healthy). */
+const char *kc_doctor_reason(const kc_doctor_report *r);
+const char *kc_doctor_fix(const kc_doctor_report *r);
+/* The report as text (one line per check, "fix:" lines, the verdict) or as one JSON
+ * document with the same content; *out is malloc'd, free it with kc_free. */
+kc_status kc_doctor_text(const kc_doctor_report *r, char **out);
+kc_status kc_doctor_json(const kc_doctor_report *r, char **out);
+
+/* Why the model runs where it runs, once built: "device cpu was asked for", "auto:
+ * cuda:0 (NVIDIA H200) passed every check", "no GPU: libcuda.so.1 not found (no NVIDIA
+ * driver); run `kerac doctor`"; "" before. */
+const char *kc_model_device_reason(const kc_model *m);
+
+/* GPU readings through NVML (libnvidia-ml.so.1, loaded at run time). A value that NVML
+ * cannot give is -1. */
+typedef struct kc_gpu_reading {
+    int index;                /* NVML's index (nvidia-smi's numbering: every GPU) */
+    int cuda_index;           /* cuda:N in this process, -1 when hidden or not known */
+    char name[96];
+    double utilization;       /* percent of the time a kernel ran */
+    double memory_utilization; /* percent of the time device memory was read or written */
+    double memory_used, memory_total; /* bytes */
+    double temperature;       /* degrees Celsius */
+    double power, power_limit; /* watts */
+    int samples;              /* readings summarised in this one (1 for a single reading) */
+} kc_gpu_reading;
+
+/* One reading of every GPU now, into out (at most max); *n how many. KC_STATUS_DEVICE
+ * with the reason when NVML is not there or cannot start. */
+kc_status kc_gpu_readings(kc_gpu_reading *out, int max, int *n);
+
+/* A background thread reading one GPU (NVML index; -1: every GPU) every interval seconds
+ * (0: 0.5 s). */
+typedef struct kc_monitor kc_monitor;
+kc_status kc_monitor_start(int gpu, double interval, kc_monitor **out);
+int kc_monitor_num_gpus(const kc_monitor *mon);
+/* The latest reading of the monitor's i-th GPU; 0 when there is none yet (or mon is NULL). */
+int kc_monitor_latest(kc_monitor *mon, int i, kc_gpu_reading *out);
+/* Since the last reset: mean utilisation and power, peak memory used and temperature;
+ * samples counts the readings. 0 when none. */
+int kc_monitor_summary(kc_monitor *mon, int i, kc_gpu_reading *out);
+void kc_monitor_reset(kc_monitor *mon);
+/* Stop the thread and free the monitor; NULL is fine. */
+void kc_monitor_stop(kc_monitor *mon);
+
+/* The input-bound verdict of an epoch: when the training loop waited for the loader's next
+ * batch for at least 10% of the epoch (and 50 ms), writes "the GPU waited for data 38% of
+ * the step time; raise --prefetch or use more loader threads" ("the CPU" on the CPU:
+ * device is kc_model_device's text) into buf and returns 1; else returns 0 and buf is "". */
+int kc_input_bound_verdict(double wait_seconds, double epoch_seconds, const char *device, char *buf, size_t n);
+
+/* Log, at the first training step, one line per layer with its device, kernel (CPU) or
+ * cuDNN algorithm (GPU) and workspace, whatever the log level (default: off, or
+ * KERAC_LOG_DEVICE_PLACEMENT=1). */
+void kc_set_log_device_placement(int on);
+int kc_get_log_device_placement(void);
+
 /* ---------------------------------------------------------------- training */
 
 typedef struct kc_epoch_logs {
@@ -411,6 +533,13 @@ typedef struct kc_epoch_logs {
     int batch_size;           /* examples per optimizer step */
     int micro_batch;          /* examples per forward/backward (batch_size / grad_accum) */
     int grad_accum;
+    /* The model's GPU over the epoch (has_gpu 0 on the CPU or without NVML): mean
+     * utilisation and power, peak memory used and temperature. */
+    int has_gpu;
+    kc_gpu_reading gpu;
+    /* Seconds the training loop waited for the loader's next batch this epoch (see
+     * kc_input_bound_verdict). */
+    double input_wait_seconds;
 } kc_epoch_logs;
 
 typedef struct kc_batch_logs {
@@ -421,6 +550,8 @@ typedef struct kc_batch_logs {
     double metrics[KC_MAX_METRICS];
     double seconds;           /* since the epoch began */
     int64_t samples;          /* seen in this epoch */
+    int has_gpu;              /* the model's GPU, latest reading (0 on the CPU or without NVML) */
+    kc_gpu_reading gpu;
 } kc_batch_logs;
 
 /* What a callback tells fit to do next. */
@@ -501,11 +632,72 @@ typedef struct kc_fit_opts {
      * learning-rate schedule stay the same, log one warning and go on from the same step;
      * below micro-batch 1, fail. KC_FALSE turns it off. */
     int oom_recovery;
+
+    /* Checkpoints: with checkpoint_dir set (made if missing), fit writes the model and the
+     * whole training state to DIR/ckpt-<seq>-e<epoch>-s<step>.keras: <seq> counts the
+     * checkpoints written to DIR (the highest is the newest), <epoch> the epochs finished
+     * and <step> the steps done in the epoch in progress. Each is a Keras 3 .keras file
+     * (config.json with a compile_config; the optimizer's variables in model.weights.h5
+     * where Keras keeps them, optimizer/vars/<i>) plus kerac_training_state.json (epoch,
+     * step, shuffle generator, seeds, micro-batch, ReduceLROnPlateau's learning-rate scale,
+     * best monitored value, history). Every write goes to "<name>.tmp", is fsynced, renamed
+     * into place and the folder fsynced; older checkpoints beyond `keep` are deleted only
+     * after that, and stray *.tmp files are ignored by readers and removed by the next
+     * save: a crash or kill at any moment leaves the previous checkpoint intact. */
+    const char *checkpoint_dir;
+    /* 0: at the end of every epoch (and where an epoch is cut short by a callback, e.g.
+     * Ctrl-C in kerac train); N: after every N optimizer steps (counted over the run). */
+    int64_t checkpoint_every_steps;
+    int keep;                 /* newest checkpoints kept (default 1) */
+    /* KC_TRUE: write a checkpoint only when `monitor` improved on the best value so far
+     * (mode auto, as Keras: max for names containing "acc", min otherwise). At epoch
+     * ends the monitor is "loss", "val_loss" or a metric ("accuracy", "val_accuracy");
+     * with checkpoint_every_steps, "loss" or a metric (the epoch's running mean). */
+    int save_best_only;
+    const char *monitor;      /* default "val_loss" */
+    /* Continue a checkpointed run: a checkpoint file or a folder (its newest checkpoint).
+     * The model must have the checkpoint's architecture (else KC_STATUS_BAD_FILE naming
+     * the file) and be compiled with the same optimizer; its weights, optimizer state and
+     * dropout seeds are restored, the finished epochs' logs start the history, and
+     * training goes on from the saved epoch and step to `epochs`. batch_size, seed,
+     * shuffle, validation_split, steps_per_epoch and epochs left unset are the
+     * checkpoint's; a set one that differs is an error; the micro-batch is the
+     * checkpoint's. On the CPU (with the same number of threads) the result is
+     * bit-identical to a run never interrupted.
+     * Checkpointing goes on only when checkpoint_dir is set (the best value carries over
+     * for the same monitor). Not restored: the state inside callbacks (EarlyStopping's
+     * patience count, ...). */
+    const char *resume_from;
 } kc_fit_opts;
 
 #define KC_BATCH_SIZE_AUTO (-1)
 
 kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out);
+
+/* Checkpoints (kc_fit_opts.checkpoint_dir). The newest checkpoint in dir (the highest
+ * <seq>; *.tmp files are never checkpoints) into path (n bytes); KC_STATUS_IO when dir
+ * has none. */
+kc_status kc_checkpoint_latest(const char *dir, char *path, size_t n);
+/* A model from a checkpoint file or folder (its newest): architecture and weights,
+ * compiled as it was (optimizer, loss, metrics), with its optimizer state and seeds.
+ * Continue its run with kc_fit and .resume_from = the same path. */
+kc_status kc_checkpoint_load(const char *path, kc_model **out);
+typedef struct kc_checkpoint_info {
+    int epoch;                /* epochs finished */
+    int64_t step;             /* steps done in the epoch in progress */
+    int64_t iterations;       /* optimizer steps taken */
+    int epochs;               /* epochs the run asked for */
+    int batch_size;
+    int64_t num_examples;     /* training examples of the run */
+    char optimizer[16];       /* "adam", "sgd", "adamw", "rmsprop" */
+    /* the run's checkpoint options (kc_fit_opts), to go on with the same */
+    int64_t checkpoint_every_steps;
+    int keep;
+    int save_best_only;       /* KC_TRUE or KC_FALSE */
+    char monitor[64];
+} kc_checkpoint_info;
+/* Where a checkpoint (file or folder: its newest) stands, without loading the model. */
+kc_status kc_checkpoint_read_info(const char *path, kc_checkpoint_info *out);
 
 typedef struct kc_eval_result {
     double loss;

@@ -4,6 +4,8 @@
  *   config.json       the model config (Keras 3 flavour, json.dumps separators)
  *   model.weights.h5  the weights in Keras 3's layout (keras_h5.c)
  * The archive is built in memory and written atomically (temporary file, fsync, rename).
+ * Training checkpoints (checkpoint.c) are such archives with extras: a compile_config in
+ * config.json, the optimizer's variables in model.weights.h5 and one more entry.
  * Reading checks the archive's consistency, builds the model from config.json and reads
  * every weight with its shape checked. */
 #include <errno.h>
@@ -15,7 +17,10 @@
 
 #include <zip.h>
 
+#include "checkpoint.h"
 #include "h5util.h"
+
+_Static_assert(sizeof(hid_t) == sizeof(int64_t), "checkpoint.h passes HDF5 ids as int64_t");
 
 #define CONFIG_ENTRY "config.json"
 #define METADATA_ENTRY "metadata.json"
@@ -243,19 +248,35 @@ static kc_status make_zip(const char *path, const char *const *names, const char
     return KC_STATUS_OK;
 }
 
-kc_status kc__keras_archive_save(kc_model *m, const char *path) {
+/* config.json + "compile_config": the object text goes in before the closing brace. */
+static kc_status add_compile_config(const char *path, char **config, const char *compile_config) {
+    size_t n = strlen(*config), c = strlen(compile_config);
+    while (n > 0 && (*config)[n - 1] != '}') n--;
+    if (n == 0) return kc__fail(KC_STATUS_INTERNAL, "saving '%s': the model config is not a JSON object", path);
+    char *out = malloc(n + c + 32);
+    if (!out) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s'", path);
+    memcpy(out, *config, n - 1);
+    sprintf(out + n - 1, ", \"compile_config\": %s}", compile_config);
+    free(*config);
+    *config = out;
+    return KC_STATUS_OK;
+}
+
+/* The archive, with the extras of a checkpoint when x is not NULL (checkpoint.h). */
+static kc_status archive_save(kc_model *m, const char *path, const kc__archive_extras *x) {
     kc__h5_quiet();
     KC_TRY(kc_model_build(m));
     char *config = NULL, *weights = NULL, *zipped = NULL;
     size_t wlen = 0, zlen = 0;
-    /* Python's json.dumps separators (", ", ": "), no compile_config (kerac saves no
-     * optimizer state; Keras omits the key for an uncompiled model) */
+    /* Python's json.dumps separators (", ", ": "), no compile_config (a plain save keeps
+     * no optimizer state; Keras omits the key for an uncompiled model) */
     kc_status s = kc__model_to_json_flags(m, 3, 0, &config);
+    if (s == KC_STATUS_OK && x && x->compile_config) s = add_compile_config(path, &config, x->compile_config);
     /* model.weights.h5: made as a file next to the target, read back, removed */
     char *tmp = s == KC_STATUS_OK ? kc__tmp_path(path) : NULL;
     if (s == KC_STATUS_OK && !tmp) s = KC_STATUS_OUT_OF_MEMORY;
     if (s == KC_STATUS_OK) {
-        size_t expect = 0;
+        size_t expect = x ? x->h5_bytes : 0;
         for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
             kc_weight_info wi;
             if (kc_model_weight_info(m, g, &wi) == KC_STATUS_OK) expect += (size_t)wi.size * sizeof(float) + 1024;
@@ -264,6 +285,7 @@ kc_status kc__keras_archive_save(kc_model *m, const char *path) {
         s = kc__h5_create_file(tmp, expect, false, &f);
         if (s == KC_STATUS_OK) {
             s = kc__keras3_weights_write(m, f);
+            if (s == KC_STATUS_OK && x && x->write_h5) s = x->write_h5(m, (int64_t)f, x->user);
             kc_status c = kc__h5_close_file(f, tmp);
             if (s == KC_STATUS_OK) s = c;
         }
@@ -282,13 +304,61 @@ kc_status kc__keras_archive_save(kc_model *m, const char *path) {
     localtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &tm);
     snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}", KC_KERAS3_VERSION, date);
-    const char *names[3] = {METADATA_ENTRY, CONFIG_ENTRY, WEIGHTS_ENTRY};
-    const char *data[3] = {meta, config, weights};
-    size_t lens[3] = {strlen(meta), strlen(config), wlen};
-    s = make_zip(path, names, data, lens, 3, &zipped, &zlen);
+    enum { MAX_ENTRIES = 8 };
+    const char *names[MAX_ENTRIES] = {METADATA_ENTRY, CONFIG_ENTRY, WEIGHTS_ENTRY};
+    const char *data[MAX_ENTRIES] = {meta, config, weights};
+    size_t lens[MAX_ENTRIES] = {strlen(meta), strlen(config), wlen};
+    int n_entries = 3;
+    for (int i = 0; x && i < x->n_entries && n_entries < MAX_ENTRIES; i++, n_entries++) {
+        names[n_entries] = x->names[i];
+        data[n_entries] = x->data[i];
+        lens[n_entries] = x->lens[i];
+    }
+    s = make_zip(path, names, data, lens, n_entries, &zipped, &zlen);
     if (s == KC_STATUS_OK) s = kc__write_file_atomic(path, zipped, zlen);
     free(zipped);
     free(weights);
     free(config);
+    return s;
+}
+
+kc_status kc__keras_archive_save(kc_model *m, const char *path) { return archive_save(m, path, NULL); }
+
+/* ---------------------------------------------------------------- checkpoint hooks */
+
+kc_status kc__keras_archive_save_ex(kc_model *m, const char *path, const kc__archive_extras *x) {
+    return archive_save(m, path, x);
+}
+
+kc_status kc__keras_archive_read_entry(const char *path, const char *name, char **data, size_t *len, bool *present) {
+    *data = NULL;
+    *len = 0;
+    *present = false;
+    zip_t *za = NULL;
+    KC_TRY(open_archive(path, &za));
+    kc_status s = read_entry(za, path, name, data, len, present);
+    zip_discard(za);
+    return s;
+}
+
+kc_status kc__keras_archive_open_weights(const char *path, int64_t *file) {
+    *file = H5I_INVALID_HID;
+    kc__h5_quiet();
+    zip_t *za = NULL;
+    KC_TRY(open_archive(path, &za));
+    char *h5 = NULL;
+    size_t len = 0;
+    bool present = false;
+    kc_status s = read_entry(za, path, WEIGHTS_ENTRY, &h5, &len, &present);
+    zip_discard(za);
+    if (s == KC_STATUS_OK && !present)
+        s = kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " WEIGHTS_ENTRY " entry: the model's weights are missing", path);
+    if (s == KC_STATUS_OK) {
+        hid_t f = H5I_INVALID_HID;
+        s = kc__h5_open_image(h5, len, &f);
+        if (s != KC_STATUS_OK) kc__wrap(s, "'%s': " WEIGHTS_ENTRY ": ", path);
+        else *file = (int64_t)f;
+    }
+    free(h5);
     return s;
 }

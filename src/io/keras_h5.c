@@ -615,3 +615,16 @@ kc_status kc__weights_h5_load(kc_model *m, const char *path) {
     H5Fclose(f);
     return s;
 }
+
+/* ---------------------------------------------------------------- for checkpoint.c */
+
+/* Keras builds the optimizer's variables from model.trainable_variables, which follow
+ * model.layers: checkpoints need the same order (declared in checkpoint.h). */
+kc_status kc__keras_layer_order(const kc_model *m, int *order, int *n) {
+    korder o;
+    KC_TRY(keras_order(m, &o));
+    memcpy(order, o.layer, (size_t)o.n * sizeof *order);
+    *n = o.n;
+    korder_free(&o);
+    return KC_STATUS_OK;
+}

@@ -3,13 +3,17 @@
  * fit: per epoch, the training examples (validation split taken off the end first, as
  * Keras does) are shuffled with the seed, a loader thread gathers the next batches while
  * the current one trains, and each step is forward -> loss -> backward -> update on the
- * model's backend. One host read per step brings back the loss and metric counts. */
+ * model's backend. One host read per step brings back the loss and metric counts.
+ * Checkpoints (../io/checkpoint.c) hook in after each step and each epoch; a resume
+ * restores the model, replays the finished epochs' shuffles and starts the loader at the
+ * saved step of the saved epoch's order. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../data/loader.h"
+#include "../io/checkpoint.h"
 #include "model.h"
 
 struct kc_history {
@@ -271,10 +275,19 @@ static kc_status train_step_recovering(kc_model *m, const kc_batch *b, int *mb, 
     }
 }
 
+/* The training position handed to the checkpoint hooks. */
+static kc__fit_pos fit_pos(int epoch, int64_t step, int64_t seen, const double *sums, double lr, int mb,
+                           const kc_rng *rng) {
+    kc__fit_pos p = {.epoch = epoch, .step = step, .seen = seen, .epoch_lr = lr, .micro_batch = mb, .rng = *rng};
+    memcpy(p.sums, sums, sizeof p.sums);
+    return p;
+}
+
 kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out) {
     KC_TRY(check_ready(m, "fit"));
     if (!train) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: training dataset is NULL");
     kc_fit_opts o = opts ? *opts : (kc_fit_opts){0};
+    KC_TRY(kc__ckpt_fit_opts(m, &o)); /* resume: the checkpoint's batch size, seed, ... where o leaves them unset */
     if (o.epochs == 0) o.epochs = 1;
     if (o.batch_size == 0) o.batch_size = 32;
     if (o.prefetch == 0) o.prefetch = 2;
@@ -297,6 +310,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     bool recover = kc__bool3(o.oom_recovery, true);
 
     kc_status s = KC_STATUS_OK;
+    kc__ckpt *ck = NULL;
     kc_dataset *tr = NULL, *val = NULL;
     const kc_dataset *valp = o.validation_data;
     int64_t n_all = kc_dataset_size(train);
@@ -357,25 +371,44 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     uint64_t seed = o.seed ? o.seed : m->seed;
     kc__rng_seed(&rng, seed);
     for (int64_t i = 0; i < n; i++) order[i] = i;
+    /* checkpoints; on resume: model state, the shuffles of the finished epochs, the position */
+    kc__fit_geom geom = {.num_examples = n, .batch_size = bs, .micro_batch = mb, .steps = steps, .epochs = o.epochs,
+                         .seed = seed, .shuffle = kc__bool3(o.shuffle, true), .has_val = valp != NULL,
+                         .validation_split = o.validation_split};
+    s = kc__ckpt_open(m, &o, &geom, &rng, order, &ck);
+    const kc__fit_pos *rp = kc__ckpt_resume_pos(ck);
+    const kc_epoch_logs *past = NULL;
+    for (int i = 0, np = kc__ckpt_history(ck, &past); i < np && s == KC_STATUS_OK; i++) s = history_append(h, &past[i]);
+    if (s != KC_STATUS_OK) goto done;
+    if (rp) mb = rp->micro_batch;
     fit_ctx c = {.m = m, .o = &o, .h = h};
 
     for (int k = 0; k < o.num_callbacks; k++)
         if (o.callbacks[k]->on_train_begin && o.callbacks[k]->on_train_begin(m, o.callbacks[k]->user) == KC_STOP_TRAINING)
             stop_by(&c, o.callbacks[k]);
 
-    for (int epoch = 0; epoch < o.epochs && !c.stop && s == KC_STATUS_OK; epoch++) {
+    for (int epoch = rp ? rp->epoch : 0; epoch < o.epochs && !c.stop && s == KC_STATUS_OK; epoch++) {
         for (int k = 0; k < o.num_callbacks; k++)
             if (o.callbacks[k]->on_epoch_begin &&
                 o.callbacks[k]->on_epoch_begin(m, epoch, o.callbacks[k]->user) == KC_STOP_TRAINING)
                 stop_by(&c, o.callbacks[k]);
         if (c.stop) break;
+        kc_rng rng_epoch = rng; /* for checkpoints: this epoch's order replays from it */
         if (kc__bool3(o.shuffle, true)) kc__shuffle_i64(&rng, order, n);
         double t0 = kc__now();
         double sums[1 + KC_MAX_METRICS] = {0};
         int64_t seen = 0, step = 0;
         double lr_epoch = kc__optimizer_lr(&m->opt, m->opt.iterations);
         kc_loader *ld = NULL;
-        s = kc__loader_create(trp, order, per_epoch, bs, o.prefetch, &ld);
+        int64_t skip = 0;
+        if (rp && epoch == rp->epoch) { /* resumed mid-epoch: the rest of this epoch's order */
+            step = rp->step;
+            seen = rp->seen;
+            memcpy(sums, rp->sums, sizeof sums);
+            if (step > 0) lr_epoch = rp->epoch_lr;
+            skip = KC_MIN(per_epoch, step * bs);
+        }
+        s = kc__loader_create(trp, order + skip, per_epoch - skip, bs, o.prefetch, &ld);
         const kc_batch *b = NULL;
         while (s == KC_STATUS_OK && !c.stop && (s = kc__loader_next(ld, &b)) == KC_STATUS_OK && b) {
             uint64_t step_seed = kc__hash64(seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
@@ -390,6 +423,11 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
                 if (o.callbacks[k]->on_batch_end &&
                     o.callbacks[k]->on_batch_end(m, &bl, o.callbacks[k]->user) == KC_STOP_TRAINING)
                     stop_by(&c, o.callbacks[k]);
+            if (ck) {
+                kc__fit_pos p = fit_pos(epoch, step, seen, sums, lr_epoch, mb, &rng_epoch);
+                s = kc__ckpt_after_step(ck, m, &p, &bl, h->epochs, h->n);
+                if (s != KC_STATUS_OK) break;
+            }
         }
         kc__loader_destroy(ld);
         if (s != KC_STATUS_OK) break;
@@ -412,10 +450,18 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         for (int k = 0; k < o.num_callbacks; k++)
             if (o.callbacks[k]->on_epoch_end && o.callbacks[k]->on_epoch_end(m, &el, o.callbacks[k]->user) == KC_STOP_TRAINING)
                 stop_by(&c, o.callbacks[k]);
+        if (ck) { /* a complete epoch: the next one starts; else where it was cut short */
+            bool complete = step >= steps;
+            double zero[1 + KC_MAX_METRICS] = {0};
+            kc__fit_pos p = complete ? fit_pos(epoch + 1, 0, 0, zero, 0, mb, &rng)
+                                     : fit_pos(epoch, step, seen, sums, lr_epoch, mb, &rng_epoch);
+            s = kc__ckpt_after_epoch(ck, m, &p, complete, &el, h->epochs, complete ? h->n : h->n - 1);
+        }
     }
     for (int k = 0; k < o.num_callbacks; k++)
         if (o.callbacks[k]->on_train_end) o.callbacks[k]->on_train_end(m, o.callbacks[k]->user);
 done:
+    kc__ckpt_close(ck);
     free(order);
     free(targets);
     kc_dataset_destroy(tr);

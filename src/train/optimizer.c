@@ -79,7 +79,10 @@ kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in)
             return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                             "schedule '%s' is not one of exponential_decay, cosine_decay, piecewise_constant", sch);
         }
-        p.schedule = sch;
+        /* keep a static name: the caller's string may not outlive compile */
+        p.schedule = strcmp(sch, "exponential_decay") == 0 ? "exponential_decay"
+                     : strcmp(sch, "cosine_decay") == 0    ? "cosine_decay"
+                                                           : "piecewise_constant";
     } else {
         p.schedule = NULL;
     }

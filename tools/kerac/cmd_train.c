@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -35,9 +36,27 @@ static const char usage[] =
     "                          from its end (default 0.1 for the default CNN, 0 for a model file)\n"
     "  --seed N                seed for weights, dropout and shuffling\n"
     "  --threads N             CPU threads (default: all cores; 0 = all)\n"
+    CLI_DEVICE_USAGE
     "  --save FILE             save the trained model, format by extension: .keras (Keras 3),\n"
     "                          .h5 (Keras 2 HDF5), .weights.h5 (weights only) or .json\n"
     "                          (the model config only, no weights)\n"
+    "  --checkpoint DIR        write checkpoints to DIR while training (made if missing):\n"
+    "                          DIR/ckpt-<seq>-e<epoch>-s<step>.keras, Keras 3 model files that\n"
+    "                          also hold the optimizer state and kerac's training state;\n"
+    "                          each is written to a temporary file and renamed into place\n"
+    "  --checkpoint-every N|epoch  every N optimizer steps, or at each epoch end (default)\n"
+    "  --keep K                keep the K newest checkpoints (default 1)\n"
+    "  --save-best-only        write a checkpoint only when --monitor improved\n"
+    "  --monitor NAME          what --save-best-only compares: val_loss (default), loss,\n"
+    "                          accuracy, val_accuracy, ... (higher is better for names with\n"
+    "                          \"acc\", lower for the others)\n"
+    "  --resume DIR            continue the run checkpointed in DIR (its newest checkpoint;\n"
+    "                          or give a checkpoint file): model, weights, optimizer, data\n"
+    "                          order, position and history. --epochs is the total (default:\n"
+    "                          the run's); batch size, seed and validation split are the\n"
+    "                          run's. Checkpoints go on into DIR (or --checkpoint) as the\n"
+    "                          run wrote them (--checkpoint-every, --keep, ... override).\n"
+    "                          On the CPU the result is bit-identical to an uninterrupted run\n"
     "  --json                  one JSON object per line on stdout: one per epoch\n"
     "                          ({\"epoch\", \"loss\", \"accuracy\", \"val_loss\", \"val_accuracy\", \"lr\",\n"
     "                          \"images_per_second\", \"seconds\"}), then {\"test_loss\", \"test_accuracy\"}\n"
@@ -47,7 +66,8 @@ static const char usage[] =
     "\n"
     "On a terminal a progress bar shows each epoch; otherwise one line per epoch is printed.\n"
     "Ctrl-C stops training after the current step; the model is still saved and evaluated,\n"
-    "and the exit code is 130. A second Ctrl-C ends the program at once.\n"
+    "and the exit code is 130. A second Ctrl-C ends the program at once. With --checkpoint\n"
+    "(every epoch), the epoch cut short is checkpointed too, so --resume goes on from there.\n"
     "Exit codes: 0 success, 1 usage error, 2 bad model or data file, 3 training failure,\n"
     "130 interrupted.\n";
 
@@ -75,6 +95,10 @@ typedef struct train_args {
     int n_metrics;
     char metrics_buf[256];
     bool json, quiet;
+    const char *checkpoint, *resume, *monitor; /* checkpoints */
+    long keep, every;                          /* every: steps, 0 = each epoch */
+    bool has_every, has_keep, save_best_only, has_epochs, has_batch_size, has_compile;
+    cli_device_opts dev;
 } train_args;
 
 static int parse(int argc, char **argv, train_args *t) {
@@ -94,16 +118,20 @@ static int parse(int argc, char **argv, train_args *t) {
             if ((rc = cli_value(&a, &t->init_from))) return rc;
         } else if (cli_is(&a, "--epochs")) {
             if ((rc = cli_int_value(&a, 1, 1000000, &t->epochs))) return rc;
+            t->has_epochs = true;
         } else if (cli_is(&a, "--batch-size")) {
             if ((rc = cli_int_value(&a, 1, 1 << 20, &t->batch_size))) return rc;
+            t->has_batch_size = true;
         } else if (cli_is(&a, "--optimizer")) {
             if ((rc = cli_value(&a, &t->optimizer))) return rc;
+            t->has_compile = true;
             if (strcmp(t->optimizer, "sgd") && strcmp(t->optimizer, "adam") && strcmp(t->optimizer, "adamw") &&
                 strcmp(t->optimizer, "rmsprop"))
                 return cli_usage_error(a.cmd, "unknown optimizer '%s'; use sgd, adam, adamw or rmsprop",
                                        t->optimizer);
         } else if (cli_is(&a, "--lr") || cli_is(&a, "--learning-rate")) {
             if ((rc = cli_double_value(&a, 0, 1e6, true, &t->lr))) return rc;
+            t->has_compile = true;
         } else if (cli_is(&a, "--validation-split")) {
             if ((rc = cli_double_value(&a, 0, 0.99, false, &t->validation_split))) return rc;
             t->has_validation_split = true;
@@ -117,6 +145,7 @@ static int parse(int argc, char **argv, train_args *t) {
             if ((rc = cli_value(&a, &t->save))) return rc;
         } else if (cli_is(&a, "--loss")) {
             if ((rc = cli_value(&a, &t->loss))) return rc;
+            t->has_compile = true;
         } else if (cli_is(&a, "--metrics")) {
             const char *v;
             if ((rc = cli_value(&a, &v))) return rc;
@@ -124,18 +153,52 @@ static int parse(int argc, char **argv, train_args *t) {
             if (t->n_metrics < 0)
                 return cli_usage_error(a.cmd, "option '--metrics' needs 1 to %d names separated by commas, got '%s'",
                                        KC_MAX_METRICS, v);
+            t->has_compile = true;
+        } else if (cli_is(&a, "--checkpoint")) {
+            if ((rc = cli_value(&a, &t->checkpoint))) return rc;
+        } else if (cli_is(&a, "--checkpoint-every")) {
+            const char *v;
+            if ((rc = cli_value(&a, &v))) return rc;
+            if (strcmp(v, "epoch") == 0) t->every = 0;
+            else if (cli_parse_long(v, 1, 1L << 40, &t->every))
+                return cli_usage_error(a.cmd, "option '--checkpoint-every' needs a number of steps (1 or more) or "
+                                       "'epoch', got '%s'", v);
+            t->has_every = true;
+        } else if (cli_is(&a, "--keep")) {
+            if ((rc = cli_int_value(&a, 1, 1000000, &t->keep))) return rc;
+            t->has_keep = true;
+        } else if (cli_is(&a, "--save-best-only")) {
+            if ((rc = cli_flag(&a))) return rc;
+            t->save_best_only = true;
+        } else if (cli_is(&a, "--monitor")) {
+            if ((rc = cli_value(&a, &t->monitor))) return rc;
+        } else if (cli_is(&a, "--resume")) {
+            if ((rc = cli_value(&a, &t->resume))) return rc;
         } else if (cli_is(&a, "--json")) {
             if ((rc = cli_flag(&a))) return rc;
             t->json = true;
         } else if (cli_is(&a, "--quiet") || cli_is(&a, "-q")) {
             if ((rc = cli_flag(&a))) return rc;
             t->quiet = true;
+        } else if ((rc = cli_device_option(&a, &t->dev)) >= 0) {
+            if (rc) return rc;
         } else {
             return cli_unknown(&a);
         }
     }
     if (t->init_from && t->model_path)
         return cli_usage_error(a.cmd, "give either a MODEL file or '--init-from FILE', not both");
+    if (t->resume && (t->model_path || t->init_from))
+        return cli_usage_error(a.cmd, "'--resume' takes the model from the checkpoint; give no MODEL or --init-from "
+                               "with it");
+    if (t->resume && t->has_compile)
+        return cli_usage_error(a.cmd, "'--resume' goes on with the checkpoint's optimizer, loss and metrics; drop "
+                               "--optimizer, --lr, --loss and --metrics");
+    if (!t->checkpoint && !t->resume && (t->has_every || t->has_keep || t->save_best_only || t->monitor))
+        return cli_usage_error(a.cmd, "--checkpoint-every, --keep, --save-best-only and --monitor need "
+                               "'--checkpoint DIR' (or '--resume DIR')");
+    if (t->monitor && !t->save_best_only)
+        return cli_usage_error(a.cmd, "'--monitor' names what --save-best-only compares; add --save-best-only");
     if (t->init_from) {
         size_t n = strlen(t->init_from);
         if (n >= 5 && !strcasecmp(t->init_from + n - 5, ".json"))
@@ -163,6 +226,40 @@ static int default_model(const kc_dataset *d, const char *spec, kc_model **m) {
     return 0;
 }
 
+/* --resume: the newest checkpoint of the folder (or the file given), where it stands, and
+ * its model, compiled as it was. The run's epochs, batch size and optimizer go into t. */
+static int open_resume(train_args *t, char *file, size_t n, char *dir, size_t dn, kc_checkpoint_info *info,
+                       kc_model **m) {
+    kc_status s;
+    struct stat st;
+    if (stat(t->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if ((s = kc_checkpoint_latest(t->resume, file, n))) return cli_fail(s, CLI_PHASE_LOAD);
+        snprintf(dir, dn, "%s", t->resume);
+    } else {
+        snprintf(file, n, "%s", t->resume);
+        const char *slash = strrchr(t->resume, '/');
+        if (!slash) snprintf(dir, dn, ".");
+        else if (slash == t->resume) snprintf(dir, dn, "/");
+        else snprintf(dir, dn, "%.*s", (int)(slash - t->resume), t->resume);
+    }
+    if ((s = kc_checkpoint_read_info(file, info))) return cli_fail(s, CLI_PHASE_LOAD);
+    if (t->has_batch_size && t->batch_size != info->batch_size)
+        return cli_usage_error("train", "the run in '%s' was trained with batch size %d; resume it with that "
+                               "--batch-size (or none)", file, info->batch_size);
+    if ((s = kc_checkpoint_load(file, m))) return cli_fail(s, CLI_PHASE_LOAD);
+    if (!t->has_epochs) t->epochs = info->epochs;
+    t->batch_size = info->batch_size;
+    t->optimizer = info->optimizer;
+    /* checkpoints go on as the run wrote them, unless told otherwise */
+    if (!t->has_every) t->every = (long)info->checkpoint_every_steps;
+    if (!t->has_keep) t->keep = info->keep;
+    if (!t->save_best_only && !t->monitor && info->save_best_only == KC_TRUE) {
+        t->save_best_only = true;
+        t->monitor = info->monitor;
+    }
+    return 0;
+}
+
 static void print_eval_human(kc_model *m, const kc_eval_result *r, const char *prefix) {
     char v[32];
     cli_fmt_value(v, sizeof v, r->loss);
@@ -181,12 +278,15 @@ int cli_cmd_train(int argc, char **argv) {
     int rc = parse(argc, argv, &t);
     if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
     if (t.has_threads) kc_set_num_threads((int)t.threads);
+    cli_device_apply(&t.dev);
 
     kc_dataset *train = NULL, *test = NULL;
     kc_model *m = NULL;
     kc_history *h = NULL;
     kc_status s;
     char test_buf[1024];
+    char ckpt_file[4096] = "", ckpt_dir[4096] = ""; /* --resume */
+    kc_checkpoint_info info = {0};
     const char *test_spec = cli_test_spec(t.data, test_buf, sizeof test_buf);
 
     /* open everything before training so that a bad file fails in seconds, not after */
@@ -199,7 +299,9 @@ int cli_cmd_train(int argc, char **argv) {
         goto done;
     }
     const char *model_file = t.init_from ? t.init_from : t.model_path;
-    if (model_file) {
+    if (t.resume) {
+        if ((rc = open_resume(&t, ckpt_file, sizeof ckpt_file, ckpt_dir, sizeof ckpt_dir, &info, &m))) goto done;
+    } else if (model_file) {
         if ((s = kc_model_load(model_file, &m))) {
             rc = cli_fail(s, CLI_PHASE_LOAD);
             goto done;
@@ -208,10 +310,11 @@ int cli_cmd_train(int argc, char **argv) {
         goto done;
     }
     /* a loaded model has its weights already: the seed then drives shuffling and dropout */
-    if (t.has_seed && !model_file && (s = kc_model_set_seed(m, t.seed))) {
+    if (t.has_seed && !model_file && !t.resume && (s = kc_model_set_seed(m, t.seed))) {
         rc = cli_fail(s, CLI_PHASE_RUN);
         goto done;
     }
+    if ((rc = cli_device_set(m, &t.dev))) goto done;
     if ((s = kc_model_build(m))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
@@ -224,7 +327,7 @@ int cli_cmd_train(int argc, char **argv) {
         for (int i = 0; i < t.n_metrics; i++) co.metrics[i] = t.metrics[i];
     else
         co.metrics[0] = "accuracy";
-    if ((s = kc_compile(m, &co))) {
+    if (!t.resume && (s = kc_compile(m, &co))) { /* a resumed model is compiled as it was */
         /* a bad --loss / --metrics value is a usage error */
         rc = cli_fail(s, CLI_PHASE_RUN);
         if (s == KC_STATUS_INVALID_ARGUMENT) rc = CLI_EXIT_USAGE;
@@ -260,7 +363,7 @@ int cli_cmd_train(int argc, char **argv) {
     }
 
     cli_output mode = t.json ? CLI_OUT_JSON : isatty(fileno(stdout)) ? CLI_OUT_BAR : CLI_OUT_LINES;
-    double split = t.has_validation_split ? t.validation_split : model_file ? 0.0 : 0.1;
+    double split = t.has_validation_split ? t.validation_split : model_file || t.resume ? 0.0 : 0.1;
     if (mode != CLI_OUT_JSON && !t.quiet) {
         char p[32];
         int64_t params = 0;
@@ -271,8 +374,11 @@ int cli_cmd_train(int argc, char **argv) {
         printf("training '%s' (%s params) on '%s': %lld examples", kc_model_name(m),
                cli_commas(params, p, sizeof p), t.data, (long long)kc_dataset_size(train));
         if (split > 0) printf(", validation split %g", split);
-        printf(", %ld epoch%s, batch size %ld, %s\n", t.epochs, t.epochs == 1 ? "" : "s", t.batch_size,
-               t.optimizer);
+        printf(", %ld epoch%s, batch size %ld, %s, on %s\n", t.epochs, t.epochs == 1 ? "" : "s", t.batch_size,
+               t.optimizer, kc_model_device(m));
+        if (t.resume)
+            printf("resuming from '%s': %d of %ld epochs done, %lld steps into the next (%lld optimizer steps)\n",
+                   ckpt_file, info.epoch, t.epochs, (long long)info.step, (long long)info.iterations);
         fflush(stdout);
     }
 
@@ -281,6 +387,12 @@ int cli_cmd_train(int argc, char **argv) {
     kc_callback *cbs[1] = {cb};
     kc_fit_opts fo = {.epochs = (int)t.epochs, .batch_size = (int)t.batch_size, .validation_split = split,
                       .seed = t.has_seed ? t.seed : 0, .callbacks = cbs, .num_callbacks = 1};
+    fo.checkpoint_dir = t.checkpoint ? t.checkpoint : t.resume ? ckpt_dir : NULL;
+    fo.checkpoint_every_steps = t.every;
+    fo.keep = (int)t.keep;
+    fo.save_best_only = t.save_best_only ? KC_TRUE : KC_DEFAULT;
+    fo.monitor = t.monitor;
+    fo.resume_from = t.resume ? ckpt_file : NULL;
     void (*old_handler)(int) = signal(SIGINT, on_sigint);
     s = kc_fit(m, train, &fo, &h);
     signal(SIGINT, old_handler == SIG_ERR ? SIG_DFL : old_handler);
