@@ -26,7 +26,17 @@ static const char usage[] =
     "                          fashion-mnist, mnist and cifar10 are also evaluated on their\n"
     "                          test split after training; npy and idx data have none\n"
     "  --epochs N              epochs (default 3)\n"
-    "  --batch-size N          examples per step (default 128)\n"
+    "  --batch-size N|auto     examples per optimizer step (default 128); auto: the largest\n"
+    "                          multiple of 8 whose planned memory fits the device's free memory\n"
+    "                          (less 10%) or --memory-limit, confirmed by one real step\n"
+    "  --max-batch-size N      cap for --batch-size auto (default 4096)\n"
+    "  --grad-accum K          run each batch as K micro-batches and sum their gradients:\n"
+    "                          the same update, a K times smaller memory footprint\n"
+    "                          (BatchNormalization statistics are per micro-batch)\n"
+    "  --memory-limit SIZE     cap on what kerac allocates on its device, the CPU included\n"
+    "                          (512M, 2G, ...; default KERAC_MEMORY_LIMIT or none)\n"
+    "  --no-oom-recovery       stop at an out-of-memory error instead of halving the\n"
+    "                          micro-batch (and doubling the accumulation) and going on\n"
     "  --optimizer NAME        sgd, adam, adamw or rmsprop (default adam)\n"
     "  --lr X                  learning rate (default: Keras's for the optimizer: 0.01 for\n"
     "                          sgd, 0.001 for the others)\n"
@@ -98,6 +108,9 @@ typedef struct train_args {
     const char *checkpoint, *resume, *monitor; /* checkpoints */
     long keep, every;                          /* every: steps, 0 = each epoch */
     bool has_every, has_keep, save_best_only, has_epochs, has_batch_size, has_compile;
+    bool batch_auto, no_oom_recovery;
+    long max_batch_size, grad_accum;
+    const char *memory_limit;
     cli_device_opts dev;
 } train_args;
 
@@ -120,8 +133,26 @@ static int parse(int argc, char **argv, train_args *t) {
             if ((rc = cli_int_value(&a, 1, 1000000, &t->epochs))) return rc;
             t->has_epochs = true;
         } else if (cli_is(&a, "--batch-size")) {
-            if ((rc = cli_int_value(&a, 1, 1 << 20, &t->batch_size))) return rc;
+            const char *v = NULL;
+            if ((rc = cli_value(&a, &v))) return rc;
+            if (strcmp(v, "auto") == 0)
+                t->batch_auto = true;
+            else if (cli_parse_long(v, 1, 1 << 20, &t->batch_size))
+                return cli_usage_error(a.cmd, "option '--batch-size' needs a whole number from 1 to %d or 'auto', got '%s'",
+                                       1 << 20, v);
             t->has_batch_size = true;
+        } else if (cli_is(&a, "--max-batch-size")) {
+            if ((rc = cli_int_value(&a, 8, 1 << 20, &t->max_batch_size))) return rc;
+        } else if (cli_is(&a, "--grad-accum")) {
+            if ((rc = cli_int_value(&a, 1, 1 << 16, &t->grad_accum))) return rc;
+        } else if (cli_is(&a, "--memory-limit")) {
+            if ((rc = cli_value(&a, &t->memory_limit))) return rc;
+            size_t bytes;
+            if (kc_parse_size(t->memory_limit, &bytes) != KC_STATUS_OK)
+                return cli_usage_error(a.cmd, "%s", kc_last_error());
+        } else if (cli_is(&a, "--no-oom-recovery")) {
+            if ((rc = cli_flag(&a))) return rc;
+            t->no_oom_recovery = true;
         } else if (cli_is(&a, "--optimizer")) {
             if ((rc = cli_value(&a, &t->optimizer))) return rc;
             t->has_compile = true;
@@ -315,6 +346,11 @@ int cli_cmd_train(int argc, char **argv) {
         goto done;
     }
     if ((rc = cli_device_set(m, &t.dev))) goto done;
+    if (t.memory_limit) {
+        size_t bytes = 0;
+        kc_parse_size(t.memory_limit, &bytes); /* validated while parsing */
+        kc_model_set_memory_limit(m, bytes);
+    }
     if ((s = kc_model_build(m))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
@@ -374,8 +410,12 @@ int cli_cmd_train(int argc, char **argv) {
         printf("training '%s' (%s params) on '%s': %lld examples", kc_model_name(m),
                cli_commas(params, p, sizeof p), t.data, (long long)kc_dataset_size(train));
         if (split > 0) printf(", validation split %g", split);
-        printf(", %ld epoch%s, batch size %ld, %s, on %s\n", t.epochs, t.epochs == 1 ? "" : "s", t.batch_size,
-               t.optimizer, kc_model_device(m));
+        char bs[32];
+        if (t.batch_auto) snprintf(bs, sizeof bs, "auto");
+        else snprintf(bs, sizeof bs, "%ld", t.batch_size);
+        printf(", %ld epoch%s, batch size %s", t.epochs, t.epochs == 1 ? "" : "s", bs);
+        if (t.grad_accum > 1) printf(" (%ld micro-batches)", t.grad_accum);
+        printf(", %s, on %s\n", t.optimizer, kc_model_device(m));
         if (t.resume)
             printf("resuming from '%s': %d of %ld epochs done, %lld steps into the next (%lld optimizer steps)\n",
                    ckpt_file, info.epoch, t.epochs, (long long)info.step, (long long)info.iterations);
@@ -393,6 +433,10 @@ int cli_cmd_train(int argc, char **argv) {
     fo.save_best_only = t.save_best_only ? KC_TRUE : KC_DEFAULT;
     fo.monitor = t.monitor;
     fo.resume_from = t.resume ? ckpt_file : NULL;
+    if (t.batch_auto) fo.batch_size = KC_BATCH_SIZE_AUTO;
+    fo.max_batch_size = (int)t.max_batch_size;
+    fo.grad_accum = (int)t.grad_accum;
+    if (t.no_oom_recovery) fo.oom_recovery = KC_FALSE;
     void (*old_handler)(int) = signal(SIGINT, on_sigint);
     s = kc_fit(m, train, &fo, &h);
     signal(SIGINT, old_handler == SIG_ERR ? SIG_DFL : old_handler);
@@ -428,7 +472,10 @@ int cli_cmd_train(int argc, char **argv) {
 
     if (test) {
         kc_eval_result r;
-        if ((s = kc_evaluate(m, test, (int)t.batch_size, &r))) {
+        /* evaluate with the micro-batch training used: it is known to fit */
+        int eval_batch = (int)t.batch_size;
+        if (h && kc_history_epochs(h) > 0) eval_batch = kc_history_epoch(h, kc_history_epochs(h) - 1)->micro_batch;
+        if ((s = kc_evaluate(m, test, eval_batch > 0 ? eval_batch : 128, &r))) {
             rc = cli_fail(s, CLI_PHASE_RUN);
             goto done;
         }
