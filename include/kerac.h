@@ -605,6 +605,9 @@ int kc_history_num_metrics(const kc_history *h);
 const char *kc_history_metric_name(const kc_history *h, int i);
 /* Why training stopped early ("" when it ran all epochs): "EarlyStopping", "TerminateOnNaN", ... */
 const char *kc_history_stop_reason(const kc_history *h);
+/* The device the run used (kc_model_device) and why (kc_model_device_reason). */
+const char *kc_history_device(const kc_history *h);
+const char *kc_history_device_reason(const kc_history *h);
 void kc_history_destroy(kc_history *h);
 
 typedef struct kc_fit_opts {

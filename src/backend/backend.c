@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../core/core.h"
+#include "../env/env.h"
 #include "kerac_backend.h"
 #include "module.h"
 
@@ -23,16 +24,27 @@ kc_status kc_backend_open(const char *device, kc_backend **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_open: the output pointer is NULL");
     *out = NULL;
     const char *d = device && *device ? device : "cpu";
-    if (strcmp(d, "cpu") == 0) return kc_backend_cpu_create(out);
+    kc__env_note_device_reason("");
+    if (strcmp(d, "cpu") == 0) {
+        kc_status s = kc_backend_cpu_create(out);
+        if (s == KC_STATUS_OK) kc__env_note_open(d, *out);
+        return s;
+    }
     if (is_cuda_name(d)) {
         const char *dev = strcmp(d, "gpu") == 0 ? "cuda" : d;
-        return kc__backend_module_open("cuda", dev, out);
+        kc_status s = kc__backend_module_open("cuda", dev, out);
+        if (s == KC_STATUS_OK) kc__env_note_open(d, *out);
+        return s;
     }
     if (strcmp(d, "auto") == 0) {
         kc_status s = kc__backend_module_open("cuda", "cuda", out);
-        if (s == KC_STATUS_OK) return s;
-        kc__log_always(KC_LOG_WARNING, "no GPU: %s; training on the CPU (run `kerac doctor` for the whole check)",
-                       kc_last_error());
+        if (s == KC_STATUS_OK) {
+            kc__env_note_open(d, *out);
+            return s;
+        }
+        char why[1024];
+        kc__env_auto_fallback(kc_last_error(), why, sizeof why);
+        kc__log_always(KC_LOG_WARNING, "no GPU: %s; training on the CPU (run `kerac doctor` for the whole check)", why);
         return kc_backend_cpu_create(out);
     }
     return kc__fail(KC_STATUS_INVALID_ARGUMENT, "device '%s' is not one of cpu, cuda, cuda:N, auto", d);

@@ -13,10 +13,13 @@
 #include <string.h>
 
 #include "../data/loader.h"
+#include "../env/env.h"
 #include "../io/checkpoint.h"
 #include "model.h"
 
 struct kc_history {
+    char device[64];          /* kc_model_device when fit ran */
+    char device_reason[1024]; /* kc_model_device_reason */
     int n, cap;
     kc_epoch_logs *epochs;
     int n_metrics;
@@ -33,6 +36,8 @@ const char *kc_history_metric_name(const kc_history *h, int i) {
     return h && i >= 0 && i < h->n_metrics ? h->metric_names[i] : NULL;
 }
 const char *kc_history_stop_reason(const kc_history *h) { return h ? h->stop_reason : ""; }
+const char *kc_history_device(const kc_history *h) { return h ? h->device : ""; }
+const char *kc_history_device_reason(const kc_history *h) { return h ? h->device_reason : ""; }
 void kc_history_destroy(kc_history *h) {
     if (!h) return;
     free(h->epochs);
@@ -330,6 +335,8 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     if (valp && s == KC_STATUS_OK) s = check_data(m, valp, "validation data");
     const kc_dataset *trp = tr ? tr : train;
     int64_t n = kc_dataset_size(trp);
+    kc__fit_env fe; /* GPU readings, placement lines, the input-bound verdict */
+    kc__fit_env_begin(&fe, m);
     if (s == KC_STATUS_OK && o.batch_size == KC_BATCH_SIZE_AUTO) {
         char reason[512];
         int cap = (int)KC_MIN((int64_t)o.max_batch_size, (n + 7) / 8 * 8);
@@ -349,6 +356,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         if (s == KC_STATUS_OK && o.grad_accum > o.batch_size) o.grad_accum = o.batch_size;
     }
     if (s != KC_STATUS_OK) {
+        kc__fit_env_end(&fe, m);
         kc_dataset_destroy(tr);
         kc_dataset_destroy(val);
         return s;
@@ -363,6 +371,10 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     int64_t *order = kc__calloc((size_t)n, sizeof(int64_t), "the shuffle order");
     float *targets = kc__calloc((size_t)bs * (size_t)kc__model_target_width(m), sizeof(float), "training targets");
     if (!h || !order || !targets) s = KC_STATUS_OUT_OF_MEMORY;
+    if (h) {
+        snprintf(h->device, sizeof h->device, "%s", kc_model_device(m));
+        snprintf(h->device_reason, sizeof h->device_reason, "%s", kc_model_device_reason(m));
+    }
     if (s != KC_STATUS_OK) goto done;
     h->n_metrics = m->n_metrics;
     for (int i = 0; i < m->n_metrics; i++) snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
@@ -396,6 +408,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         kc_rng rng_epoch = rng; /* for checkpoints: this epoch's order replays from it */
         if (kc__bool3(o.shuffle, true)) kc__shuffle_i64(&rng, order, n);
         double t0 = kc__now();
+        kc__fit_env_epoch_begin(&fe);
         double sums[1 + KC_MAX_METRICS] = {0};
         int64_t seen = 0, step = 0;
         double lr_epoch = kc__optimizer_lr(&m->opt, m->opt.iterations);
@@ -418,6 +431,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
             kc_batch_logs bl = {.epoch = epoch, .step = step, .steps = steps, .loss = sums[0] / (double)seen,
                                 .seconds = kc__now() - t0, .samples = seen};
             for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = sums[1 + i] / (double)seen;
+            kc__fit_env_step(&fe, m, mb, &bl);
             step++;
             for (int k = 0; k < o.num_callbacks; k++)
                 if (o.callbacks[k]->on_batch_end &&
@@ -429,6 +443,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
                 if (s != KC_STATUS_OK) break;
             }
         }
+        double waited = ld ? kc__loader_wait_seconds(ld) : 0;
         kc__loader_destroy(ld);
         if (s != KC_STATUS_OK) break;
         kc_epoch_logs el = {.epoch = epoch, .steps = step, .lr = lr_epoch, .batch_size = bs, .micro_batch = mb,
@@ -437,6 +452,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         for (int i = 0; i < m->n_metrics; i++) el.metrics[i] = seen ? sums[1 + i] / (double)seen : NAN;
         el.seconds = kc__now() - t0;
         el.images_per_second = el.seconds > 0 ? (double)seen / el.seconds : 0;
+        kc__fit_env_epoch_end(&fe, m, waited, &el);
         if (valp && seen > 0) {
             eval_acc va;
             s = run_eval(m, valp, mb, &va); /* the micro-batch: known to fit */
@@ -461,6 +477,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     for (int k = 0; k < o.num_callbacks; k++)
         if (o.callbacks[k]->on_train_end) o.callbacks[k]->on_train_end(m, o.callbacks[k]->user);
 done:
+    kc__fit_env_end(&fe, m);
     kc__ckpt_close(ck);
     free(order);
     free(targets);

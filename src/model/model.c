@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../env/env.h"
 #include "model.h"
 
 #define KC_DEFAULT_SEED 1337u
@@ -231,6 +232,7 @@ static kc_status ensure_backend(kc_model *m) {
     const char *dev = m->device_req[0] ? m->device_req : getenv("KERAC_DEVICE");
     kc_status s = kc_backend_open(dev && *dev ? dev : "cpu", &m->be);
     if (s != KC_STATUS_OK) return kc__wrap(s, "model '%s': ", m->name);
+    snprintf(m->device_reason, sizeof m->device_reason, "%s", kc__env_device_reason());
     if (m->memory_limit_set) m->be->set_memory_limit(m->be, m->memory_limit);
     s = kc__model_apply_env_limit(m);
     if (s != KC_STATUS_OK) return s;
@@ -251,6 +253,7 @@ kc_status kc_model_set_device(kc_model *m, const char *device) {
 }
 
 const char *kc_model_device(const kc_model *m) { return m && m->be ? m->be->device : ""; }
+const char *kc_model_device_reason(const kc_model *m) { return m && m->be ? m->device_reason : ""; }
 
 kc_status kc__model_build(kc_model *m) {
     if (m->err != KC_STATUS_OK) return kc__fail(m->err, "%s", m->errmsg);

@@ -35,6 +35,7 @@ struct kc_model {
     kc_rng rng;              /* shuffling and per-step seeds */
 
     char device_req[64];     /* requested device ("" = KERAC_DEVICE or cpu) */
+    char device_reason[1024]; /* why it runs where it runs (kc_model_device_reason) */
 
     /* weights: built once */
     bool built;

@@ -102,10 +102,12 @@ elif ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
     has "$T/err" "libcuda.so.1" # the module is there, the driver is not
 fi
 
+# auto's one-line reason is the doctor's diagnosis (kerac doctor --json: verdict.reason)
+auto_reason=$("$K" doctor --no-tensorflow --no-start --json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["verdict"]["reason"])')
+[ -n "$auto_reason" ] || fail "kerac doctor --json gave no verdict reason"
 run 0 train "${COMMON[@]}" --device auto
-has "$T/err" "no GPU: "
+has "$T/err" "no GPU: ${auto_reason:0:60}"
 has "$T/err" "training on the CPU"
-has "$T/err" "${reason:0:60}"
 has "$T/out" "on cpu"
 
 KERAC_DEVICE=cuda run 3 train "${COMMON[@]}" --quiet

@@ -15,6 +15,8 @@ static const char usage[] =
     "                            run a model on the examples of a .npy file\n"
     "  summary [MODEL]           layers, output shapes, parameters and FLOPs\n"
     "  convert IN OUT            convert a model file (.keras, .h5, .json)\n"
+    "  doctor [--json]           check the GPU stack: which device --device auto uses, and why\n"
+    "  monitor                   live GPU readings (utilisation, memory, temperature, power)\n"
     "\n"
     "model files: .keras (Keras 3: config and weights), .h5 (Keras 2 HDF5: config and\n"
     "weights), .json (Keras config only: freshly initialised weights).\n"
@@ -22,11 +24,16 @@ static const char usage[] =
     "options:\n"
     "  -h, --help                show this help (kerac <command> --help for a command)\n"
     "  --version                 show the version\n"
+    "  --log-level L             with any command: debug, info, warning or error (or 0-3;\n"
+    "                            default KERAC_LOG_LEVEL, else warning)\n"
+    "  --log-device-placement    with any command: at the first training step, one line per\n"
+    "                            layer with its device, kernel or cuDNN algorithm and workspace\n"
     "\n"
     "exit codes: 0 success, 1 usage error, 2 bad input file (model, data), 3 failure while\n"
     "running (training, evaluation, saving), 130 training interrupted by Ctrl-C.\n"
     "\n"
-    "environment: KERAC_NUM_THREADS (CPU threads), KERAC_LOG_LEVEL (debug|info|warning|error).\n";
+    "environment: KERAC_NUM_THREADS (CPU threads), KERAC_LOG_LEVEL (debug|info|warning|error),\n"
+    "KERAC_DEVICE (cpu|cuda|cuda:N|auto); `kerac doctor --help` lists every variable.\n";
 
 typedef struct command {
     const char *name;
@@ -39,7 +46,39 @@ static const command commands[] = {
     {"predict", cli_cmd_predict},
     {"summary", cli_cmd_summary},
     {"convert", cli_cmd_convert},
+    {"doctor", cli_cmd_doctor},
+    {"monitor", cli_cmd_monitor},
 };
+
+/* Options every command takes (--log-level L, --log-device-placement): applied here and
+ * removed from argv before the command parses the rest. Returns 0 or an exit code. */
+static int global_options(int *argc, char **argv) {
+    int out = 2;
+    for (int i = 2; i < *argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--")) { /* the rest is positional */
+            while (i < *argc) argv[out++] = argv[i++];
+            break;
+        }
+        if (!strcmp(arg, "--log-device-placement")) {
+            kc_set_log_device_placement(1);
+            continue;
+        }
+        if (!strncmp(arg, "--log-level", 11) && (arg[11] == '\0' || arg[11] == '=')) {
+            const char *v = arg[11] == '=' ? arg + 12 : (i + 1 < *argc ? argv[++i] : NULL);
+            kc_log_level level;
+            if (!v) return cli_usage_error(argv[1], "option '--log-level' needs a value: debug, info, warning or error");
+            if (kc_log_level_parse(v, &level) != KC_STATUS_OK)
+                return cli_usage_error(argv[1], "option '--log-level' must be debug, info, warning or error (or 0-3), got '%s'", v);
+            kc_log_set_level(level);
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return 0;
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -55,7 +94,7 @@ int main(int argc, char **argv) {
                     char *help_argv[] = {argv[2], "--help", NULL};
                     return commands[i].run(2, help_argv);
                 }
-            return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary, convert",
+            return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary, convert, doctor, monitor",
                              argv[2]);
         }
         fputs(usage, stdout);
@@ -66,9 +105,13 @@ int main(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(cmd, commands[i].name)) {
+            int rc = global_options(&argc, argv);
+            if (rc) return rc;
+            return commands[i].run(argc - 1, argv + 1);
+        }
     if (cmd[0] == '-')
         return cli_error(CLI_EXIT_USAGE, "unknown option '%s'; see 'kerac --help'", cmd);
-    return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary, convert",
+    return cli_error(CLI_EXIT_USAGE, "unknown command '%s'; commands: train, evaluate, predict, summary, convert, doctor, monitor",
                      cmd);
 }

@@ -86,6 +86,32 @@ static void draw_line(cli_progress *p, const char *line, bool final) {
     fflush(p->out);
 }
 
+/* " - GPU 87% 10.2/80.0 GiB 64C 250W": the fields NVML gave */
+static size_t fmt_gpu(char *buf, size_t n, const kc_gpu_reading *g) {
+    size_t len = (size_t)snprintf(buf, n, " - GPU");
+    if (g->utilization >= 0 && len < n) len += (size_t)snprintf(buf + len, n - len, " %.0f%%", g->utilization);
+    if (g->memory_used >= 0 && g->memory_total > 0 && len < n)
+        len += (size_t)snprintf(buf + len, n - len, " %.1f/%.1f GiB", g->memory_used / 1073741824.0,
+                                g->memory_total / 1073741824.0);
+    if (g->temperature >= 0 && len < n) len += (size_t)snprintf(buf + len, n - len, " %.0fC", g->temperature);
+    if (g->power >= 0 && len < n) len += (size_t)snprintf(buf + len, n - len, " %.0fW", g->power);
+    return len < n ? len : n - 1;
+}
+
+/* GPU readings as JSON fields (", \"gpu_utilization\": 87, ..."); -1 (unknown) is null. */
+static void json_gpu(FILE *f, const kc_gpu_reading *g) {
+    fputs(", \"gpu_utilization\": ", f);
+    cli_json_number(f, g->utilization >= 0 ? g->utilization : NAN);
+    fputs(", \"gpu_memory_used\": ", f);
+    cli_json_number(f, g->memory_used >= 0 ? g->memory_used : NAN);
+    fputs(", \"gpu_memory_total\": ", f);
+    cli_json_number(f, g->memory_total >= 0 ? g->memory_total : NAN);
+    fputs(", \"gpu_temperature\": ", f);
+    cli_json_number(f, g->temperature >= 0 ? g->temperature : NAN);
+    fputs(", \"gpu_power\": ", f);
+    cli_json_number(f, g->power >= 0 ? g->power : NAN);
+}
+
 /* " 211/422 [=========>....................]" */
 static size_t fmt_bar(char *buf, size_t n, int64_t done, int64_t total) {
     if (total <= 0) return (size_t)snprintf(buf, n, "%lld", (long long)done);
@@ -135,7 +161,8 @@ static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *l, void
             }
             len += fmt_metrics(line + len, sizeof line - len, m, "", l->loss, l->metrics);
             if (l->seconds > 0 && len < sizeof line)
-                snprintf(line + len, sizeof line - len, " - %.0f img/s", (double)l->samples / l->seconds);
+                len += (size_t)snprintf(line + len, sizeof line - len, " - %.0f img/s", (double)l->samples / l->seconds);
+            if (l->has_gpu && len < sizeof line) fmt_gpu(line + len, sizeof line - len, &l->gpu);
             draw_line(p, line, false);
         }
     }
@@ -175,6 +202,19 @@ static kc_callback_action on_epoch_end(kc_model *m, const kc_epoch_logs *l, void
         cli_json_number(f, l->images_per_second);
         fputs(", \"seconds\": ", f);
         cli_json_number(f, l->seconds);
+        fputs(", \"device\": ", f);
+        cli_json_string(f, kc_model_device(m));
+        fputs(", \"device_reason\": ", f);
+        cli_json_string(f, kc_model_device_reason(m));
+        if (l->has_gpu) json_gpu(f, &l->gpu);
+        fputs(", \"input_wait_seconds\": ", f);
+        cli_json_number(f, l->input_wait_seconds);
+        char verdict[256];
+        fputs(", \"input_bound\": ", f);
+        if (kc_input_bound_verdict(l->input_wait_seconds, l->seconds, kc_model_device(m), verdict, sizeof verdict))
+            cli_json_string(f, verdict);
+        else
+            fputs("null", f);
         fputs("}\n", f);
         fflush(f);
     } else {
@@ -192,13 +232,18 @@ static kc_callback_action on_epoch_end(kc_model *m, const kc_epoch_logs *l, void
         len += fmt_metrics(line + len, sizeof line - len, m, "", l->loss, l->metrics);
         if (l->has_val) len += fmt_metrics(line + len, sizeof line - len, m, "val_", l->val_loss, l->val_metrics);
         if (p->mode == CLI_OUT_BAR && len < sizeof line)
-            snprintf(line + len, sizeof line - len, " - %.0f img/s", l->images_per_second);
+            len += (size_t)snprintf(line + len, sizeof line - len, " - %.0f img/s", l->images_per_second);
+        if (l->has_gpu && len < sizeof line) fmt_gpu(line + len, sizeof line - len, &l->gpu);
         if (p->mode == CLI_OUT_BAR) {
             draw_line(p, line, true);
         } else {
             fprintf(p->out, "%s\n", line);
-            fflush(p->out);
         }
+        /* the input-bound verdict, when the loop waited for data */
+        char verdict[256];
+        if (kc_input_bound_verdict(l->input_wait_seconds, l->seconds, kc_model_device(m), verdict, sizeof verdict))
+            fprintf(p->out, "  %s\n", verdict);
+        fflush(p->out);
     }
     return p->interrupt && *p->interrupt ? KC_STOP_TRAINING : KC_CONTINUE;
 }

@@ -1,0 +1,113 @@
+/* libs.c — cuDNN, cuBLAS and NCCL as the dynamic loader finds them at run time: the file
+ * (the copy already loaded by the CUDA module when there is one, else what dlopen finds
+ * now), its version and the CUDA version it was built for, read from the library itself
+ * (cudnnGetVersion / cudnnGetCudartVersion, cublasGetProperty / cublasGetCudartVersion,
+ * ncclGetVersion). */
+#include <stdio.h>
+#include <string.h>
+
+#include "env.h"
+
+kc__ver kc__cudnn_version(long v) {
+    if (v <= 0) return kc__ver_none();
+    if (v >= 10000) return (kc__ver){(int)(v / 10000), (int)((v % 10000) / 100), (int)(v % 100)}; /* cuDNN 9+ */
+    return (kc__ver){(int)(v / 1000), (int)((v % 1000) / 100), (int)(v % 100)};                 /* cuDNN <= 8 */
+}
+
+/* The loaded copy of soname, or dlopen it; the path into path. */
+static void *open_lib(const char *soname, char *path, size_t pn, char *err, size_t en) {
+    void *h = kc__dl_loaded(soname);
+    if (!h) h = kc__dl_open(soname, err, en);
+    if (h && !kc__dl_path(h, path, pn)) snprintf(path, pn, "%s", soname);
+    return h;
+}
+
+typedef size_t (*size_fn)(void);
+
+static void read_cudnn(void *h, kc__ver *version, kc__ver *cuda) {
+    size_fn ver = (size_fn)kc__dl_sym(h, "cudnnGetVersion");
+    size_fn rt = (size_fn)kc__dl_sym(h, "cudnnGetCudartVersion");
+    *version = ver ? kc__cudnn_version((long)ver()) : kc__ver_none();
+    *cuda = rt ? kc__ver_from_cuda_int((long)rt()) : kc__ver_none();
+}
+
+void kc__lib_cudnn(int major, kc__lib *out) {
+    memset(out, 0, sizeof *out);
+    out->what = "cuDNN";
+    out->version = out->cuda = out->other_version = out->other_cuda = kc__ver_none();
+    snprintf(out->soname, sizeof out->soname, "libcudnn.so.%d", major);
+    void *h = open_lib(out->soname, out->path, sizeof out->path, out->error, sizeof out->error);
+    if (h) {
+        out->found = true;
+        read_cudnn(h, &out->version, &out->cuda);
+        return;
+    }
+    /* another major version, to say what is there instead */
+    static const int others[] = {8, 9, 10, 7};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        if (others[i] == major) continue;
+        char so[64], path[KC_ENV_PATH], err[256];
+        snprintf(so, sizeof so, "libcudnn.so.%d", others[i]);
+        void *o = open_lib(so, path, sizeof path, err, sizeof err);
+        if (!o) continue;
+        snprintf(out->other_soname, sizeof out->other_soname, "%s", so);
+        snprintf(out->other_path, sizeof out->other_path, "%s", path);
+        read_cudnn(o, &out->other_version, &out->other_cuda);
+        break;
+    }
+}
+
+typedef int (*prop_fn)(int type, int *value);
+
+static void read_cublas(void *h, kc__ver *version, kc__ver *cuda) {
+    prop_fn prop = (prop_fn)kc__dl_sym(h, "cublasGetProperty");
+    size_fn rt = (size_fn)kc__dl_sym(h, "cublasGetCudartVersion");
+    int v[3] = {-1, 0, 0};
+    if (prop)
+        for (int i = 0; i < 3; i++) /* MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL */
+            if (prop(i, &v[i]) != 0) v[i] = i == 0 ? -1 : 0;
+    *version = (kc__ver){v[0], v[1], v[2]};
+    *cuda = rt ? kc__ver_from_cuda_int((long)rt()) : kc__ver_none();
+}
+
+void kc__lib_cublas(int major, kc__lib *out) {
+    memset(out, 0, sizeof *out);
+    out->what = "cuBLAS";
+    out->version = out->cuda = out->other_version = out->other_cuda = kc__ver_none();
+    snprintf(out->soname, sizeof out->soname, "libcublas.so.%d", major);
+    void *h = open_lib(out->soname, out->path, sizeof out->path, out->error, sizeof out->error);
+    if (h) {
+        out->found = true;
+        read_cublas(h, &out->version, &out->cuda);
+        return;
+    }
+    for (int m = major + 1; m >= major - 2 && m >= 10; m--) {
+        if (m == major) continue;
+        char so[64], path[KC_ENV_PATH], err[256];
+        snprintf(so, sizeof so, "libcublas.so.%d", m);
+        void *o = open_lib(so, path, sizeof path, err, sizeof err);
+        if (!o) continue;
+        snprintf(out->other_soname, sizeof out->other_soname, "%s", so);
+        snprintf(out->other_path, sizeof out->other_path, "%s", path);
+        read_cublas(o, &out->other_version, &out->other_cuda);
+        break;
+    }
+}
+
+typedef int (*nccl_ver_fn)(int *);
+
+void kc__lib_nccl(kc__lib *out) {
+    memset(out, 0, sizeof *out);
+    out->what = "NCCL";
+    out->version = out->cuda = out->other_version = out->other_cuda = kc__ver_none();
+    snprintf(out->soname, sizeof out->soname, "libnccl.so.2");
+    void *h = open_lib(out->soname, out->path, sizeof out->path, out->error, sizeof out->error);
+    if (!h) return;
+    out->found = true;
+    nccl_ver_fn fn = (nccl_ver_fn)kc__dl_sym(h, "ncclGetVersion");
+    int v = 0;
+    if (fn && fn(&v) == 0 && v > 0) {
+        if (v >= 20900) out->version = (kc__ver){v / 10000, (v % 10000) / 100, v % 100};
+        else out->version = (kc__ver){v / 1000, (v % 1000) / 100, v % 100};
+    }
+}
