@@ -31,7 +31,7 @@ test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L unit
 
 asan: deps
-	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DKERAC_SANITIZE=ON -DKERAC_NATIVE=OFF >/dev/null
+	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DKERAC_SANITIZE=ON -DKERAC_NATIVE=OFF -DKERAC_CUDA=OFF >/dev/null
 	cmake --build $(ASAN) -j$(JOBS)
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    KERAC_SANITIZED=1 ctest --output-on-failure -j$(JOBS) -L unit
@@ -44,3 +44,10 @@ install: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN)
+
+# libFuzzer targets (clang, ASan + UBSan) for the JSON config, .keras, IDX and .npy readers:
+# FUZZ_SECONDS each (default 20) from the seed corpora in fuzz/corpus/; fails on any finding.
+FUZZ_SECONDS ?= 20
+.PHONY: fuzz
+fuzz: deps
+	fuzz/run.sh $(FUZZ_SECONDS)
