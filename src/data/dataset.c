@@ -6,6 +6,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "dataset.h"
 
 #define KC_FASHION_MNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
@@ -58,12 +62,81 @@ kc_status kc__ds_storage_create(kc_ds_dtype dtype, int64_t n, kc_shape shape, co
     return KC_STATUS_OK;
 }
 
+kc_status kc__ds_storage_create_mapped(kc_ds_dtype dtype, int64_t n, kc_shape shape, const char *source,
+                                       const char *path, int64_t offset, kc_ds_storage **out) {
+    *out = NULL;
+    size_t elem = dtype == KC_DS_U8 ? 1 : sizeof(float);
+    if (offset < 0 || offset % (int64_t)elem)
+        return kc__fail(KC_STATUS_INTERNAL, "dataset %s: data offset %lld is not aligned", source, (long long)offset);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return kc__fail(KC_STATUS_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return kc__fail(KC_STATUS_IO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    kc_ds_storage *st = kc__calloc(1, sizeof *st, "a dataset");
+    if (!st) {
+        close(fd);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    int64_t e = 1;
+    for (int i = 0; i < shape.rank; i++) e *= shape.dim[i];
+    if ((int64_t)sb.st_size < offset + n * e * (int64_t)elem) {
+        close(fd);
+        free(st);
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s' is shorter than the data it declares", path);
+    }
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    close(fd); /* the mapping keeps the file */
+    if (map == MAP_FAILED) {
+        free(st);
+        return kc__fail(KC_STATUS_IO, "cannot memory-map '%s' (%.1f MiB): %s", path, (double)sb.st_size / 1048576.0,
+                        strerror(map_errno));
+    }
+    st->y = kc__malloc_aligned((size_t)n * sizeof(int32_t), "dataset labels");
+    if (!st->y) {
+        munmap(map, (size_t)sb.st_size);
+        free(st);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    atomic_init(&st->refs, 0);
+    st->dtype = dtype;
+    st->n = n;
+    st->shape = shape;
+    st->example_size = e;
+    st->fault_index = -1;
+    st->map = map;
+    st->map_len = (size_t)sb.st_size;
+    snprintf(st->source, sizeof st->source, "%s", source ? source : path);
+    if (dtype == KC_DS_U8) st->x_u8 = (uint8_t *)map + offset;
+    else st->x_f32 = (float *)(void *)((uint8_t *)map + offset);
+    *out = st;
+    return KC_STATUS_OK;
+}
+
 void kc__ds_storage_free(kc_ds_storage *st) {
     if (!st) return;
-    free(st->x_u8);
-    free(st->x_f32);
+    if (st->map) {
+        munmap(st->map, st->map_len);
+    } else {
+        free(st->x_u8);
+        free(st->x_f32);
+    }
     free(st->y);
     free(st);
+}
+
+kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mapped) {
+    if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_memory: the dataset is NULL");
+    const kc_ds_storage *st = d->st;
+    size_t elem = st->dtype == KC_DS_U8 ? 1 : sizeof(float);
+    size_t x = (size_t)st->n * (size_t)st->example_size * elem, y = (size_t)st->n * sizeof(int32_t);
+    if (resident) *resident = y + (st->map ? 0 : x);
+    if (mapped) *mapped = st->map ? x : 0;
+    return KC_STATUS_OK;
 }
 
 kc_status kc__ds_storage_finish(kc_ds_storage *st, int num_classes, kc_dataset **out) {

@@ -25,6 +25,8 @@ typedef struct kc_ds_storage {
     int32_t *y;             /* (n) class labels, >= 0 */
     int num_classes;        /* max label + 1, computed once when the storage is finished */
     int64_t fault_index;    /* tests: gathering this example fails with KC_STATUS_IO; -1: never */
+    void *map;              /* a memory-mapped file holding x (x_u8/x_f32 point inside it), or NULL */
+    size_t map_len;
     char source[512];       /* where it came from, for messages: "idx:'a','b'", "memory" */
 } kc_ds_storage;
 
@@ -41,6 +43,12 @@ kc_status kc__ds_storage_create(kc_ds_dtype dtype, int64_t n, kc_shape shape, co
 /* Finish a filled storage: compute num_classes (or check labels against num_classes > 0)
  * and wrap it as a dataset viewing all of it. On failure the storage is freed. */
 kc_status kc__ds_storage_finish(kc_ds_storage *st, int num_classes, kc_dataset **out);
+/* Like kc__ds_storage_create, but the images are read on demand from the file `path`
+ * through a read-only memory mapping: x starts `offset` bytes into the file (which must be
+ * a multiple of the element size). Only y is allocated. Datasets larger than RAM work:
+ * the kernel pages examples in as batches gather them. */
+kc_status kc__ds_storage_create_mapped(kc_ds_dtype dtype, int64_t n, kc_shape shape, const char *source,
+                                       const char *path, int64_t offset, kc_ds_storage **out);
 /* Free a storage that no dataset views yet (refs == 0). NULL is fine. */
 void kc__ds_storage_free(kc_ds_storage *st);
 

@@ -318,14 +318,18 @@ static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, 
     char source[512];
     snprintf(source, sizeof source, "'%s'", x_path);
     kc_ds_storage *st = NULL;
-    KC_TRY(kc__ds_storage_create(dtype, n, shape, source, &st));
+    /* images in the host's byte order are memory-mapped (read on demand: a dataset larger
+     * than RAM trains); others are read and swapped */
+    bool map = !needs_swap(fx->order, fx->itemsize) && fx->data_offset % fx->itemsize == 0;
+    if (map) KC_TRY(kc__ds_storage_create_mapped(dtype, n, shape, source, x_path, fx->data_offset, &st));
+    else KC_TRY(kc__ds_storage_create(dtype, n, shape, source, &st));
     uint8_t *raw_y = malloc((size_t)n * (size_t)fy->itemsize); /* (n) labels as stored */
     kc_status s = raw_y ? KC_STATUS_OK : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", y_path);
-    if (s == KC_STATUS_OK)
+    if (s == KC_STATUS_OK && !map)
         s = npy_read(fx, dtype == KC_DS_U8 ? (void *)st->x_u8 : (void *)st->x_f32, n * e * fx->itemsize);
     if (s == KC_STATUS_OK) s = npy_read(fy, raw_y, n * fy->itemsize);
     if (s == KC_STATUS_OK) {
-        if (needs_swap(fx->order, fx->itemsize)) swap_bytes((uint8_t *)st->x_f32, n * e, fx->itemsize);
+        if (!map && needs_swap(fx->order, fx->itemsize)) swap_bytes((uint8_t *)st->x_f32, n * e, fx->itemsize);
         if (needs_swap(fy->order, fy->itemsize)) swap_bytes(raw_y, n, fy->itemsize);
         s = convert_labels(fy, raw_y, n, st->y);
     }

@@ -34,6 +34,11 @@ np.save(sys.argv[1] + "/x.npy", x); np.save(sys.argv[1] + "/y.npy", y)
 PY
 data="npy:$tmp/x.npy,$tmp/y.npy"
 
+# host memory: .npy images are memory-mapped, only the labels are held
+out=$("$kerac" summary --data "$data")
+echo "$out" | grep -q "memory-mapped (read on demand) *392.00 KiB" || { echo "$out"; fail "npy images are not reported as mapped"; }
+echo "$out" | grep -q "held in memory *2.00 KiB" || { echo "$out"; fail "held bytes are not the labels only"; }
+
 # auto batch size under a limit: one info line with the choice and the reason
 "$kerac" train --data "$data" --epochs 1 --batch-size auto --memory-limit 40M --json >"$tmp/auto.out" 2>"$tmp/auto.err" ||
   { cat "$tmp/auto.err"; fail "train --batch-size auto exited non-zero"; }

@@ -7,7 +7,7 @@
 
 static const char usage[] =
     "usage: kerac summary [MODEL] [--input-shape H,W,C] [--classes N] [--batch-size N]\n"
-    "                     [--optimizer NAME] [--grad-accum K]\n"
+    "                     [--optimizer NAME] [--grad-accum K] [--data SPEC]\n"
     "\n"
     "Print the layers of a model like Keras's model.summary(): output shapes, parameter\n"
     "counts and forward FLOPs per example (multiply-adds x 2).\n"
@@ -20,6 +20,8 @@ static const char usage[] =
     "                        size (planned from the graph, nothing is allocated)\n"
     "  --optimizer NAME      optimizer assumed for that plan (default adam)\n"
     "  --grad-accum K        micro-batches per step: plans micro-batch N/K\n"
+    "  --data SPEC           also print the host memory of a dataset (held in memory, or\n"
+    "                        read on demand from a memory-mapped file)\n"
     "  -h, --help            show this help\n";
 
 #define MAX_INPUT_LINES 8
@@ -213,12 +215,29 @@ static int print_memory(kc_model *m, long batch, long accum, const char *optimiz
     return CLI_EXIT_OK;
 }
 
+/* The host memory of a dataset: what is held in memory and what is memory-mapped. */
+static int print_data_memory(const char *spec) {
+    kc_dataset *d = NULL;
+    kc_status s = kc_dataset_open(spec, &d);
+    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+    size_t resident = 0, mapped = 0;
+    kc_dataset_memory(d, &resident, &mapped);
+    char a[32], b[32], sh[64];
+    kc_shape shape = kc_dataset_shape(d);
+    printf("\nHost memory of dataset '%s' (%lld examples of %s):\n", spec, (long long)kc_dataset_size(d),
+           cli_shape_str(&shape, false, sh, sizeof sh));
+    printf("  %-40s %12s\n", "held in memory", fmt_mem(resident, a, sizeof a));
+    printf("  %-40s %12s\n", "memory-mapped (read on demand)", fmt_mem(mapped, b, sizeof b));
+    kc_dataset_destroy(d);
+    return CLI_EXIT_OK;
+}
+
 int cli_cmd_summary(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv, "summary");
     const char *path = NULL;
     long shape[3] = {28, 28, 1}, classes = 10, batch = 0, accum = 1;
-    const char *optimizer = "adam";
+    const char *optimizer = "adam", *data = NULL;
     bool defaults_changed = false;
     int rc;
     while (cli_args_next(&a)) {
@@ -247,6 +266,8 @@ int cli_cmd_summary(int argc, char **argv) {
             if ((rc = cli_int_value(&a, 1, 1 << 20, &accum))) return rc;
         } else if (cli_is(&a, "--optimizer")) {
             if ((rc = cli_value(&a, &optimizer))) return rc;
+        } else if (cli_is(&a, "--data")) {
+            if ((rc = cli_value(&a, &data))) return rc;
         } else {
             return cli_unknown(&a);
         }
@@ -270,6 +291,7 @@ int cli_cmd_summary(int argc, char **argv) {
     }
     rc = summarize(m);
     if (!rc && batch) rc = print_memory(m, batch, accum, optimizer);
+    if (!rc && data) rc = print_data_memory(data);
     kc_model_destroy(m);
     return rc;
 }
