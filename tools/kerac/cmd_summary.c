@@ -20,6 +20,8 @@ static const char usage[] =
     "                        size (planned from the graph, nothing is allocated)\n"
     "  --optimizer NAME      optimizer assumed for that plan (default adam)\n"
     "  --grad-accum K        micro-batches per step: plans micro-batch N/K\n"
+    "  --device D            the device to plan for (cpu, cuda, cuda:N, auto; default cpu):\n"
+    "                        its kernels' workspaces differ\n"
     "  --data SPEC           also print the host memory of a dataset (held in memory, or\n"
     "                        read on demand from a memory-mapped file)\n"
     "  -h, --help            show this help\n";
@@ -238,6 +240,7 @@ int cli_cmd_summary(int argc, char **argv) {
     const char *path = NULL;
     long shape[3] = {28, 28, 1}, classes = 10, batch = 0, accum = 1;
     const char *optimizer = "adam", *data = NULL;
+    cli_device_opts dev = {0};
     bool defaults_changed = false;
     int rc;
     while (cli_args_next(&a)) {
@@ -268,6 +271,8 @@ int cli_cmd_summary(int argc, char **argv) {
             if ((rc = cli_value(&a, &optimizer))) return rc;
         } else if (cli_is(&a, "--data")) {
             if ((rc = cli_value(&a, &data))) return rc;
+        } else if ((rc = cli_device_option(&a, &dev)) >= 0) {
+            if (rc) return rc;
         } else {
             return cli_unknown(&a);
         }
@@ -275,11 +280,16 @@ int cli_cmd_summary(int argc, char **argv) {
     if (path && defaults_changed)
         return cli_usage_error(a.cmd, "--input-shape and --classes apply to the default CNN only, not to '%s'", path);
 
+    cli_device_apply(&dev);
     kc_model *m = NULL;
     kc_status s = path ? kc_model_load(path, &m) : kc_default_cnn((int)shape[0], (int)shape[1], (int)shape[2], (int)classes, &m);
     if (s) {
         kc_model_destroy(m);
         return cli_fail(s, CLI_PHASE_LOAD);
+    }
+    if ((rc = cli_device_set(m, &dev))) {
+        kc_model_destroy(m);
+        return rc;
     }
     if ((accum > 1 || strcmp(optimizer, "adam")) && !batch) {
         kc_model_destroy(m);
