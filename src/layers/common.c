@@ -95,3 +95,24 @@ kc_status kc__fused_act_backward(kc_backend *be, const kc_act_params *a, const f
     if (a->kind == KC_ACT_LINEAR) return KC_STATUS_OK;
     return be->act_backward(be, *a, kc__act_needs_input(a->kind) ? pre : NULL, y, dy, dy, n, cols);
 }
+
+kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_bias, const char *kernel_init,
+                             const char *bias_init, kc_act_params *act, bool *bias, const char **kinit,
+                             const char **binit) {
+    const char *L = kc__layer_label(l);
+    kc_status st = kc__act_parse(activation, act);
+    if (st) return kc__wrap(st, "%s: ", L);
+    *bias = kc__bool3(use_bias, true);
+    *kinit = kc__init_canonical(kernel_init ? kernel_init : "glorot_uniform");
+    if (!*kinit)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "%s: kernel_initializer '%s' is not supported; use glorot_uniform, glorot_normal, he_uniform, "
+                        "he_normal, lecun_uniform, lecun_normal, zeros or ones",
+                        L, kernel_init);
+    *binit = kc__init_canonical(bias_init ? bias_init : "zeros");
+    if (!*binit)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "%s: bias_initializer '%s' is not supported; use zeros, ones, glorot_uniform, glorot_normal, "
+                        "he_uniform, he_normal, lecun_uniform or lecun_normal", L, bias_init);
+    return KC_STATUS_OK;
+}

@@ -18,21 +18,8 @@ static kc_status dense_init(kc_layer *l, const void *opts_) {
     if (o->units <= 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: units must be a positive integer, got %d", L, o->units);
     c->units = o->units;
-    kc_status st = kc__act_parse(o->activation, &c->act);
-    if (st) return kc__wrap(st, "%s: ", L);
-    c->use_bias = kc__bool3(o->use_bias, true);
-    c->kernel_init = kc__init_canonical(o->kernel_initializer ? o->kernel_initializer : "glorot_uniform");
-    if (!c->kernel_init)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "%s: kernel_initializer '%s' is not supported; use glorot_uniform, glorot_normal, he_uniform, "
-                        "he_normal, lecun_uniform, lecun_normal, zeros or ones",
-                        L, o->kernel_initializer);
-    c->bias_init = kc__init_canonical(o->bias_initializer ? o->bias_initializer : "zeros");
-    if (!c->bias_init)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "%s: bias_initializer '%s' is not supported; use zeros, ones, glorot_uniform, ...", L,
-                        o->bias_initializer);
-    return KC_STATUS_OK;
+    return kc__parse_weighted(l, o->activation, o->use_bias, o->kernel_initializer, o->bias_initializer, &c->act,
+                              &c->use_bias, &c->kernel_init, &c->bias_init);
 }
 
 static void dense_get_opts(const kc_layer *l, void *opts_) {

@@ -154,6 +154,12 @@ kc_status kc__fused_act_forward(kc_backend *be, const kc_act_params *a, float *y
 kc_status kc__fused_act_backward(kc_backend *be, const kc_act_params *a, const float *pre,
                                  const float *y, float *dy, int64_t n, int cols);
 
+/* Conv2D's and Dense's shared options: activation, use_bias and the two initializers
+ * (validated; the initializer names come back as static canonical names). */
+kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_bias, const char *kernel_init,
+                             const char *bias_init, kc_act_params *act, bool *bias, const char **kinit,
+                             const char **binit);
+
 /* Tri-state booleans: KC_DEFAULT means def. */
 static inline bool kc__bool3(int v, bool def) { return v == KC_DEFAULT ? def : v > 0; }
 
