@@ -199,6 +199,7 @@ static void test_grad_accum_equals_batch(void **state) {
     for (int i = 0; i < 20000; i++) maxd = fmax(maxd, fabs(w[0][i] - w[1][i]));
     printf("# grad accumulation 4 x 16 vs batch 64: max weight difference %.3g\n", maxd);
     assert_true(maxd < 1e-4);
+    kc_dataset_destroy(d);
 }
 
 /* ---- out-of-memory recovery */
