@@ -48,7 +48,7 @@ kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out) {
                         "size or free memory",
                         bytes, mib(bytes));
     *(size_t *)p = rounded;
-    size_t now = (mem->in_use += rounded);
+    size_t now = __atomic_add_fetch((size_t *)&mem->in_use, rounded, __ATOMIC_SEQ_CST);
     size_t pk = mem->peak;
     while (now > pk && !__atomic_compare_exchange_n((size_t *)&mem->peak, &pk, now, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     }

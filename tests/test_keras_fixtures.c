@@ -1,0 +1,403 @@
+/* test_keras_fixtures.c — model files written by real Keras (tests/fixtures/keras, made by
+ * tests/fixtures/make_keras_fixtures.py with Keras 3.15 and tf-keras 2.16): kerac loads
+ * each one and reproduces Keras's own predictions on the committed inputs within 1e-4.
+ *
+ * Also: a fixture whose HDF5 global heap is damaged so that libhdf5 1.10 would loop forever
+ * or read past its buffer (found by fuzz/fuzz_keras.c) must be refused with a clear error,
+ * as .h5 and inside .keras.
+ *
+ * Four models (the default CNN, a net with BatchNormalization and padding "same" with
+ * strides 2, a Functional residual net, a Dense-only net), each as
+ *   <m>.keras      Keras 3 archive               predictions <m>_y3.npy
+ *   <m>.keras3.h5  Keras 3's legacy HDF5 writer  predictions <m>_y3.npy
+ *   <m>.keras2.h5  tf-keras (Keras 2) HDF5       predictions <m>_y2.npy (trained on its own)
+ * on the inputs <m>_x.npy. Also checked: the model name, the parameter count Keras
+ * reports, and that the comparison can fail: scaling one weight, or resetting one
+ * BatchNormalization moving statistic, moves the predictions by more than the tolerance. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zip.h>
+
+#include "kerac.h"
+
+#define TOL 1e-4
+
+static char g_dir[1024]; /* tests/fixtures/keras */
+
+typedef struct fixture_model {
+    const char *stem;        /* file stem: "cnn" */
+    const char *model_name;  /* the name Keras gave the model */
+    int64_t params;          /* model.count_params() */
+} fixture_model;
+
+static const fixture_model k_models[] = {
+    {"cnn", "mnist_convnet", 34826},
+    {"bn_strides", "bn_strides", 1237},
+    {"resnet", "resnet_small", 5220},
+    {"dense", "dense_only", 1635},
+};
+
+/* ---------------------------------------------------------------- a tiny .npy reader */
+
+typedef struct npy {
+    int ndim;
+    int64_t shape[8];
+    int64_t size;
+    float *data;             /* (size) */
+} npy;
+
+/* A little-endian float32, C-order .npy file (format 1.x or 2.x) as numpy.save writes it. */
+static void npy_load(const char *path, npy *a) {
+    memset(a, 0, sizeof *a);
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open the fixture '%s' (run tests/fixtures/make_keras_fixtures.py?)", path);
+    unsigned char pre[12];
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) fail_msg("'%s' is not a .npy file", path);
+    size_t hlen;
+    if (pre[6] == 1) {
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+    } else {
+        if (fread(pre + 10, 1, 2, f) != 2) fail_msg("'%s': truncated header", path);
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    }
+    if (hlen > 65536) fail_msg("'%s': header of %zu bytes", path, hlen);
+    char hdr[65537];
+    if (fread(hdr, 1, hlen, f) != hlen) fail_msg("'%s': truncated header", path);
+    hdr[hlen] = '\0';
+    if (!strstr(hdr, "'descr': '<f4'")) fail_msg("'%s' is not float32: %s", path, hdr);
+    if (!strstr(hdr, "'fortran_order': False")) fail_msg("'%s' is not in C order: %s", path, hdr);
+    const char *p = strstr(hdr, "'shape': (");
+    if (!p) fail_msg("'%s': no shape in %s", path, hdr);
+    p += strlen("'shape': (");
+    a->size = 1;
+    while (*p && *p != ')') {
+        char *end = NULL;
+        long long d = strtoll(p, &end, 10);
+        if (end == p || d < 0 || a->ndim == 8) fail_msg("'%s': bad shape in %s", path, hdr);
+        a->shape[a->ndim++] = d;
+        a->size *= d;
+        p = end;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    a->data = malloc((size_t)a->size * sizeof(float) + 1);
+    assert_non_null(a->data);
+    if (fread(a->data, sizeof(float), (size_t)a->size, f) != (size_t)a->size) fail_msg("'%s': truncated data", path);
+    char extra;
+    if (fread(&extra, 1, 1, f) != 0) fail_msg("'%s': data after the array", path);
+    fclose(f);
+}
+
+static void npy_free(npy *a) {
+    free(a->data);
+    a->data = NULL;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static const char *fpath(const char *stem, const char *suffix) {
+    static char buf[8][1200];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s%s", g_dir, stem, suffix);
+    return p;
+}
+
+static void must(kc_status s, const char *what) {
+    if (s != KC_STATUS_OK) fail_msg("%s: %s: %s", what, kc_status_name(s), kc_last_error());
+}
+
+static double max_abs_diff(const float *a, const float *b, int64_t n) {
+    double d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = (double)a[i] - (double)b[i];
+        if (e < 0) e = -e;
+        if (!(e <= d)) d = e; /* NaN wins */
+    }
+    return d;
+}
+
+static int64_t model_params(kc_model *m) {
+    int64_t total = 0;
+    for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+        kc_layer_info li;
+        must(kc_model_layer_info(m, i, &li), "layer_info");
+        total += li.params;
+    }
+    return total;
+}
+
+/* Outputs of m on x, checked against the shape of want; malloc'd. */
+static float *predict(kc_model *m, const npy *x, const npy *want, const char *file) {
+    kc_shape in, out;
+    must(kc_model_input_shape(m, &in), "input_shape");
+    must(kc_model_output_shape(m, &out), "output_shape");
+    if (x->ndim != in.rank + 1) fail_msg("%s: inputs of rank %d for a model taking rank %d", file, x->ndim - 1, in.rank);
+    for (int i = 0; i < in.rank; i++)
+        if (x->shape[i + 1] != in.dim[i])
+            fail_msg("%s: input dimension %d is %lld in the fixture but %d in the model", file, i + 1,
+                     (long long)x->shape[i + 1], in.dim[i]);
+    if (want->ndim != out.rank + 1 || want->shape[0] != x->shape[0])
+        fail_msg("%s: Keras's predictions have rank %d for %lld examples; kerac's output rank is %d", file,
+                 want->ndim - 1, (long long)want->shape[0], out.rank);
+    for (int i = 0; i < out.rank; i++)
+        if (want->shape[i + 1] != out.dim[i])
+            fail_msg("%s: output dimension %d is %lld in Keras but %d in kerac", file, i + 1,
+                     (long long)want->shape[i + 1], out.dim[i]);
+    float *y = malloc((size_t)want->size * sizeof(float) + 1);
+    assert_non_null(y);
+    must(kc_predict(m, x->data, x->shape[0], 3, y), file); /* batch 3: a full and a partial batch */
+    return y;
+}
+
+/* The comparison must be able to fail: change weight g (scale it, or for a moving
+ * statistic move it away from its trained value) and require a visible change. */
+static void check_sensitive(kc_model *m, int g, const npy *x, const npy *want, const char *file) {
+    kc_weight_info wi;
+    must(kc_model_weight_info(m, g, &wi), "weight_info");
+    float *w = malloc((size_t)wi.size * sizeof(float)), *orig = malloc((size_t)wi.size * sizeof(float));
+    assert_non_null(w);
+    assert_non_null(orig);
+    must(kc_model_get_weight(m, g, orig, wi.size), "get_weight");
+    bool var = strcmp(wi.name, "moving_variance") == 0, mean = strcmp(wi.name, "moving_mean") == 0;
+    for (int64_t i = 0; i < wi.size; i++) w[i] = var ? 1.0f : mean ? 0.0f : orig[i] * 1.25f;
+    must(kc_model_set_weight(m, g, w, wi.size), "set_weight");
+    float *y = predict(m, x, want, file);
+    double d = max_abs_diff(y, want->data, want->size);
+    if (!(d > 10 * TOL))
+        fail_msg("%s: changing layer '%s' weight '%s' moved the predictions by only %.3g: the fixture cannot tell a "
+                 "wrong weight from a right one",
+                 file, wi.layer, wi.name, d);
+    must(kc_model_set_weight(m, g, orig, wi.size), "set_weight");
+    free(y);
+    free(w);
+    free(orig);
+}
+
+/* Load one fixture file, compare with Keras's predictions; returns the max difference. */
+static double check_file(const fixture_model *fm, const char *ext, const char *ysuffix, bool sensitivity) {
+    const char *file = fpath(fm->stem, ext);
+    npy x, want;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    npy_load(fpath(fm->stem, ysuffix), &want);
+    kc_model *m = NULL;
+    must(kc_model_load(file, &m), file);
+    assert_string_equal(kc_model_name(m), fm->model_name);
+    if (model_params(m) != fm->params)
+        fail_msg("%s: kerac counts %lld parameters, Keras %lld", file, (long long)model_params(m), (long long)fm->params);
+    float *y = predict(m, &x, &want, file);
+    double d = max_abs_diff(y, want.data, want.size);
+    print_message("  %-24s max |kerac - Keras| = %.3g over %lld outputs\n", strrchr(file, '/') + 1, d,
+                  (long long)want.size);
+    if (!(d <= TOL)) fail_msg("%s: kerac's predictions differ from Keras's by %.3g (> %g)", file, d, TOL);
+    if (sensitivity) {
+        check_sensitive(m, 0, &x, &want, file); /* the first kernel */
+        int last_stat = -1;
+        for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
+            kc_weight_info wi;
+            must(kc_model_weight_info(m, g, &wi), "weight_info");
+            if (!wi.trainable) last_stat = g;
+        }
+        if (last_stat >= 0) {
+            check_sensitive(m, last_stat, &x, &want, file);     /* moving_variance of the last BN */
+            check_sensitive(m, last_stat - 1, &x, &want, file); /* its moving_mean */
+        }
+    }
+    free(y);
+    kc_model_destroy(m);
+    npy_free(&x);
+    npy_free(&want);
+    return d;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void run_model(const fixture_model *fm) {
+    check_file(fm, ".keras", "_y3.npy", true);
+    check_file(fm, ".keras3.h5", "_y3.npy", false);
+    check_file(fm, ".keras2.h5", "_y2.npy", true);
+}
+
+static void test_default_cnn(void **state) {
+    (void)state;
+    run_model(&k_models[0]);
+}
+
+static void test_bn_strides(void **state) {
+    (void)state;
+    run_model(&k_models[1]);
+}
+
+static void test_resnet(void **state) {
+    (void)state;
+    run_model(&k_models[2]);
+}
+
+static void test_dense(void **state) {
+    (void)state;
+    run_model(&k_models[3]);
+}
+
+/* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
+ * must differ (else the y2/y3 files could be mixed up without any test noticing). */
+static void test_fixtures_distinct(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++) {
+        npy a, b;
+        npy_load(fpath(k_models[i].stem, "_y3.npy"), &a);
+        npy_load(fpath(k_models[i].stem, "_y2.npy"), &b);
+        assert_int_equal(a.size, b.size);
+        double d = max_abs_diff(a.data, b.data, a.size);
+        if (!(d > 10 * TOL)) fail_msg("%s: the Keras 3 and Keras 2 predictions agree within %.3g", k_models[i].stem, d);
+        npy_free(&a);
+        npy_free(&b);
+    }
+}
+
+/* ---------------------------------------------------------------- a damaged global heap */
+
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static uint64_t rd64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+enum { ZERO_FREE_SPACE, OVERSIZED_OBJECT };
+
+/* Damage the first global heap collection ("GCOL"): give its free-space object (index 0)
+ * the size 0, with which libhdf5 1.10 never finishes reading the collection, or give its
+ * first object a size larger than the collection, with which libhdf5 reads past its buffer. */
+static void damage_global_heap(uint8_t *d, size_t len, int how) {
+    for (size_t i = 0; i + 16 <= len; i++) {
+        if (memcmp(d + i, "GCOL", 4) != 0) continue;
+        uint64_t end = i + rd64(d + i + 8);
+        for (uint64_t p = i + 16; p + 16 <= end && p + 16 <= len;) {
+            unsigned idx = d[p] | d[p + 1] << 8;
+            uint64_t size = rd64(d + p + 8);
+            if (how == OVERSIZED_OBJECT && idx != 0) {
+                uint64_t big = 60000;
+                for (int b = 0; b < 8; b++) d[p + 8 + b] = (uint8_t)(big >> (8 * b));
+                return;
+            }
+            if (how == ZERO_FREE_SPACE && idx == 0) {
+                memset(d + p + 8, 0, 8);
+                return;
+            }
+            p += 16 + ((size + 7) & ~(uint64_t)7);
+        }
+    }
+    fail_msg("no global heap collection to damage found");
+}
+
+/* Load `path` in a child process with a time limit: a hang fails the test instead of
+ * blocking it. The load must fail with a bad-file error that names the global heap. */
+static void refused_in_time(const char *path) {
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        kc_model *m = NULL;
+        kc_status s = kc_model_load(path, &m);
+        kc_model_destroy(m);
+        if (s != KC_STATUS_BAD_FILE || !strstr(kc_last_error(), "global heap")) {
+            fprintf(stderr, "%s: status '%s': %s\n", path, kc_status_name(s), kc_last_error());
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st)) fail_msg("%s: loading it was killed by signal %d (a hang if 14)", path, WTERMSIG(st));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_msg("%s: not refused with a global heap error", path);
+}
+
+static void test_damaged_global_heap(void **state) {
+    (void)state;
+    char dir[] = "/tmp/kerac-fixtures-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char h5[300], keras[300];
+    snprintf(h5, sizeof h5, "%s/damaged.h5", dir);
+    snprintf(keras, sizeof keras, "%s/damaged.keras", dir);
+
+    /* a Keras 2 .h5 file: its string attributes live in the global heap */
+    for (int how = ZERO_FREE_SPACE; how <= OVERSIZED_OBJECT; how++) {
+        size_t len = 0;
+        uint8_t *d = slurp(fpath("dense", ".keras2.h5"), &len);
+        damage_global_heap(d, len, how);
+        FILE *f = fopen(h5, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(d, 1, len, f), len);
+        fclose(f);
+        free(d);
+        refused_in_time(h5);
+    }
+
+    /* a .keras archive whose model.weights.h5 is damaged the same way */
+    int err = 0;
+    zip_t *in = zip_open(fpath("dense", ".keras"), ZIP_RDONLY, &err);
+    assert_non_null(in);
+    zip_t *out = zip_open(keras, ZIP_CREATE | ZIP_TRUNCATE, &err);
+    assert_non_null(out);
+    uint8_t *bufs[8] = {0};
+    zip_int64_t n = zip_get_num_entries(in, 0);
+    assert_true(n > 0 && n <= 8);
+    for (zip_int64_t i = 0; i < n; i++) {
+        zip_stat_t zs;
+        assert_int_equal(zip_stat_index(in, (zip_uint64_t)i, 0, &zs), 0);
+        bufs[i] = malloc(zs.size + 1);
+        zip_file_t *zf = zip_fopen_index(in, (zip_uint64_t)i, 0);
+        assert_non_null(zf);
+        assert_int_equal(zip_fread(zf, bufs[i], zs.size), (zip_int64_t)zs.size);
+        zip_fclose(zf);
+        if (strcmp(zs.name, "model.weights.h5") == 0) damage_global_heap(bufs[i], zs.size, ZERO_FREE_SPACE);
+        zip_source_t *src = zip_source_buffer(out, bufs[i], zs.size, 0);
+        assert_true(zip_file_add(out, zs.name, src, ZIP_FL_OVERWRITE) >= 0);
+    }
+    assert_int_equal(zip_close(out), 0);
+    zip_discard(in);
+    for (int i = 0; i < 8; i++) free(bufs[i]);
+    refused_in_time(keras);
+
+    unlink(h5);
+    unlink(keras);
+    rmdir(dir);
+}
+
+int main(void) {
+    const char *src = getenv("KERAC_SOURCE_DIR");
+    snprintf(g_dir, sizeof g_dir, "%s/tests/fixtures/keras", src && *src ? src : "..");
+    kc_log_set_level(KC_LOG_WARNING);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_cnn),
+        cmocka_unit_test(test_bn_strides),
+        cmocka_unit_test(test_resnet),
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_fixtures_distinct),
+        cmocka_unit_test(test_damaged_global_heap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
