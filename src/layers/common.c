@@ -116,3 +116,21 @@ kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_
                         "he_uniform, he_normal, lecun_uniform or lecun_normal", L, bias_init);
     return KC_STATUS_OK;
 }
+
+/* Standalone activation layers (Activation, ReLU, Softmax): y = act(x) over `size` values
+ * per example in rows of `cols`; a copy when linear or when the model folded the
+ * activation into the loss (defer_act). */
+kc_status kc__act_layer_forward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_fwd *a) {
+    int64_t n = (int64_t)a->batch * size;
+    if (act.kind == KC_ACT_LINEAR || l->defer_act)
+        return a->y == a->x[0] ? KC_STATUS_OK : a->be->copy(a->be, a->y, a->x[0], (size_t)n * sizeof(float));
+    return a->be->act_forward(a->be, act, a->x[0], a->y, n, cols);
+}
+
+kc_status kc__act_layer_backward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_bwd *a) {
+    if (!a->dx[0]) return KC_STATUS_OK;
+    int64_t n = (int64_t)a->batch * size;
+    if (act.kind == KC_ACT_LINEAR || l->defer_act)
+        return a->dx[0] == a->dy ? KC_STATUS_OK : a->be->copy(a->be, a->dx[0], a->dy, (size_t)n * sizeof(float));
+    return a->be->act_backward(a->be, act, a->x[0], a->y, a->dy, a->dx[0], n, cols);
+}

@@ -160,6 +160,10 @@ kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_
                              const char *bias_init, kc_act_params *act, bool *bias, const char **kinit,
                              const char **binit);
 
+/* Forward/backward of a standalone activation layer (Activation, ReLU, Softmax). */
+kc_status kc__act_layer_forward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_fwd *a);
+kc_status kc__act_layer_backward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_bwd *a);
+
 /* Tri-state booleans: KC_DEFAULT means def. */
 static inline bool kc__bool3(int v, bool def) { return v == KC_DEFAULT ? def : v > 0; }
 

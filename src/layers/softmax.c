@@ -40,19 +40,12 @@ static kc_status softmax_build(kc_layer *l) {
 
 static kc_status softmax_forward(kc_layer *l, const kc_fwd *a) {
     const softmax_cfg *c = l->cfg;
-    int64_t n = (int64_t)a->batch * c->size;
-    if (l->defer_act)
-        return a->y == a->x[0] ? KC_STATUS_OK : a->be->copy(a->be, a->y, a->x[0], (size_t)n * sizeof(float));
-    return a->be->act_forward(a->be, k_softmax, a->x[0], a->y, n, c->cols);
+    return kc__act_layer_forward(l, k_softmax, c->size, c->cols, a);
 }
 
 static kc_status softmax_backward(kc_layer *l, const kc_bwd *a) {
     const softmax_cfg *c = l->cfg;
-    if (!a->dx[0]) return KC_STATUS_OK;
-    int64_t n = (int64_t)a->batch * c->size;
-    if (l->defer_act)
-        return a->dx[0] == a->dy ? KC_STATUS_OK : a->be->copy(a->be, a->dx[0], a->dy, (size_t)n * sizeof(float));
-    return a->be->act_backward(a->be, k_softmax, a->x[0], a->y, a->dy, a->dx[0], n, c->cols);
+    return kc__act_layer_backward(l, k_softmax, c->size, c->cols, a);
 }
 
 static int64_t softmax_flops(const kc_layer *l) {
