@@ -309,6 +309,12 @@ static int direct_parts(const kc_conv2d_desc *d) {
     return KC_MAX(1, KC_MIN(nt, 64));
 }
 
+/* A kernel that needs scratch memory got none. */
+static kc_status no_workspace(kc_backend *be, const kc_conv2d_desc *d, const char *what) {
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: no workspace given (needs %zu bytes from conv2d_workspace)",
+                    what, kc__cpu_conv2d_workspace(be, d));
+}
+
 /* Rows of an (rows, ...) gemm done in pieces of at most this many (32-bit BLAS m). */
 #define KC_CPU_GEMM_MAX_ROWS ((int64_t)1 << 30)
 
@@ -330,10 +336,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
                         w, f, 0.0f, y + (size_t)r0 * f, f);
         }
     } else {
-        if (!ws)
-            return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                            "cpu conv2d_forward: no workspace given (needs %zu bytes from conv2d_workspace)",
-                            kc__cpu_conv2d_workspace(be, d));
+        if (!ws) return no_workspace(be, d, "conv2d_forward");
         float *col = ws; /* (nb*OH*OW, KH*KW*C) */
         const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
         const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
@@ -364,10 +367,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
         }
         return KC_STATUS_OK;
     }
-    if (!ws)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "cpu conv2d_backward_data: no workspace given (needs %zu bytes from conv2d_workspace)",
-                        kc__cpu_conv2d_workspace(be, d));
+    if (!ws) return no_workspace(be, d, "conv2d_backward_data");
     float *dcol = ws; /* (nb*OH*OW, KH*KW*C) */
     const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
     const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
@@ -389,10 +389,7 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
     if (conv_is_direct(d)) {
-        if (!ws)
-            return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                            "cpu conv2d_backward_filter: no workspace given (needs %zu bytes from conv2d_workspace)",
-                            kc__cpu_conv2d_workspace(be, d));
+        if (!ws) return no_workspace(be, d, "conv2d_backward_filter");
         conv_direct_backward_filter(d, x, dy, dw, ws, direct_parts(d));
     } else if (conv_is_1x1(d)) {
         /* dW (C, F) = x^T (C, N*H*W) x dy (N*H*W, F) */
@@ -402,10 +399,7 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
                         dy + (size_t)r0 * f, f, r0 ? 1.0f : 0.0f, dw, f);
         }
     } else {
-        if (!ws)
-            return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                            "cpu conv2d_backward_filter: no workspace given (needs %zu bytes from conv2d_workspace)",
-                            kc__cpu_conv2d_workspace(be, d));
+        if (!ws) return no_workspace(be, d, "conv2d_backward_filter");
         float *col = ws; /* (nb*OH*OW, KH*KW*C) */
         const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
         const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
