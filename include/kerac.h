@@ -308,9 +308,9 @@ typedef struct kc_memory_plan {
     size_t activation_gradients; /* gradients of layer outputs, summed */
     size_t workspace;            /* the largest layer scratch (im2col, ...) */
     size_t arena;                /* activations + their gradients + workspace after reuse */
-    size_t batch_buffers;        /* targets and step scalars on the device */
+    size_t batch_buffers;        /* the input feed's 2 batches of inputs and targets, step scalars */
     size_t device_total;         /* the peak: parameters + gradients + optimizer state + arena + batch buffers */
-    size_t host_pipeline;        /* host: the loader's ring of prefetched batches (prefetch 2) */
+    size_t host_pipeline;        /* host: the loader's ring (prefetch 2) and the feed's page-locked batches */
 } kc_memory_plan;
 
 /* Plan a step at batch_size (training or inference; grad_accum > 1 adds the accumulation
@@ -336,7 +336,8 @@ typedef struct kc_optimizer_opts {
     double epsilon;           /* default 1e-7 */
     double weight_decay;      /* adamw: default 0.004 */
     double rho;               /* rmsprop: default 0.9 */
-    double clipnorm;          /* 0: none */
+    double clipnorm;          /* each weight's gradient clipped to this norm, as Keras (0: none) */
+    double global_clipnorm;   /* all gradients scaled so that their joint norm is at most this (0: none) */
     /* learning-rate schedule: "" / NULL (constant), "exponential_decay", "cosine_decay",
      * "piecewise_constant" */
     const char *schedule;

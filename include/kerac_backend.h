@@ -22,7 +22,11 @@
 extern "C" {
 #endif
 
-#define KC_BACKEND_ABI 1
+/* 2: the input feed (host_alloc .. feed_wait) and on-device gradient clipping (kc_opt_step's
+ * norm_sq / clipnorm) */
+#define KC_BACKEND_ABI 2
+/* staging slots of the input feed: batch k + 1 is copied while step k computes */
+#define KC_FEED_SLOTS 2
 
 typedef enum kc_act {
     KC_ACT_LINEAR = 0,
@@ -91,7 +95,13 @@ typedef struct kc_opt_step {
     float weight_decay; /* adamw (decoupled, as Keras: w -= lr * wd * w) */
     float rho;       /* rmsprop */
     int64_t t;       /* 1-based step count, for Adam's bias correction */
-    float grad_scale; /* multiply gradients by this first (1, or a clipnorm factor) */
+    float grad_scale; /* multiply gradients by this first (1: none) */
+    /* clipping by norm, on the device (no host round trip): when norm_sq (a device float: the
+     * sum of squares of the gradients concerned, from sum_squares) is not NULL, gradients are
+     * further multiplied by clipnorm / max(sqrt(*norm_sq), clipnorm), the square root taken
+     * in double, as Keras's clip_by_norm. */
+    const float *norm_sq;
+    float clipnorm;
 } kc_opt_step;
 
 typedef struct kc_mem_info {
@@ -214,6 +224,29 @@ struct kc_backend {
     void (*reset_peak)(kc_backend *be);
     void (*set_memory_limit)(kc_backend *be, size_t bytes);
     void (*release_cache)(kc_backend *be);
+
+    /* ---- the input feed: batches go from page-locked host memory to the device on a copy
+     * stream of their own while the previous step computes. Staging slots (0 ..
+     * KC_FEED_SLOTS - 1) take turns; for each batch the caller does, on the batch's slot:
+     *   feed_wait      the host waits until the slot's last uploads have read their host
+     *                  sources (which may then be overwritten)
+     *   feed_upload    start copying `bytes` from host src (from host_alloc) to device dst
+     *                  once the work enqueued before the slot's last feed_release is done;
+     *                  returns at once (several per slot are fine)
+     *   feed_acquire   work enqueued from now on runs after the slot's uploads (no host wait)
+     *   ... the step, reading dst ...
+     *   feed_release   the slot's next uploads may overwrite dst once the work enqueued so
+     *                  far is done
+     * A synchronous backend (the CPU) copies in feed_upload and has nothing to do in the
+     * other three. host_alloc'd memory is page-locked where the device has that (else plain
+     * memory: uploads are then slower, not wrong); it is not device memory and is not
+     * counted by memory_stats. */
+    kc_status (*host_alloc)(kc_backend *be, size_t bytes, void **out); /* 64-byte aligned */
+    void (*host_free)(kc_backend *be, void *p);
+    kc_status (*feed_upload)(kc_backend *be, int slot, void *dst, const void *src, size_t bytes);
+    kc_status (*feed_acquire)(kc_backend *be, int slot);
+    kc_status (*feed_release)(kc_backend *be, int slot);
+    kc_status (*feed_wait)(kc_backend *be, int slot);
 
     /* ---- host services, filled in by the module loader right after a module's init
      * (NULL before that, and unused by the built-in CPU backend). A module is a separate

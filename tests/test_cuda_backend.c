@@ -2,7 +2,8 @@
  *
  * Without a usable GPU (no module, no driver, no device) this prints
  * "SKIP: no GPU: <reason>" and exits 77 (ctest SKIP). With one:
- *   1. every entry of the backend table on random inputs, GPU result against the CPU's;
+ *   1. every entry of the backend table on random inputs, GPU result against the CPU's,
+ *      and the input feed's two streams racing (test_feed);
  *   2. every layer kind's forward and backward through its layer table (as
  *      test_gradcheck_layers.c drives them), GPU against CPU;
  *   3. a 50-step training run of the default CNN (Keras mnist_convnet, Adam, batch 32, on
@@ -575,17 +576,29 @@ static void test_accuracy(void **state) {
 
 /* ---------------------------------------------------------------- optimizers */
 
-static void opt_case(const char *name, kc_opt_step s, int slots) {
+/* clipnorm > 0: the gradients' norm is clipped on the device, from each backend's own
+ * sum_squares (a host float for the CPU, a device float for the GPU) */
+static void opt_case(const char *name, kc_opt_step s, int slots, float clipnorm) {
     const int64_t n = 100003;
     float *p = hrand(n, -1, 1), *g = hbuf(n), *s0 = hbuf(n), *s1 = hbuf(n);
     float *gp = dcopy(p, n), *gg = dbuf(n), *gs0 = dcopy(s0, n), *gs1 = dcopy(s1, n);
+    float cpu_ss = 0, *gpu_ss = dbuf(1);
     for (int step = 1; step <= 3; step++) {
         for (int64_t i = 0; i < n; i++) g[i] = unif(-1, 1);
         up(gg, g, (size_t)n * sizeof(float));
         s.t = step;
-        OK(C->optimizer_step(C, &s, p, g, slots > 0 ? s0 : NULL, slots > 1 ? s1 : NULL, n));
-        OK(G->optimizer_step(G, &s, gp, gg, slots > 0 ? gs0 : NULL, slots > 1 ? gs1 : NULL, n));
+        kc_opt_step sc = s, sg = s;
+        if (clipnorm > 0) {
+            OK(C->sum_squares(C, g, n, &cpu_ss));
+            OK(G->sum_squares(G, gg, n, gpu_ss));
+            sc.clipnorm = sg.clipnorm = clipnorm;
+            sc.norm_sq = &cpu_ss;
+            sg.norm_sq = gpu_ss;
+        }
+        OK(C->optimizer_step(C, &sc, p, g, slots > 0 ? s0 : NULL, slots > 1 ? s1 : NULL, n));
+        OK(G->optimizer_step(G, &sg, gp, gg, slots > 0 ? gs0 : NULL, slots > 1 ? gs1 : NULL, n));
     }
+    dfree(gpu_ss);
     char what[128];
     snprintf(what, sizeof what, "%s: parameters after 3 steps", name);
     check_dev(what, gp, p, n, 1e-6, 0);
@@ -602,18 +615,23 @@ static void opt_case(const char *name, kc_opt_step s, int slots) {
 
 static void test_optimizers(void **state) {
     (void)state;
-    opt_case("sgd", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .grad_scale = 1}, 0);
-    opt_case("sgd momentum", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .momentum = 0.9f, .grad_scale = 0.5f}, 1);
+    opt_case("sgd", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .grad_scale = 1}, 0, 0);
+    opt_case("sgd momentum", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .momentum = 0.9f, .grad_scale = 0.5f}, 1, 0);
     opt_case("sgd nesterov", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .momentum = 0.9f, .nesterov = 1,
-                                           .grad_scale = 1}, 1);
+                                           .grad_scale = 1}, 1, 0);
     opt_case("adam", (kc_opt_step){.kind = KC_OPT_ADAM, .lr = 1e-3f, .beta_1 = 0.9f, .beta_2 = 0.999f,
-                                   .epsilon = 1e-7f, .grad_scale = 1}, 2);
+                                   .epsilon = 1e-7f, .grad_scale = 1}, 2, 0);
     opt_case("adamw", (kc_opt_step){.kind = KC_OPT_ADAMW, .lr = 1e-3f, .beta_1 = 0.9f, .beta_2 = 0.999f,
-                                    .epsilon = 1e-7f, .weight_decay = 0.004f, .grad_scale = 1}, 2);
+                                    .epsilon = 1e-7f, .weight_decay = 0.004f, .grad_scale = 1}, 2, 0);
     opt_case("rmsprop", (kc_opt_step){.kind = KC_OPT_RMSPROP, .lr = 1e-3f, .rho = 0.9f, .epsilon = 1e-7f,
-                                      .grad_scale = 1}, 1);
+                                      .grad_scale = 1}, 1, 0);
     opt_case("rmsprop momentum", (kc_opt_step){.kind = KC_OPT_RMSPROP, .lr = 1e-3f, .rho = 0.9f, .momentum = 0.9f,
-                                               .epsilon = 1e-7f, .grad_scale = 1}, 2);
+                                               .epsilon = 1e-7f, .grad_scale = 1}, 2, 0);
+    /* the norm of 100003 uniform(-1, 1) values is about 183: clipped to 10 */
+    opt_case("sgd momentum clipnorm", (kc_opt_step){.kind = KC_OPT_SGD, .lr = 0.01f, .momentum = 0.9f,
+                                                    .grad_scale = 1}, 1, 10.0f);
+    opt_case("adam clipnorm", (kc_opt_step){.kind = KC_OPT_ADAM, .lr = 1e-3f, .beta_1 = 0.9f, .beta_2 = 0.999f,
+                                            .epsilon = 1e-7f, .grad_scale = 1}, 2, 10.0f);
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -658,6 +676,73 @@ static void test_memory(void **state) {
     if (!quiet) printf("    out of memory message: %s\n", kc_last_error());
     assert_non_null(strstr(kc_last_error(), "asked"));
     free(h), free(h2);
+}
+
+/* The input feed on the device: uploads on the copy stream racing long compute on the
+ * compute stream, as fit runs them (batch k + 1 is put while step k computes). Step k adds
+ * its slot's batch (all k + 1) into its own result R times; an upload landing before the
+ * previous reader of its slot finished, or a read before its upload landed, would leave
+ * other values there. A backend of its own without KERAC_CUDA_DEBUG_SYNC, so that the two
+ * streams really overlap. */
+/* put(k): wait until the slot's last upload has read its host buffer, refill it, upload */
+static void feed_put(kc_backend *F, float **host, float **dev, int64_t n, int k) {
+    int slot = k % KC_FEED_SLOTS;
+    OK(F->feed_wait(F, slot));
+    for (int64_t i = 0; i < n; i++) host[slot][i] = (float)(k + 1);
+    OK(F->feed_upload(F, slot, dev[slot], host[slot], (size_t)n * sizeof(float)));
+}
+
+static void test_feed(void **state) {
+    (void)state;
+    const char *dbg = getenv("KERAC_CUDA_DEBUG_SYNC");
+    char saved[16] = "";
+    if (dbg) snprintf(saved, sizeof saved, "%s", dbg);
+    unsetenv("KERAC_CUDA_DEBUG_SYNC");
+    kc_backend *F = NULL;
+    OK(kc_backend_open("cuda", &F));
+    if (saved[0]) setenv("KERAC_CUDA_DEBUG_SYNC", saved, 1);
+    enum { STEPS = 8, R = 24 };
+    const int64_t n = (int64_t)4 << 20;
+    const size_t bytes = (size_t)n * sizeof(float);
+    float *host[KC_FEED_SLOTS], *dev[KC_FEED_SLOTS], *res[STEPS];
+    for (int i = 0; i < KC_FEED_SLOTS; i++) {
+        OK(F->host_alloc(F, bytes, (void **)&host[i]));
+        OK(F->alloc(F, bytes, (void **)&dev[i]));
+    }
+    for (int k = 0; k < STEPS; k++) {
+        OK(F->alloc(F, bytes, (void **)&res[k]));
+        OK(F->memset0(F, res[k], bytes));
+    }
+    double t0 = kc__now();
+    feed_put(F, host, dev, n, 0);
+    for (int k = 0; k < STEPS; k++) {
+        int s = k % KC_FEED_SLOTS;
+        OK(F->feed_acquire(F, s));
+        for (int r = 0; r < R; r++) OK(F->axpy(F, res[k], dev[s], 1.0f, n));
+        OK(F->feed_release(F, s));
+        if (k + 1 < STEPS) feed_put(F, host, dev, n, k + 1);
+    }
+    OK(F->sync(F));
+    double secs = kc__now() - t0;
+    float *h = hbuf(n);
+    for (int k = 0; k < STEPS; k++) {
+        OK(F->to_host(F, h, res[k], bytes));
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < n; i++)
+            if (h[i] != (float)(R * (k + 1)) && bad++ == 0) first = i;
+        if (bad)
+            fail_msg("feed step %d: %lld of %lld values wrong (first at %lld: %g, expected %d)", k, (long long)bad,
+                     (long long)n, (long long)first, h[first], R * (k + 1));
+    }
+    if (!quiet) printf("    feed: %d steps of %d MiB uploads racing %d reads each: all values right (%.1f ms)\n", STEPS,
+                       (int)(bytes >> 20), R, 1e3 * secs);
+    free(h);
+    for (int k = 0; k < STEPS; k++) F->free(F, res[k]);
+    for (int i = 0; i < KC_FEED_SLOTS; i++) {
+        F->free(F, dev[i]);
+        F->host_free(F, host[i]);
+    }
+    kc_backend_destroy(F);
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -932,6 +1017,7 @@ int main(void) {
     kc__rng_seed(&R, 20261129);
     const struct CMUnitTest table[] = {
         cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_feed),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_bias_and_elementwise),
         cmocka_unit_test(test_conv2d),

@@ -270,7 +270,14 @@ static void test_oom_below_micro_batch_one(void **state) {
     kc_compile(m, NULL);
     size_t held = 0;
     kc_model_memory_usage(m, NULL, &held);
-    kc_model_set_memory_limit(m, held + 1024); /* weights fit, no step does */
+    /* weights fit, the input feed does not: a clear error before any step */
+    kc_model_set_memory_limit(m, held + 1024);
+    assert_int_equal(kc_fit(m, d, &(kc_fit_opts){.batch_size = 16}, NULL), KC_STATUS_OUT_OF_MEMORY);
+    assert_non_null(strstr(kc_last_error(), "the input feed for batches of 16"));
+    /* weights and the feed (inside the plan's batch buffers) fit, no step does */
+    kc_memory_plan p;
+    assert_int_equal(kc_model_plan_memory(m, 16, 1, 1, &p), KC_STATUS_OK);
+    kc_model_set_memory_limit(m, held + p.batch_buffers + 1024);
     log_capture cap = {0};
     kc_log_set_callback(capture, &cap);
     kc_status s = kc_fit(m, d, &(kc_fit_opts){.batch_size = 16}, NULL);

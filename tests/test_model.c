@@ -359,6 +359,83 @@ static void test_optimizer_defaults(void **state) {
     kc_model_destroy(m);
 }
 
+/* clipnorm clips each weight's gradient by its own norm (Keras), global_clipnorm all of
+ * them by their joint norm. With plain SGD and lr 1 the step is the (clipped) gradient:
+ * the unclipped step gives the gradients, and the clipped ones must follow from them. */
+static void one_sgd_step(double clipnorm, double global_clipnorm, float *w, int64_t *sizes, int *nw) {
+    kc_dataset *d = blobs(32, 3, 11);
+    kc_model *m = mlp(3, "softmax");
+    assert_int_equal(kc_compile(m, &(kc_compile_opts){.optimizer = KC_SGD(.learning_rate = 1.0, .clipnorm = clipnorm,
+                                                                          .global_clipnorm = global_clipnorm)}),
+                     KC_STATUS_OK);
+    int64_t at = 0;
+    *nw = kc_model_num_weights(m);
+    float *before = malloc(4096 * sizeof(float));
+    for (int i = 0; i < *nw; i++) {
+        kc_weight_info wi;
+        kc_model_weight_info(m, i, &wi);
+        kc_model_get_weight(m, i, before + at, wi.size);
+        sizes[i] = wi.size;
+        at += wi.size;
+    }
+    assert_int_equal(kc_fit(m, d, &(kc_fit_opts){.epochs = 1, .batch_size = 32, .shuffle = KC_FALSE}, NULL),
+                     KC_STATUS_OK);
+    at = 0;
+    for (int i = 0; i < *nw; i++) {
+        kc_model_get_weight(m, i, w + at, sizes[i]);
+        for (int64_t j = 0; j < sizes[i]; j++) w[at + j] = before[at + j] - w[at + j]; /* the step */
+        at += sizes[i];
+    }
+    free(before);
+    kc_model_destroy(m);
+    kc_dataset_destroy(d);
+}
+
+static void test_gradient_clipping(void **state) {
+    static float g[4096], per[4096], glob[4096];
+    int64_t sizes[8];
+    int nw = 0;
+    one_sgd_step(0, 0, g, sizes, &nw);
+    double norms[8] = {0}, total = 0;
+    int64_t at = 0;
+    for (int i = 0; i < nw; i++) {
+        double ss = 0;
+        for (int64_t j = 0; j < sizes[i]; j++) ss += (double)g[at + j] * g[at + j];
+        norms[i] = sqrt(ss);
+        total += ss;
+        at += sizes[i];
+    }
+    total = sqrt(total);
+    /* a bound between the smallest and largest weight norms: some clipped, some not */
+    double lo = norms[0], hi = norms[0];
+    for (int i = 1; i < nw; i++) lo = fmin(lo, norms[i]), hi = fmax(hi, norms[i]);
+    assert_true(hi > 1.5 * lo);
+    double c = sqrt(lo * hi);
+    one_sgd_step(c, 0, per, sizes, &nw);
+    one_sgd_step(0, c, glob, sizes, &nw);
+    at = 0;
+    int clipped = 0;
+    for (int i = 0; i < nw; i++) {
+        double scale = norms[i] > c ? c / norms[i] : 1.0;
+        clipped += norms[i] > c;
+        for (int64_t j = 0; j < sizes[i]; j++) {
+            double e = g[at + j] * scale, eg = g[at + j] * (total > c ? c / total : 1.0);
+            if (fabs(per[at + j] - e) > 1e-5 * (1 + fabs(e)))
+                fail_msg("clipnorm: weight %d[%lld] stepped %g, expected %g", i, (long long)j, per[at + j], e);
+            if (fabs(glob[at + j] - eg) > 1e-5 * (1 + fabs(eg)))
+                fail_msg("global_clipnorm: weight %d[%lld] stepped %g, expected %g", i, (long long)j, glob[at + j], eg);
+        }
+        at += sizes[i];
+    }
+    assert_true(clipped > 0 && clipped < nw);
+    /* both at once is Keras's error too */
+    kc_model *m = mlp(3, "softmax");
+    assert_int_equal(kc_compile(m, &(kc_compile_opts){.optimizer = KC_SGD(.clipnorm = 1, .global_clipnorm = 1)}),
+                     KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "choose one"));
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builder_errors_are_sticky),
@@ -375,6 +452,7 @@ int main(void) {
         cmocka_unit_test(test_terminate_on_nan),
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_optimizer_defaults),
+        cmocka_unit_test(test_gradient_clipping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -566,7 +566,7 @@ static json_t *keras_optimizer(const kc_model *m) {
     json_object_set_new(c, "learning_rate", keras_lr(m));
     json_object_set_new(c, "weight_decay", m->opt.kind == KC_OPT_ADAMW ? jnum(p->weight_decay) : json_null());
     json_object_set_new(c, "clipnorm", p->clipnorm > 0 ? jnum(p->clipnorm) : json_null());
-    json_object_set_new(c, "global_clipnorm", json_null());
+    json_object_set_new(c, "global_clipnorm", p->global_clipnorm > 0 ? jnum(p->global_clipnorm) : json_null());
     json_object_set_new(c, "clipvalue", json_null());
     json_object_set_new(c, "use_ema", json_false());
     json_object_set_new(c, "ema_momentum", json_real(0.99));
@@ -705,6 +705,7 @@ static json_t *compile_json(const kc_model *m) {
     json_object_set_new(o, "weight_decay", jnum(p->weight_decay));
     json_object_set_new(o, "rho", jnum(p->rho));
     json_object_set_new(o, "clipnorm", jnum(p->clipnorm));
+    json_object_set_new(o, "global_clipnorm", jnum(p->global_clipnorm));
     json_object_set_new(o, "schedule", p->schedule ? json_string(p->schedule) : json_null());
     json_object_set_new(o, "decay_steps", json_integer(p->decay_steps));
     json_object_set_new(o, "decay_rate", jnum(p->decay_rate));
@@ -1123,6 +1124,8 @@ static kc_status compile_from(const ckpt_state *st, kc_model *m) {
     p->weight_decay = get_num(&r, o, "weight_decay");
     p->rho = get_num(&r, o, "rho");
     p->clipnorm = get_num(&r, o, "clipnorm");
+    json_t *gc = json_object_get(o, "global_clipnorm"); /* absent from checkpoints of kerac 0.1 */
+    p->global_clipnorm = gc ? get_num(&r, o, "global_clipnorm") : 0;
     /* the optimizer keeps the schedule's name pointer: give it one that lives on */
     static const char *const schedules[] = {"exponential_decay", "cosine_decay", "piecewise_constant"};
     json_t *sch = field(&r, o, "schedule");
@@ -1156,7 +1159,7 @@ static kc_status compile_from(const ckpt_state *st, kc_model *m) {
         co.metrics[i] = json_string_value(json_array_get(metrics, i));
     /* NaN stands for a missing number: the optimizer's default */
     double *nums[] = {&p->learning_rate, &p->momentum, &p->beta_1, &p->beta_2, &p->epsilon,
-                      &p->weight_decay, &p->rho, &p->clipnorm, &p->decay_rate, &p->alpha};
+                      &p->weight_decay, &p->rho, &p->clipnorm, &p->global_clipnorm, &p->decay_rate, &p->alpha};
     for (size_t i = 0; i < KC_ARRAY_LEN(nums); i++)
         if (isnan(*nums[i])) *nums[i] = 0;
     kc_status s = r.s;

@@ -71,15 +71,6 @@ kc_status kc__model_prepare(kc_model *m, int batch, bool training) {
         m->arena_cap = m->plan.arena_bytes;
     }
     if (!m->dev_scalars) KC_TRY(m->be->alloc(m->be, 8 * sizeof(float), (void **)&m->dev_scalars));
-    int width = kc__model_target_width(m);
-    size_t tbytes = (size_t)batch * (size_t)(width > 0 ? width : 1) * sizeof(float);
-    if (tbytes > m->target_cap) {
-        m->be->free(m->be, m->dev_batch_t);
-        m->dev_batch_t = NULL;
-        m->target_cap = 0;
-        KC_TRY(m->be->alloc(m->be, tbytes, (void **)&m->dev_batch_t));
-        m->target_cap = tbytes;
-    }
     return KC_STATUS_OK;
 }
 
@@ -114,14 +105,14 @@ static kc_status add_metrics(kc_model *m, int batch) {
     const kc_layer *o = m->layers[kc__model_output(m)];
     int c = (int)kc__shape_size(&o->out_shape);
     for (int i = 0; i < m->n_metrics; i++)
-        KC_TRY(m->be->count_correct(m->be, kc__model_output_buffer(m), m->dev_batch_t, batch, c, m->metrics[i].sparse,
+        KC_TRY(m->be->count_correct(m->be, kc__model_output_buffer(m), m->batch_targets, batch, c, m->metrics[i].sparse,
                                     m->metrics[i].k, m->from_logits || m->fused_loss, m->dev_scalars + 1 + i));
     return KC_STATUS_OK;
 }
 
 kc_status kc__model_accumulate_metrics(kc_model *m, int batch) {
     kc_loss_desc d = loss_desc(m, batch);
-    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->dev_batch_t, m->dev_scalars, NULL,
+    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets, m->dev_scalars, NULL,
                                         batch));
     return add_metrics(m, batch);
 }
@@ -161,7 +152,7 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
     kc_loss_desc d = loss_desc(m, batch);
     int out = kc__model_output(m);
     double t0 = m->profiling ? prof_start(m) : 0;
-    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->dev_batch_t, m->dev_scalars,
+    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets, m->dev_scalars,
                                         AT(m->plan.dy_off[out]), grad_n));
     KC_TRY(add_metrics(m, batch));
     if (m->profiling) prof_stop(m, t0, &m->prof_loss, NULL);
@@ -170,23 +161,41 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
     return kc__model_apply_gradients(m, m->grads);
 }
 
+/* Clipping happens on the device (sum_squares into device scalars that the fused update
+ * reads), so that a step needs no host round trip: global_clipnorm takes one norm over all
+ * gradients (dev_scalars[7]); clipnorm, as Keras, one per weight (dev_norms[j]), then one
+ * update per weight instead of one over the whole slab. */
 kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
     kc_optimizer_state *o = &m->opt;
-    float grad_scale = 1.0f;
     double t0 = m->profiling ? prof_start(m) : 0;
-    if (o->opts.clipnorm > 0) {
-        float ss = 0;
-        KC_TRY(m->be->sum_squares(m->be, grads, m->n_trainable, m->dev_scalars + 7));
-        KC_TRY(m->be->to_host(m->be, &ss, m->dev_scalars + 7, sizeof ss));
-        double norm = sqrt((double)ss);
-        if (norm > o->opts.clipnorm) grad_scale = (float)(o->opts.clipnorm / norm);
-    }
     kc_opt_step st = {.kind = o->kind, .lr = (float)kc__optimizer_lr(o, o->iterations),
                       .momentum = (float)o->opts.momentum, .nesterov = o->opts.nesterov > 0,
                       .beta_1 = (float)o->opts.beta_1, .beta_2 = (float)o->opts.beta_2,
                       .epsilon = (float)o->opts.epsilon, .weight_decay = (float)o->opts.weight_decay,
-                      .rho = (float)o->opts.rho, .t = o->iterations + 1, .grad_scale = grad_scale};
-    KC_TRY(m->be->optimizer_step(m->be, &st, m->params, grads, m->slot0, m->slot1, m->n_trainable));
+                      .rho = (float)o->opts.rho, .t = o->iterations + 1, .grad_scale = 1.0f};
+    if (o->opts.clipnorm > 0) {
+        if (!m->dev_norms) KC_TRY(m->be->alloc(m->be, (size_t)m->n_trainable_weights * sizeof(float), (void **)&m->dev_norms));
+        st.clipnorm = (float)o->opts.clipnorm;
+        int j = 0;
+        for (int i = 0; i < m->n_layers; i++)
+            for (int k = 0; k < m->layers[i]->n_weights; k++) {
+                const kc_weight *w = &m->layers[i]->w[k];
+                if (!w->trainable) continue;
+                int64_t off = w->grad - m->grads;
+                float *slot0 = m->slot0 ? m->slot0 + off : NULL, *slot1 = m->slot1 ? m->slot1 + off : NULL;
+                float *norm_sq = m->dev_norms + j++;
+                KC_TRY(m->be->sum_squares(m->be, grads + off, w->size, norm_sq));
+                st.norm_sq = norm_sq;
+                KC_TRY(m->be->optimizer_step(m->be, &st, w->data, grads + off, slot0, slot1, w->size));
+            }
+    } else {
+        if (o->opts.global_clipnorm > 0) {
+            KC_TRY(m->be->sum_squares(m->be, grads, m->n_trainable, m->dev_scalars + 7));
+            st.norm_sq = m->dev_scalars + 7;
+            st.clipnorm = (float)o->opts.global_clipnorm;
+        }
+        KC_TRY(m->be->optimizer_step(m->be, &st, m->params, grads, m->slot0, m->slot1, m->n_trainable));
+    }
     o->iterations++;
     if (m->profiling) prof_stop(m, t0, &m->prof_opt, NULL);
     return KC_STATUS_OK;

@@ -3,7 +3,8 @@
  * fit: per epoch, the training examples (validation split taken off the end first, as
  * Keras does) are shuffled with the seed, a loader thread gathers the next batches while
  * the current one trains, and each step is forward -> loss -> backward -> update on the
- * model's backend. One host read per step brings back the loss and metric counts.
+ * model's backend. The input feed (feed.h) uploads batch k + 1 while step k computes, and
+ * one host read per step (its only synchronisation) brings back the loss and metrics.
  * Checkpoints (../io/checkpoint.c) hook in after each step and each epoch; a resume
  * restores the model, replays the finished epochs' shuffles and starts the loader at the
  * saved step of the saved epoch's order. */
@@ -15,6 +16,7 @@
 #include "../data/loader.h"
 #include "../env/env.h"
 #include "../io/checkpoint.h"
+#include "feed.h"
 #include "model.h"
 
 struct kc_history {
@@ -79,17 +81,9 @@ static kc_status check_data(kc_model *m, const kc_dataset *d, const char *what) 
     return KC_STATUS_OK;
 }
 
-/* Upload a host batch (inputs + labels) into the prepared plan. */
-static kc_status upload_batch(kc_model *m, const kc_batch *b, float *targets_host) {
-    int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
-    KC_TRY(m->be->to_device(m->be, kc__model_input_buffer(m), b->x, (size_t)b->n * (size_t)in_size * sizeof(float)));
-    kc__labels_to_targets(m, b->y, b->n, targets_host);
-    return m->be->to_device(m->be, m->dev_batch_t, targets_host,
-                            (size_t)b->n * (size_t)kc__model_target_width(m) * sizeof(float));
-}
-
+/* The step's loss sum and metric counts: the one host read (and wait) of a step. */
 static kc_status read_scalars(kc_model *m, float *host) {
-    return m->be->to_host(m->be, host, m->dev_scalars, (size_t)(1 + m->n_metrics) * sizeof(float));
+    return m->be->to_host(m->be, host, m->dev_scalars, 8 * sizeof(float));
 }
 
 typedef struct eval_acc {
@@ -98,32 +92,42 @@ typedef struct eval_acc {
     int64_t samples;
 } eval_acc;
 
-/* Run the model over a dataset in order (inference mode) and accumulate loss/metrics. */
-static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, eval_acc *acc) {
+/* Run the model over a dataset in order (inference mode) and accumulate loss/metrics,
+ * through `feed` (slots of at least batch_size) or, when it is NULL, a feed of its own. */
+static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__feed *feed, eval_acc *acc) {
     memset(acc, 0, sizeof *acc);
     int64_t n = kc_dataset_size(d);
     if (n <= 0) return KC_STATUS_OK;
     int bs = (int)KC_MIN((int64_t)batch_size, n);
     KC_TRY(kc__model_prepare(m, bs, false));
-    float *targets = kc__calloc((size_t)bs * (size_t)kc__model_target_width(m), sizeof(float), "evaluation targets");
-    if (!targets) return KC_STATUS_OUT_OF_MEMORY;
+    kc__feed own = {0};
+    if (!feed) KC_TRY(kc__feed_open(m, bs, true, feed = &own));
     kc_loader *ld = NULL;
     kc_status s = kc__loader_create(d, NULL, n, bs, 2, &ld);
     const kc_batch *b = NULL;
-    while (s == KC_STATUS_OK && (s = kc__loader_next(ld, &b)) == KC_STATUS_OK && b) {
-        float sc[1 + KC_MAX_METRICS];
-        s = m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
-        if (s == KC_STATUS_OK) s = upload_batch(m, b, targets);
-        if (s == KC_STATUS_OK) s = kc__model_forward(m, b->n, false, 0);
-        if (s == KC_STATUS_OK) s = kc__model_accumulate_metrics(m, b->n);
+    int slot = -1, rows = 0;
+    if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
+    if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, rows = b->n, &slot);
+    while (s == KC_STATUS_OK && b) {
+        float sc[8];
+        s = kc__feed_acquire(feed, slot);
+        if (s == KC_STATUS_OK) s = kc__feed_select(feed, slot, 0, rows);
+        if (s == KC_STATUS_OK) s = m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+        if (s == KC_STATUS_OK) s = kc__model_forward(m, rows, false, 0);
+        if (s == KC_STATUS_OK) s = kc__model_accumulate_metrics(m, rows);
+        if (s == KC_STATUS_OK) s = kc__feed_release(feed, slot);
+        int done = rows, next = -1;
+        if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b); /* the next batch travels while this one computes */
+        if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, rows = b->n, &next);
         if (s == KC_STATUS_OK) s = read_scalars(m, sc);
         if (s != KC_STATUS_OK) break;
         acc->loss_sum += sc[0];
         for (int i = 0; i < m->n_metrics; i++) acc->correct[i] += sc[1 + i];
-        acc->samples += b->n;
+        acc->samples += done;
+        slot = next;
     }
     kc__loader_destroy(ld);
-    free(targets);
+    kc__feed_close(&own);
     return s;
 }
 
@@ -142,7 +146,7 @@ kc_status kc_evaluate(kc_model *m, const kc_dataset *d, int batch_size, kc_eval_
     KC_TRY(check_data(m, d, "evaluation data"));
     double t0 = kc__now();
     eval_acc acc;
-    KC_TRY(run_eval(m, d, batch_size, &acc));
+    KC_TRY(run_eval(m, d, batch_size, NULL, &acc));
     memset(out, 0, sizeof *out);
     out->samples = acc.samples;
     out->num_metrics = m->n_metrics;
@@ -165,14 +169,26 @@ kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, flo
     KC_TRY(kc__model_prepare(m, bs, false));
     int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
     int64_t out_size = kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
-    for (int64_t i = 0; i < n; i += bs) {
-        int b = (int)KC_MIN((int64_t)bs, n - i);
-        KC_TRY(m->be->to_device(m->be, kc__model_input_buffer(m), x + i * in_size, (size_t)b * (size_t)in_size * sizeof(float)));
-        KC_TRY(kc__model_forward(m, b, false, 0));
-        KC_TRY(kc__model_finish_outputs(m, b));
-        KC_TRY(m->be->to_host(m->be, y + i * out_size, kc__model_output_buffer(m), (size_t)b * (size_t)out_size * sizeof(float)));
+    kc__feed f;
+    KC_TRY(kc__feed_open(m, bs, false, &f));
+    int slot = -1;
+    kc_status s = kc__feed_put(&f, x, NULL, (int)KC_MIN((int64_t)bs, n), &slot);
+    for (int64_t i = 0; i < n && s == KC_STATUS_OK; i += bs) {
+        int b = (int)KC_MIN((int64_t)bs, n - i), next = -1;
+        s = kc__feed_acquire(&f, slot);
+        if (s == KC_STATUS_OK) s = kc__feed_select(&f, slot, 0, b);
+        if (s == KC_STATUS_OK) s = kc__model_forward(m, b, false, 0);
+        if (s == KC_STATUS_OK) s = kc__model_finish_outputs(m, b);
+        if (s == KC_STATUS_OK) s = kc__feed_release(&f, slot);
+        if (s == KC_STATUS_OK && i + bs < n) /* the next batch travels while this one computes */
+            s = kc__feed_put(&f, x + (i + bs) * in_size, NULL, (int)KC_MIN((int64_t)bs, n - i - bs), &next);
+        if (s == KC_STATUS_OK)
+            s = m->be->to_host(m->be, y + i * out_size, kc__model_output_buffer(m),
+                               (size_t)b * (size_t)out_size * sizeof(float));
+        slot = next;
     }
-    return KC_STATUS_OK;
+    kc__feed_close(&f);
+    return s;
 }
 
 /* ---------------------------------------------------------------- fit */
@@ -199,62 +215,59 @@ static kc_status ensure_accum(kc_model *m) {
     return m->be->alloc(m->be, (size_t)m->n_trainable * sizeof(float), (void **)&m->accum);
 }
 
-/* Free what the step's plan allocated (arena, accumulation buffer, batch targets) and the
- * backend's caches, before retrying with a smaller micro-batch. */
+/* Free what the step's plan allocated (arena, accumulation buffer) and the backend's
+ * caches, before retrying with a smaller micro-batch. The input feed keeps its batch. */
 static void release_step_memory(kc_model *m) {
     m->be->free(m->be, m->arena);
     m->arena = NULL;
     m->arena_cap = 0;
     m->be->free(m->be, m->accum);
     m->accum = NULL;
-    m->be->free(m->be, m->dev_batch_t);
-    m->dev_batch_t = NULL;
-    m->target_cap = 0;
     kc__plan_free(&m->plan);
     m->be->release_cache(m->be);
 }
 
-/* One optimizer step over a loaded batch: micro-batches of mb examples whose gradients
- * (each of the batch-mean loss) are summed, then one update. sums[0] gets the loss sum,
- * sums[1 + i] the metric counts. */
-static kc_status train_step(kc_model *m, const kc_batch *b, int mb, float *targets, uint64_t step_seed, double *sums) {
-    int k = (b->n + mb - 1) / mb;
-    int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
+/* Enqueue one optimizer step over the n examples in feed slot `slot`: micro-batches of mb
+ * examples whose gradients (each of the batch-mean loss) are summed, then one update. The
+ * loss sum and metric counts stay on the device (read_step). */
+static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, uint64_t step_seed) {
+    int k = (n + mb - 1) / mb;
     KC_TRY(kc__model_prepare(m, mb, true));
     if (k > 1) KC_TRY(ensure_accum(m));
+    KC_TRY(kc__feed_acquire(f, slot));
+    KC_TRY(m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float)));
     for (int j = 0; j < k; j++) {
-        int off = j * mb, n = KC_MIN(mb, b->n - off);
-        kc_batch micro = {.x = b->x + (int64_t)off * in_size, .y = b->y + off, .n = n, .index = b->index};
-        float sc[1 + KC_MAX_METRICS];
+        int off = j * mb, rows = KC_MIN(mb, n - off);
         uint64_t seed = j == 0 ? step_seed : kc__hash64(step_seed ^ (uint64_t)j);
-        KC_TRY(m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float)));
-        KC_TRY(upload_batch(m, &micro, targets));
-        KC_TRY(kc__model_forward(m, n, true, seed));
-        KC_TRY(kc__model_backward_update(m, n, b->n, false));
-        KC_TRY(read_scalars(m, sc));
-        sums[0] += sc[0];
-        for (int i = 0; i < m->n_metrics; i++) sums[1 + i] += sc[1 + i];
-        if (k > 1 && m->n_trainable > 0) {
-            if (j == 0) KC_TRY(m->be->copy(m->be, m->accum, m->grads, (size_t)m->n_trainable * sizeof(float)));
-            else KC_TRY(m->be->axpy(m->be, m->accum, m->grads, 1.0f, m->n_trainable));
-        }
+        KC_TRY(kc__feed_select(f, slot, off, rows));
+        KC_TRY(kc__model_forward(m, rows, true, seed));
+        KC_TRY(kc__model_backward_update(m, rows, n, false));
+        if (k == 1) continue;
+        KC_TRY(m->be->axpy(m->be, m->dev_scalars + 5, m->dev_scalars, 1.0f, 1)); /* the step's loss sum */
+        if (m->n_trainable == 0) continue;
+        if (j == 0) KC_TRY(m->be->copy(m->be, m->accum, m->grads, (size_t)m->n_trainable * sizeof(float)));
+        else KC_TRY(m->be->axpy(m->be, m->accum, m->grads, 1.0f, m->n_trainable));
     }
-    if (m->n_trainable == 0) return KC_STATUS_OK;
-    return kc__model_apply_gradients(m, k > 1 ? m->accum : m->grads);
+    if (m->n_trainable > 0) KC_TRY(kc__model_apply_gradients(m, k > 1 ? m->accum : m->grads));
+    return kc__feed_release(f, slot);
+}
+
+/* The step's loss sum and metric counts into sums (the step's one wait for the device). */
+static kc_status read_step(kc_model *m, int n, int mb, double *sums) {
+    float sc[8];
+    KC_TRY(read_scalars(m, sc));
+    sums[0] += (n + mb - 1) / mb > 1 ? sc[5] : sc[0];
+    for (int i = 0; i < m->n_metrics; i++) sums[1 + i] += sc[1 + i];
+    return KC_STATUS_OK;
 }
 
 /* train_step with out-of-memory recovery: on KC_STATUS_OUT_OF_MEMORY free the step's
  * memory, halve the micro-batch (doubling the accumulation: the batch is unchanged) and
  * retry the same step from its start. */
-static kc_status train_step_recovering(kc_model *m, const kc_batch *b, int *mb, int batch_size, bool recover,
-                                       float *targets, uint64_t step_seed, double *sums) {
+static kc_status train_step_recovering(kc_model *m, kc__feed *f, int slot, int n, int *mb, int batch_size,
+                                       bool recover, uint64_t step_seed) {
     for (;;) {
-        double part[1 + KC_MAX_METRICS] = {0};
-        kc_status s = train_step(m, b, *mb, targets, step_seed, part);
-        if (s == KC_STATUS_OK) {
-            for (int i = 0; i <= m->n_metrics; i++) sums[i] += part[i];
-            return s;
-        }
+        kc_status s = train_step(m, f, slot, n, *mb, step_seed);
         if (s != KC_STATUS_OUT_OF_MEMORY || !recover) return s;
         char cause[KC_ERROR_MAX];
         snprintf(cause, sizeof cause, "%s", kc_last_error());
@@ -337,15 +350,18 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     int64_t n = kc_dataset_size(trp);
     kc__fit_env fe; /* GPU readings, placement lines, the input-bound verdict */
     kc__fit_env_begin(&fe, m);
+    kc__feed feed = {0};
     if (s == KC_STATUS_OK && o.batch_size == KC_BATCH_SIZE_AUTO) {
         char reason[512];
         int cap = (int)KC_MIN((int64_t)o.max_batch_size, (n + 7) / 8 * 8);
         s = kc__auto_batch_size(m, cap, o.grad_accum, &o.batch_size, reason, sizeof reason);
-        /* confirm with one real step (prepare + a forward pass); step down by 8 on failure */
+        /* confirm with one real step (the feed, prepare, a forward pass); step down by 8 on failure */
         while (s == KC_STATUS_OK) {
-            s = kc__model_prepare(m, o.batch_size, true);
+            s = kc__feed_open(m, (int)KC_MIN((int64_t)o.batch_size, n), true, &feed);
+            if (s == KC_STATUS_OK) s = kc__model_prepare(m, o.batch_size, true);
             if (s == KC_STATUS_OK) s = kc__model_forward(m, o.batch_size, false, 0);
             if (s != KC_STATUS_OUT_OF_MEMORY || o.batch_size <= 8) break;
+            kc__feed_close(&feed);
             release_step_memory(m);
             o.batch_size -= 8;
             snprintf(reason, sizeof reason, "auto batch size %d: the planned size did not fit in a real step",
@@ -356,6 +372,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         if (s == KC_STATUS_OK && o.grad_accum > o.batch_size) o.grad_accum = o.batch_size;
     }
     if (s != KC_STATUS_OK) {
+        kc__feed_close(&feed);
         kc__fit_env_end(&fe, m);
         kc_dataset_destroy(tr);
         kc_dataset_destroy(val);
@@ -369,8 +386,8 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
 
     kc_history *h = kc__calloc(1, sizeof *h, "the training history");
     int64_t *order = kc__calloc((size_t)n, sizeof(int64_t), "the shuffle order");
-    float *targets = kc__calloc((size_t)bs * (size_t)kc__model_target_width(m), sizeof(float), "training targets");
-    if (!h || !order || !targets) s = KC_STATUS_OUT_OF_MEMORY;
+    if (!h || !order) s = KC_STATUS_OUT_OF_MEMORY;
+    if (s == KC_STATUS_OK && !feed.m) s = kc__feed_open(m, bs, true, &feed);
     if (h) {
         snprintf(h->device, sizeof h->device, "%s", kc_model_device(m));
         snprintf(h->device_reason, sizeof h->device_reason, "%s", kc_model_device_reason(m));
@@ -423,11 +440,20 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         }
         s = kc__loader_create(trp, order + skip, per_epoch - skip, bs, o.prefetch, &ld);
         const kc_batch *b = NULL;
-        while (s == KC_STATUS_OK && !c.stop && (s = kc__loader_next(ld, &b)) == KC_STATUS_OK && b) {
+        int slot = -1, rows = 0;
+        if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
+        if (s == KC_STATUS_OK && b) s = kc__feed_put(&feed, b->x, b->y, rows = b->n, &slot);
+        while (s == KC_STATUS_OK && !c.stop && b) {
             uint64_t step_seed = kc__hash64(seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
-            s = train_step_recovering(m, b, &mb, bs, recover, targets, step_seed, sums);
+            int done = rows, next = -1;
+            s = train_step_recovering(m, &feed, slot, done, &mb, bs, recover, step_seed);
+            /* the next batch travels while this step computes; then the step's one wait */
+            if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
+            if (s == KC_STATUS_OK && b) s = kc__feed_put(&feed, b->x, b->y, rows = b->n, &next);
+            if (s == KC_STATUS_OK) s = read_step(m, done, mb, sums);
             if (s != KC_STATUS_OK) break;
-            seen += b->n;
+            slot = next;
+            seen += done;
             kc_batch_logs bl = {.epoch = epoch, .step = step, .steps = steps, .loss = sums[0] / (double)seen,
                                 .seconds = kc__now() - t0, .samples = seen};
             for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = sums[1 + i] / (double)seen;
@@ -455,7 +481,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         kc__fit_env_epoch_end(&fe, m, waited, &el);
         if (valp && seen > 0) {
             eval_acc va;
-            s = run_eval(m, valp, mb, &va); /* the micro-batch: known to fit */
+            s = run_eval(m, valp, mb, &feed, &va); /* the micro-batch: known to fit */
             if (s != KC_STATUS_OK) break;
             el.has_val = 1;
             el.val_loss = va.samples ? va.loss_sum / (double)va.samples : NAN;
@@ -477,10 +503,10 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     for (int k = 0; k < o.num_callbacks; k++)
         if (o.callbacks[k]->on_train_end) o.callbacks[k]->on_train_end(m, o.callbacks[k]->user);
 done:
+    kc__feed_close(&feed);
     kc__fit_env_end(&fe, m);
     kc__ckpt_close(ck);
     free(order);
-    free(targets);
     kc_dataset_destroy(tr);
     kc_dataset_destroy(val);
     if (s == KC_STATUS_OK && out) *out = h;

@@ -100,11 +100,19 @@ kc_status kc_model_plan_memory(kc_model *m, int batch, int training, int grad_ac
     out->activation_gradients = p.gradient_bytes;
     out->workspace = p.workspace_bytes;
     out->arena = p.arena_bytes;
+    /* the input feed (feed.h): KC_FEED_SLOTS whole batches (micro-batch x accumulation) of
+     * inputs and targets, on the device and page-locked on the host; the step scalars; the
+     * per-weight norms of clipnorm */
     int width = m->compiled ? kc__model_target_width(m) : 1;
-    out->batch_buffers = rounded(8 * sizeof(float)) + rounded(f32((int64_t)batch * width));
-    out->device_total = out->parameters + out->gradients + out->optimizer_state + out->arena + out->batch_buffers;
     int64_t in = kc__shape_size(&m->layers[0]->out_shape);
-    out->host_pipeline = 3 * ((size_t)batch * (size_t)in * sizeof(float) + (size_t)batch * sizeof(int32_t));
+    int64_t whole = (int64_t)batch * (training && grad_accum > 1 ? grad_accum : 1);
+    out->batch_buffers = rounded(8 * sizeof(float)) +
+                         KC_FEED_SLOTS * (rounded(f32(whole * in)) + rounded(f32(whole * width)));
+    if (m->compiled && m->opt.opts.clipnorm > 0 && training)
+        out->batch_buffers += rounded(f32(m->n_trainable_weights));
+    out->device_total = out->parameters + out->gradients + out->optimizer_state + out->arena + out->batch_buffers;
+    out->host_pipeline = 3 * ((size_t)batch * (size_t)in * sizeof(float) + (size_t)batch * sizeof(int32_t)) +
+                         KC_FEED_SLOTS * (size_t)whole * (size_t)(in + width) * sizeof(float);
     kc__plan_free(&p);
     return KC_STATUS_OK;
 }

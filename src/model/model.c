@@ -35,10 +35,11 @@ static void model_free_device(kc_model *m) {
     m->be->free(m->be, m->accum);
     m->be->free(m->be, m->arena);
     m->be->free(m->be, m->dev_scalars);
-    m->be->free(m->be, m->dev_batch_t);
+    m->be->free(m->be, m->dev_norms);
     m->params = m->grads = m->slot0 = m->slot1 = m->accum = NULL;
     m->arena = NULL;
-    m->dev_scalars = m->dev_batch_t = NULL;
+    m->dev_scalars = m->dev_norms = NULL;
+    m->batch_targets = NULL;
 }
 
 void kc_model_destroy(kc_model *m) {
@@ -297,7 +298,10 @@ kc_status kc__model_build(kc_model *m) {
     for (int i = 0; i < m->n_layers; i++)
         for (int k = 0; k < m->layers[i]->n_weights; k++) {
             kc_weight *w = &m->layers[i]->w[k];
-            if (w->trainable) nt += (w->size + 15) & ~15; /* 64-byte aligned starts */
+            if (w->trainable) {
+                nt += (w->size + 15) & ~15; /* 64-byte aligned starts */
+                m->n_trainable_weights++;
+            }
             else nn += (w->size + 15) & ~15;
         }
     KC_TRY(kc__model_fail(m, ensure_backend(m)));

@@ -47,6 +47,8 @@ struct kc_model {
     size_t memory_limit;     /* device bytes kerac may hold (0: none) */
     bool memory_limit_set;   /* set by the API: KERAC_MEMORY_LIMIT does not override it */
     int64_t n_params, n_trainable;
+    int n_trainable_weights; /* weights (kernels, biases, ...) in the trainable range */
+    float *dev_norms;        /* (n_trainable_weights) per-weight gradient norms for clipnorm, on first use */
 
     /* compile */
     bool compiled;
@@ -67,9 +69,11 @@ struct kc_model {
     kc_plan plan;
     void *arena;             /* device memory of plan.arena_bytes */
     size_t arena_cap;
-    float *dev_scalars;      /* (8) [0] batch loss sum, [1..4] metric counts, [7] scratch */
-    float *dev_batch_t;      /* targets on the device, (batch, target width) */
-    size_t target_cap;       /* bytes of dev_batch_t */
+    /* (8) [0] loss sum of the last loss call, [1..4] metric counts (added up), [5] loss sum
+     * over a step's micro-batches, [7] global_clipnorm's sum of squares */
+    float *dev_scalars;
+    const float *batch_targets; /* targets of the rows being computed, (batch, target width),
+                                   device memory of the input feed (feed.h) */
 };
 
 /* Sticky builder error: record the first failure in the model. Returns s. */
@@ -92,7 +96,7 @@ float *kc__model_input_buffer(kc_model *m);
 float *kc__model_output_buffer(kc_model *m);
 kc_status kc__model_finish_outputs(kc_model *m, int batch);
 /* Loss + backward (+ optimizer update when apply) for the batch already forwarded, with
- * targets in m->dev_batch_t. The gradient is of the loss summed over the batch divided
+ * targets in m->batch_targets. The gradient is of the loss summed over the batch divided
  * by grad_n. Writes the batch loss sum to dev_scalars[0] and adds metric counts to
  * dev_scalars[1 + i]. */
 kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply);

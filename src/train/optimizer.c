@@ -46,6 +46,11 @@ kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in)
     if (p.epsilon < 0) return bad("epsilon", p.epsilon, "it must be >= 0");
     if (p.weight_decay < 0) return bad("weight_decay", p.weight_decay, "it must be >= 0");
     if (p.clipnorm < 0) return bad("clipnorm", p.clipnorm, "it must be >= 0 (0: no clipping)");
+    if (p.global_clipnorm < 0) return bad("global_clipnorm", p.global_clipnorm, "it must be >= 0 (0: no clipping)");
+    if (p.clipnorm > 0 && p.global_clipnorm > 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "optimizer '%s': clipnorm and global_clipnorm are both set; choose one (Keras allows only one)",
+                        p.name);
     if (p.weight_decay > 0 && o->kind != KC_OPT_ADAMW)
         return kc__fail(KC_STATUS_UNSUPPORTED, "optimizer '%s': weight_decay is supported with adamw only", p.name);
 

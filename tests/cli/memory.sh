@@ -52,19 +52,19 @@ plan_next=$("$kerac" summary --batch-size "$next" | awk '/device total/ {print $
 case "$plan_next" in *MiB) awk -v v="${plan_next% MiB}" 'BEGIN { exit !(v > 40.0) }' ||
   fail "batch $next plans $plan_next, which fits 40M: auto should have picked it";; esac
 
-# out-of-memory recovery: 12.5M fits micro-batch 32 (x4) but not 64 (x2) or 128
-"$kerac" train --data "$data" --epochs 1 --batch-size 128 --memory-limit 12.5M --json >"$tmp/oom.out" 2>"$tmp/oom.err" ||
+# out-of-memory recovery: 13.5M fits micro-batch 32 (x4) but not 64 (x2) or 128
+"$kerac" train --data "$data" --epochs 1 --batch-size 128 --memory-limit 13.5M --json >"$tmp/oom.out" 2>"$tmp/oom.err" ||
   { cat "$tmp/oom.err"; fail "training with OOM recovery exited non-zero"; }
 [ "$(grep -c 'out of memory at micro-batch' "$tmp/oom.err")" = 2 ] || { cat "$tmp/oom.err"; fail "expected two recovery warnings"; }
 grep -q "continuing with micro-batch 32 x 4 accumulation steps, batch size 128 unchanged" "$tmp/oom.err" ||
   { cat "$tmp/oom.err"; fail "no 32 x 4 warning"; }
 # recovery off: the same run stops with exit 3
-set +e; "$kerac" train --data "$data" --epochs 1 --batch-size 128 --memory-limit 12.5M --no-oom-recovery >/dev/null 2>"$tmp/off.err"; rc=$?; set -e
+set +e; "$kerac" train --data "$data" --epochs 1 --batch-size 128 --memory-limit 13.5M --no-oom-recovery >/dev/null 2>"$tmp/off.err"; rc=$?; set -e
 [ "$rc" = 3 ] || fail "--no-oom-recovery: expected exit 3, got $rc"
 grep -q "memory limit" "$tmp/off.err" || fail "--no-oom-recovery: message does not name the memory limit"
 
 # a limit too small for micro-batch 1: a clear error, exit 3
-set +e; "$kerac" train --data "$data" --epochs 1 --batch-size 16 --memory-limit 600K >/dev/null 2>"$tmp/tiny.err"; rc=$?; set -e
+set +e; "$kerac" train --data "$data" --epochs 1 --batch-size 16 --memory-limit 720K >/dev/null 2>"$tmp/tiny.err"; rc=$?; set -e
 [ "$rc" = 3 ] || { cat "$tmp/tiny.err"; fail "tiny limit: expected exit 3, got $rc"; }
 grep -q "out of memory even at micro-batch 1" "$tmp/tiny.err" || { cat "$tmp/tiny.err"; fail "tiny limit: unexpected message"; }
 

@@ -101,6 +101,39 @@ kc_status kc__cpu_memset0(kc_backend *be, void *dst, size_t bytes) {
 
 kc_status kc__cpu_sync(kc_backend *be) { return KC_STATUS_OK; }
 
+/* ---- the input feed: host memory is device memory, so uploads are plain copies, done at
+ * once, and there is no other stream to order against. */
+
+static kc_status cpu_host_alloc(kc_backend *be, size_t bytes, void **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend host_alloc: the output pointer is NULL");
+    *out = NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0 || !p)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY,
+                        "cpu backend: out of host memory allocating %zu bytes (%.1f MiB) of batch staging; reduce "
+                        "the batch size or free memory",
+                        bytes, mib(bytes));
+    *out = p;
+    return KC_STATUS_OK;
+}
+
+static void cpu_host_free(kc_backend *be, void *p) { free(p); }
+
+static kc_status cpu_feed_slot(const char *what, int slot) {
+    if (slot < 0 || slot >= KC_FEED_SLOTS)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend %s: feed slot %d is not in [0, %d)", what, slot,
+                        KC_FEED_SLOTS);
+    return KC_STATUS_OK;
+}
+
+static kc_status cpu_feed_upload(kc_backend *be, int slot, void *dst, const void *src, size_t bytes) {
+    KC_TRY(cpu_feed_slot("feed_upload", slot));
+    return cpu_copy_checked("feed_upload", dst, src, bytes);
+}
+static kc_status cpu_feed_acquire(kc_backend *be, int slot) { return cpu_feed_slot("feed_acquire", slot); }
+static kc_status cpu_feed_release(kc_backend *be, int slot) { return cpu_feed_slot("feed_release", slot); }
+static kc_status cpu_feed_wait(kc_backend *be, int slot) { return cpu_feed_slot("feed_wait", slot); }
+
 /* A "Key:   123 kB" line of /proc/meminfo, in bytes; 0 when absent. */
 static size_t meminfo_field(const char *text, const char *key) {
     const char *p = strstr(text, key);
@@ -193,6 +226,12 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->memset0 = kc__cpu_memset0;
     be->sync = kc__cpu_sync;
     be->mem_info = kc__cpu_mem_info;
+    be->host_alloc = cpu_host_alloc;
+    be->host_free = cpu_host_free;
+    be->feed_upload = cpu_feed_upload;
+    be->feed_acquire = cpu_feed_acquire;
+    be->feed_release = cpu_feed_release;
+    be->feed_wait = cpu_feed_wait;
 
     be->gemm = kc__cpu_gemm;
     be->bias_add = kc__cpu_bias_add;

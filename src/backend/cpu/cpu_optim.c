@@ -1,4 +1,5 @@
-/* cpu_optim.c — fused optimizer updates, Keras 3 formulas, g = grad * grad_scale.
+/* cpu_optim.c — fused optimizer updates, Keras 3 formulas, g = grad * grad_scale, times
+ * clipnorm / max(sqrt(*norm_sq), clipnorm) when norm_sq is given (Keras's clip_by_norm).
  *   SGD      momentum 0: w -= lr g
  *            else v = momentum v - lr g (slot0 = v); w += nesterov ? momentum v - lr g : v
  *   Adam     m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2)   (slot0 = m, slot1 = v)
@@ -18,7 +19,12 @@ kc_status kc__cpu_optimizer_step(kc_backend *be, const kc_opt_step *s, float *pa
     if (!param || !grad)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu optimizer_step: NULL parameters or gradients");
     const int par = kc__cpu_par(n);
-    const float lr = s->lr, gsc = s->grad_scale;
+    const float lr = s->lr;
+    float gsc = s->grad_scale;
+    if (s->norm_sq) {
+        const double norm = sqrt((double)*s->norm_sq);
+        if (norm > (double)s->clipnorm) gsc *= (float)((double)s->clipnorm / norm);
+    }
     switch (s->kind) {
     case KC_OPT_SGD: {
         const float mom = s->momentum;

@@ -278,6 +278,7 @@ static void ctx_release(kc_cu_ctx *c) {
         kc__cu_conv_shutdown(c->be);
         kc__cu_alloc_shutdown(c->be); /* the scratch block goes with it */
     }
+    kc__cu_feed_shutdown(c);
     for (int i = 0; i < 2; i++) {
         if (c->stage[i].host) cudaFreeHost(c->stage[i].host);
         if (c->stage[i].done) cudaEventDestroy(c->stage[i].done);
@@ -490,6 +491,8 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     STEP_CUDA("cudaStreamCreate", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     for (int i = 0; i < 2; i++)
         STEP_CUDA("cudaEventCreate", cudaEventCreateWithFlags(&c->stage[i].done, cudaEventDisableTiming));
+    s = kc__cu_feed_init(be, err, err_size);
+    if (s != KC_STATUS_OK) goto fail;
     c->L.stream = c->stream;
     c->L.max_blocks = c->sm_count * 16;
 
@@ -573,6 +576,12 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     be->memset0 = cu_memset0;
     be->sync = cu_sync;
     be->mem_info = cu_mem_info;
+    be->host_alloc = kc__cu_host_alloc;
+    be->host_free = kc__cu_host_free;
+    be->feed_upload = kc__cu_feed_upload;
+    be->feed_acquire = kc__cu_feed_acquire;
+    be->feed_release = kc__cu_feed_release;
+    be->feed_wait = kc__cu_feed_wait;
 
     be->gemm = kc__cu_gemm;
     be->bias_add = kc__cu_bias_add;

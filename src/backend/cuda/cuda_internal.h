@@ -7,10 +7,13 @@
  *   cuda_alloc.c    the caching device allocator (KERAC_GPU_MEMORY modes)
  *   cuda_ops.c      GEMM (cuBLAS) and every non-convolution entry (own kernels)
  *   cuda_conv.c     convolutions through cuDNN (v7-style calls), algorithms cached per shape
+ *   cuda_feed.c     the input feed: page-locked host memory, uploads on a copy stream
  *   kernels_*.cu    the kernels (cuda_kernels.h)
  *
- * Everything runs in order on one stream; the host waits only in to_host, sync and mem_info
- * (and when the allocator has to return memory to the driver). The module is a separate
+ * Everything runs in order on one compute stream, except the input feed's uploads, which
+ * run on a copy stream ordered against it by events (cuda_feed.c); the host waits only in
+ * to_host, sync, mem_info and feed_wait (and when the allocator has to return memory to
+ * the driver). The module is a separate
  * shared object: it never calls libkerac's internals; errors and log lines go through the
  * host_fail / host_log pointers that the loader puts in the table.
  *
@@ -89,6 +92,12 @@ typedef struct kc_cu_stage {
     bool pending;
 } kc_cu_stage;
 
+/* ---- a host_alloc'd block */
+typedef struct kc_cu_host_block {
+    void *ptr;
+    bool pinned; /* cudaHostAlloc'd (else posix_memalign'd) */
+} kc_cu_host_block;
+
 typedef struct kc_cu_ctx {
     kc_backend *be;
     int dev;
@@ -107,6 +116,14 @@ typedef struct kc_cu_ctx {
     bool flag_armed; /* a kernel that may set dflag ran since the last check */
     kc_cu_stage stage[2];
     int stage_next;
+    /* the input feed (cuda_feed.c) */
+    cudaStream_t copy_stream;
+    cudaEvent_t feed_ready[KC_FEED_SLOTS]; /* copy stream: the slot's uploads are done */
+    cudaEvent_t feed_free[KC_FEED_SLOTS];  /* compute stream: the slot's readers are done */
+    bool feed_ready_set[KC_FEED_SLOTS], feed_free_set[KC_FEED_SLOTS];
+    kc_cu_host_block *host_blocks;
+    int n_host_blocks, cap_host_blocks;
+    bool warned_pageable;
     /* options */
     bool benchmark, deterministic, tf32, debug_sync;
     size_t ws_limit;
@@ -198,6 +215,16 @@ kc_status kc__cu_count_correct(kc_backend *be, const float *pred, const float *t
 kc_status kc__cu_optimizer_step(kc_backend *be, const kc_opt_step *s, float *param, const float *grad, float *slot0,
                                 float *slot1, int64_t n);
 kc_status kc__cu_sum_squares(kc_backend *be, const float *x, int64_t n, float *out);
+
+/* ---- cuda_feed.c */
+kc_status kc__cu_feed_init(kc_backend *be, char *err, size_t err_n);
+void kc__cu_feed_shutdown(kc_cu_ctx *c);
+kc_status kc__cu_host_alloc(kc_backend *be, size_t bytes, void **out);
+void kc__cu_host_free(kc_backend *be, void *p);
+kc_status kc__cu_feed_upload(kc_backend *be, int slot, void *dst, const void *src, size_t bytes);
+kc_status kc__cu_feed_acquire(kc_backend *be, int slot);
+kc_status kc__cu_feed_release(kc_backend *be, int slot);
+kc_status kc__cu_feed_wait(kc_backend *be, int slot);
 
 /* ---- cuda_conv.c */
 size_t kc__cu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);

@@ -82,6 +82,8 @@ typedef struct kc_cu_opt {
     int kind;        /* kc_opt_kind */
     int nesterov;
     float lr, momentum, grad_scale;
+    const float *norm_sq; /* device: clip to clipnorm / max(sqrt(*norm_sq), clipnorm) (NULL: no clipping) */
+    float clipnorm;
     float alpha, omb1, omb2, eps, decay; /* adam/adamw */
     float rho, omrho;                    /* rmsprop */
 } kc_cu_opt;

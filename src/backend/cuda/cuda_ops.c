@@ -411,7 +411,7 @@ kc_status kc__cu_optimizer_step(kc_backend *be, const kc_opt_step *s, float *par
     if (!param || !grad)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda optimizer_step: NULL parameters or gradients");
     kc_cu_opt o = {.kind = (int)s->kind, .nesterov = s->nesterov != 0, .lr = s->lr, .momentum = s->momentum,
-                   .grad_scale = s->grad_scale};
+                   .grad_scale = s->grad_scale, .norm_sq = s->norm_sq, .clipnorm = s->clipnorm};
     switch (s->kind) {
     case KC_OPT_SGD:
         if (s->momentum != 0.0f && !slot0)

@@ -405,8 +405,13 @@ extern "C" cudaError_t kc__k_transpose(const kc_cu_launch *L, const float *src, 
 // ---------------------------------------------------------------- optimizer (cpu_optim.c)
 
 __global__ void k_optimizer(kc_cu_opt o, float *param, const float *grad, float *slot0, float *slot1, int64_t n) {
+    float gsc = o.grad_scale;
+    if (o.norm_sq) { /* clipping by norm, as cpu_optim.c: the square root in double */
+        const double norm = sqrt((double)*o.norm_sq);
+        if (norm > (double)o.clipnorm) gsc *= (float)((double)o.clipnorm / norm);
+    }
     KC_GRID_LOOP(i, n) {
-        const float g = grad[i] * o.grad_scale;
+        const float g = grad[i] * gsc;
         switch (o.kind) {
         case KC_OPT_SGD:
             if (o.momentum == 0.0f) {
