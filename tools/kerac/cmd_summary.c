@@ -208,11 +208,11 @@ static int print_memory(kc_model *m, long batch, long accum, const char *optimiz
         {"activation gradients (sum)", p.activation_gradients},
         {"workspace (largest layer)", p.workspace},
         {"arena: the three above after reuse", p.arena},
-        {"batch buffers", p.batch_buffers},
+        {"batch buffers (2 staged batches)", p.batch_buffers},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) printf("  %-40s %12s\n", rows[i].what, fmt_mem(rows[i].bytes, b, sizeof b));
     printf("  %-40s %12s\n", "device total (peak)", fmt_mem(p.device_total, b, sizeof b));
-    printf("  %-40s %12s\n", "host: loader ring (3 batches)", fmt_mem(p.host_pipeline, b, sizeof b));
+    printf("  %-40s %12s\n", "host: loader ring + feed staging", fmt_mem(p.host_pipeline, b, sizeof b));
     printf("  %-40s %12s\n", "inference at the same batch: total", fmt_mem(inf.device_total, b, sizeof b));
     return CLI_EXIT_OK;
 }
