@@ -11,6 +11,8 @@
  *   <m>.keras      Keras 3 archive               predictions <m>_y3.npy
  *   <m>.keras3.h5  Keras 3's legacy HDF5 writer  predictions <m>_y3.npy
  *   <m>.keras2.h5  tf-keras (Keras 2) HDF5       predictions <m>_y2.npy (trained on its own)
+ *   <m>.keras2.keras  tf-keras's .keras archive (Keras 2.13 - 2.16's layout), the same
+ *                  model                         predictions <m>_y2.npy
  * on the inputs <m>_x.npy. Also checked: the model name, the parameter count Keras
  * reports, and that the comparison can fail: scaling one weight, or resetting one
  * BatchNormalization moving statistic, moves the predictions by more than the tolerance. */
@@ -225,6 +227,7 @@ static void run_model(const fixture_model *fm) {
     check_file(fm, ".keras", "_y3.npy", true);
     check_file(fm, ".keras3.h5", "_y3.npy", false);
     check_file(fm, ".keras2.h5", "_y2.npy", true);
+    check_file(fm, ".keras2.keras", "_y2.npy", false);
 }
 
 static void test_default_cnn(void **state) {
