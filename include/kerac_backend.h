@@ -7,7 +7,10 @@
  * Buffers are device pointers (float * even where the host cannot dereference them).
  * Tensors are dense, row-major, channels-last: activations (N, H, W, C), conv kernels
  * (KH, KW, C, F), dense kernels (IN, OUT). Kernels never allocate: scratch memory comes
- * from the caller as `ws` of the size the matching *_workspace function asked for.
+ * from the caller as `ws` of ws_bytes, at least what the matching *_workspace function
+ * asked for the call's own descriptor. A call may get a workspace planned for a larger
+ * batch (the last, short batch of an epoch): the backend must then stay within ws_bytes
+ * (a GPU backend picks an algorithm that fits) or fail, never write past it.
  * No CUDA header here; the ABI is plain C.
  */
 #ifndef KERAC_BACKEND_H
@@ -22,8 +25,8 @@
 extern "C" {
 #endif
 
-/* 2: the input feed (host_alloc .. feed_wait) and on-device gradient clipping (kc_opt_step's
- * norm_sq / clipnorm) */
+/* 2: the input feed (host_alloc .. feed_wait), on-device gradient clipping (kc_opt_step's
+ * norm_sq / clipnorm), and the workspace's size passed to the convolutions */
 #define KC_BACKEND_ABI 2
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
@@ -124,7 +127,7 @@ struct kc_backend {
     void (*free)(kc_backend *be, void *p);
     kc_status (*to_device)(kc_backend *be, void *dst, const void *src, size_t bytes);
     kc_status (*to_host)(kc_backend *be, void *dst, const void *src, size_t bytes);
-    kc_status (*copy)(kc_backend *be, void *dst, const void *src, size_t bytes);
+    kc_status (*copy)(kc_backend *be, void *dst, const void *src, size_t bytes); /* no overlap */
     kc_status (*memset0)(kc_backend *be, void *dst, size_t bytes);
     kc_status (*sync)(kc_backend *be);
     kc_status (*mem_info)(kc_backend *be, kc_mem_info *out);
@@ -140,13 +143,13 @@ struct kc_backend {
     /* ---- convolution (NHWC, HWIO): y = conv(x, w) + b (b may be NULL) */
     size_t (*conv2d_workspace)(kc_backend *be, const kc_conv2d_desc *d);
     kc_status (*conv2d_forward)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
-                                const float *w, const float *b, float *y, void *ws);
+                                const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
     /* dx = conv_transpose(dy, w) */
     kc_status (*conv2d_backward_data)(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
-                                      const float *w, float *dx, void *ws);
+                                      const float *w, float *dx, void *ws, size_t ws_bytes);
     /* dw = x^T * dy, db = sum(dy) (db may be NULL); both overwritten */
     kc_status (*conv2d_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
-                                        const float *dy, float *dw, float *db, void *ws);
+                                        const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
     /* ---- pooling; max pooling records argmax indices in mask (int32, N*OH*OW*C) */
     kc_status (*pool2d_forward)(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,
@@ -216,7 +219,8 @@ struct kc_backend {
     /* *out (device float) = sum of squares of x (for clipnorm and NaN checks) */
     kc_status (*sum_squares)(kc_backend *be, const float *x, int64_t n, float *out);
 
-    /* ---- memory accounting: bytes held through alloc now and at the peak since the last
+    /* ---- memory accounting: bytes held through alloc (and by the backend's own internal
+     * scratch, if it keeps one: the CUDA backend's reductions) now and at the peak since the last
      * reset_peak; a cap (0: none) past which alloc fails with KC_STATUS_OUT_OF_MEMORY
      * naming the bytes asked, held and allowed; release_cache returns cached free blocks
      * to the system (a no-op where nothing is cached). */

@@ -262,22 +262,32 @@ static void run_conv_case(conv_case cc) {
     snprintf(what, sizeof what, "conv n%d %dx%dx%d f%d k%dx%d s%dx%d d%dx%d %s", cc.n, cc.h, cc.w, cc.c, cc.f, cc.kh,
              cc.kw, cc.sh, cc.sw, cc.dh, cc.dw, cc.same ? "same" : "valid");
 
-    assert_int_equal(g_be->conv2d_forward(g_be, d, x, w, b, y, ws), KC_STATUS_OK);
+    assert_int_equal(g_be->conv2d_forward(g_be, d, x, w, b, y, ws, wsb), KC_STATUS_OK);
     expect_close_scaled(what, y, ry, ny, 1e-4);
     for (size_t i = 0; i < nx; i++) dx[i] = 1234.0f; /* overwritten, not accumulated */
-    assert_int_equal(g_be->conv2d_backward_data(g_be, d, dy, w, dx, ws), KC_STATUS_OK);
+    assert_int_equal(g_be->conv2d_backward_data(g_be, d, dy, w, dx, ws, wsb), KC_STATUS_OK);
     expect_close_scaled(what, dx, rdx, nx, 1e-4);
     for (size_t i = 0; i < nw; i++) dw[i] = 1234.0f;
-    assert_int_equal(g_be->conv2d_backward_filter(g_be, d, x, dy, dw, db, ws), KC_STATUS_OK);
+    assert_int_equal(g_be->conv2d_backward_filter(g_be, d, x, dy, dw, db, ws, wsb), KC_STATUS_OK);
     expect_close_scaled(what, dw, rdw, nw, 1e-4);
     expect_close_scaled(what, db, rdb, d->f, 1e-4);
     /* no bias: y = conv only; db NULL accepted */
-    assert_int_equal(g_be->conv2d_forward(g_be, d, x, w, NULL, y, ws), KC_STATUS_OK);
+    assert_int_equal(g_be->conv2d_forward(g_be, d, x, w, NULL, y, ws, wsb), KC_STATUS_OK);
     for (size_t i = 0; i < ny; i++) ry[i] -= b[i % d->f];
     expect_close_scaled(what, y, ry, ny, 1e-4);
-    assert_int_equal(g_be->conv2d_backward_filter(g_be, d, x, dy, dw, NULL, ws), KC_STATUS_OK);
-    if (!is_1x1) /* a missing workspace is an error (the direct small-patch forward needs none) */
-        assert_int_equal(g_be->conv2d_backward_data(g_be, d, dy, w, dx, NULL), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(g_be->conv2d_backward_filter(g_be, d, x, dy, dw, NULL, ws, wsb), KC_STATUS_OK);
+    if (!is_1x1) { /* a missing or short workspace is an error (the direct small-patch forward needs none) */
+        assert_int_equal(g_be->conv2d_backward_data(g_be, d, dy, w, dx, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(g_be->conv2d_backward_data(g_be, d, dy, w, dx, ws, wsb - 1), KC_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(kc_last_error(), "too small"));
+    }
+    if (d->n > 1) { /* the workspace of this batch is enough for a shorter one (the last batch of an epoch) */
+        kc_conv2d_desc short_d = *d;
+        short_d.n = 1;
+        assert_true(g_be->conv2d_workspace(g_be, &short_d) <= wsb);
+        assert_int_equal(g_be->conv2d_forward(g_be, &short_d, x, w, NULL, y, ws, wsb), KC_STATUS_OK);
+        assert_int_equal(g_be->conv2d_backward_filter(g_be, &short_d, x, dy, dw, NULL, ws, wsb), KC_STATUS_OK);
+    }
     g_be->free(g_be, ws);
     free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db);
     free(ry), free(rdx), free(rdw), free(rdb);
@@ -330,9 +340,9 @@ static void test_conv2d_bad_desc(void **state) {
     kc_conv2d_desc d = conv_desc((conv_case){1, 4, 4, 1, 1, 3, 3, 1, 1, 1, 1, 0});
     d.sh = 0;
     float buf[64] = {0};
-    assert_int_equal(g_be->conv2d_forward(g_be, &d, buf, buf, NULL, buf, buf), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(g_be->conv2d_forward(g_be, &d, buf, buf, NULL, buf, buf, sizeof buf), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "conv2d_forward"));
-    assert_int_equal(g_be->conv2d_forward(g_be, NULL, buf, buf, NULL, buf, buf), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(g_be->conv2d_forward(g_be, NULL, buf, buf, NULL, buf, buf, sizeof buf), KC_STATUS_INVALID_ARGUMENT);
 }
 
 /* ================================================================ pooling */

@@ -255,17 +255,17 @@ static void conv_case(const char *name, kc_conv2d_desc d, bool bias) {
     float *gdx = dbuf(xn), *gdw = dbuf(wn), *gdb = dbuf(d.f);
     size_t cws = C->conv2d_workspace(C, &d), gws = G->conv2d_workspace(G, &d);
     void *cw = cws ? malloc(cws) : NULL, *gwsp = gws ? dalloc(gws) : NULL;
-    OK(C->conv2d_forward(C, &d, x, w, bias ? b : NULL, y, cw));
-    OK(G->conv2d_forward(G, &d, gx, gw, bias ? gb : NULL, gy, gwsp));
+    OK(C->conv2d_forward(C, &d, x, w, bias ? b : NULL, y, cw, cws));
+    OK(G->conv2d_forward(G, &d, gx, gw, bias ? gb : NULL, gy, gwsp, gws));
     char what[160];
     snprintf(what, sizeof what, "conv2d %s forward", name);
     check_dev(what, gy, y, yn, 2e-5, 0);
-    OK(C->conv2d_backward_data(C, &d, dy, w, dx, cw));
-    OK(G->conv2d_backward_data(G, &d, gdy, gw, gdx, gwsp));
+    OK(C->conv2d_backward_data(C, &d, dy, w, dx, cw, cws));
+    OK(G->conv2d_backward_data(G, &d, gdy, gw, gdx, gwsp, gws));
     snprintf(what, sizeof what, "conv2d %s backward-data", name);
     check_dev(what, gdx, dx, xn, 2e-5, 0);
-    OK(C->conv2d_backward_filter(C, &d, x, dy, dw, bias ? db : NULL, cw));
-    OK(G->conv2d_backward_filter(G, &d, gx, gdy, gdw, bias ? gdb : NULL, gwsp));
+    OK(C->conv2d_backward_filter(C, &d, x, dy, dw, bias ? db : NULL, cw, cws));
+    OK(G->conv2d_backward_filter(G, &d, gx, gdy, gdw, bias ? gdb : NULL, gwsp, gws));
     snprintf(what, sizeof what, "conv2d %s backward-filter", name);
     check_dev(what, gdw, dw, wn, 2e-5, 0);
     if (bias) {
@@ -274,6 +274,45 @@ static void conv_case(const char *name, kc_conv2d_desc d, bool bias) {
     }
     free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db), free(cw);
     dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb), dfree(gwsp);
+}
+
+/* The short last batch of an epoch: a convolution at n rows with the workspace planned for
+ * the full batch (what the model gives it), followed by a canary that must stay intact.
+ * cuDNN may rank for n an algorithm that needs more workspace than the full batch's; the
+ * backend must pick one that fits. */
+static void short_batch_case(const char *name, kc_conv2d_desc full, int n) {
+    kc_conv2d_desc d = full;
+    d.n = n;
+    const int64_t xn = (int64_t)n * d.h * d.w * d.c, yn = (int64_t)n * d.oh * d.ow * d.f;
+    const int64_t wn = (int64_t)d.kh * d.kw * d.c * d.f;
+    float *x = hrand(xn, -1, 1), *w = hrand(wn, -0.5f, 0.5f), *y = hbuf(yn), *dy = hrand(yn, -1, 1);
+    float *dx = hbuf(xn), *dw = hbuf(wn);
+    float *gx = dcopy(x, xn), *gw = dcopy(w, wn), *gy = dbuf(yn), *gdy = dcopy(dy, yn), *gdx = dbuf(xn), *gdw = dbuf(wn);
+    size_t cws = C->conv2d_workspace(C, &d), gws = G->conv2d_workspace(G, &full);
+    enum { CANARY = 4096 };
+    void *cw = cws ? malloc(cws) : NULL;
+    char *gwsp = dalloc(gws + CANARY);
+    unsigned char pattern[CANARY], back[CANARY];
+    memset(pattern, 0xa7, sizeof pattern);
+    up(gwsp + gws, pattern, CANARY);
+    OK(C->conv2d_forward(C, &d, x, w, NULL, y, cw, cws));
+    OK(G->conv2d_forward(G, &d, gx, gw, NULL, gy, gwsp, gws));
+    OK(C->conv2d_backward_data(C, &d, dy, w, dx, cw, cws));
+    OK(G->conv2d_backward_data(G, &d, gdy, gw, gdx, gwsp, gws));
+    OK(C->conv2d_backward_filter(C, &d, x, dy, dw, NULL, cw, cws));
+    OK(G->conv2d_backward_filter(G, &d, gx, gdy, gdw, NULL, gwsp, gws));
+    char what[160];
+    snprintf(what, sizeof what, "conv2d %s, batch %d in the workspace of %d: forward", name, n, full.n);
+    check_dev(what, gy, y, yn, 2e-5, 0);
+    snprintf(what, sizeof what, "conv2d %s, batch %d in the workspace of %d: backward-data", name, n, full.n);
+    check_dev(what, gdx, dx, xn, 2e-5, 0);
+    snprintf(what, sizeof what, "conv2d %s, batch %d in the workspace of %d: backward-filter", name, n, full.n);
+    check_dev(what, gdw, dw, wn, 2e-5, 0);
+    down(back, gwsp + gws, CANARY);
+    if (memcmp(back, pattern, CANARY) != 0)
+        fail_msg("conv2d %s at batch %d wrote past the %zu-byte workspace planned for batch %d", name, n, gws, full.n);
+    free(x), free(w), free(y), free(dy), free(dx), free(dw), free(cw);
+    dfree(gx), dfree(gw), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gwsp);
 }
 
 static void test_conv2d(void **state) {
@@ -290,11 +329,19 @@ static void test_conv2d(void **state) {
     conv_case("3x2 stride (2, 1) valid", conv_desc(2, 9, 7, 3, 4, 3, 2, 2, 1, 1, 1, false), false);
     conv_case("default CNN conv 1 (128, 28x28x1 -> 32)", conv_desc(128, 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, false), true);
     conv_case("default CNN conv 2 (128, 13x13x32 -> 64)", conv_desc(128, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false), true);
+    short_batch_case("default CNN conv 1", conv_desc(128, 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, false), 7);
+    short_batch_case("default CNN conv 2", conv_desc(128, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false), 7);
+    short_batch_case("VGG 3x3 same 32x32x32 -> 32", conv_desc(256, 32, 32, 32, 32, 3, 3, 1, 1, 1, 1, true), 17);
+    short_batch_case("3x3 stride 2 same (asymmetric pad)", conv_desc(64, 16, 16, 5, 7, 3, 3, 2, 2, 1, 1, true), 3);
     /* no workspace is an argument error */
     kc_conv2d_desc d = conv_desc(2, 8, 8, 2, 2, 3, 3, 1, 1, 1, 1, false);
     float *gx = dbuf(2 * 8 * 8 * 2), *gw = dbuf(3 * 3 * 2 * 2), *gy = dbuf(2 * 6 * 6 * 2);
-    assert_int_equal(G->conv2d_forward(G, &d, gx, gw, NULL, gy, NULL), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(G->conv2d_forward(G, &d, gx, gw, NULL, gy, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "workspace"));
+    void *tiny = dalloc(64); /* and a workspace too small for the transposed kernel */
+    assert_int_equal(G->conv2d_forward(G, &d, gx, gw, NULL, gy, tiny, 64), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "too small"));
+    dfree(tiny);
     dfree(gx), dfree(gw), dfree(gy);
 }
 
@@ -806,8 +853,8 @@ static void run_layer_case(void **state) {
     void *cws_p = cws ? malloc(cws) : NULL, *gws_p = gws ? dalloc(gws) : NULL;
     float *hy = hbuf(yn), *gy = dbuf(yn), *hdy = hrand(yn, -1, 1), *gdy = dcopy(hdy, yn);
 
-    kc_fwd fc = {.be = C, .batch = B, .training = c->training, .y = hy, .aux = caux, .ws = cws_p, .seed = 99};
-    kc_fwd fg = {.be = G, .batch = B, .training = c->training, .y = gy, .aux = gaux, .ws = gws_p, .seed = 99};
+    kc_fwd fc = {.be = C, .batch = B, .training = c->training, .y = hy, .aux = caux, .ws = cws_p, .ws_bytes = cws, .seed = 99};
+    kc_fwd fg = {.be = G, .batch = B, .training = c->training, .y = gy, .aux = gaux, .ws = gws_p, .ws_bytes = gws, .seed = 99};
     for (int i = 0; i < c->n_in; i++) fc.x[i] = hx[i], fg.x[i] = gx[i];
     OK(lc->ops->forward(lc, &fc));
     OK(lg->ops->forward(lg, &fg));
@@ -819,8 +866,8 @@ static void run_layer_case(void **state) {
             snprintf(what, sizeof what, "%s: %s after forward", c->what, lc->w[k].name);
             check_dev(what, lg->w[k].data, lc->w[k].data, lc->w[k].size, 1e-5, 0);
         }
-    kc_bwd bc = {.be = C, .batch = B, .y = hy, .dy = hdy, .aux = caux, .ws = cws_p};
-    kc_bwd bg = {.be = G, .batch = B, .y = gy, .dy = gdy, .aux = gaux, .ws = gws_p};
+    kc_bwd bc = {.be = C, .batch = B, .y = hy, .dy = hdy, .aux = caux, .ws = cws_p, .ws_bytes = cws};
+    kc_bwd bg = {.be = G, .batch = B, .y = gy, .dy = gdy, .aux = gaux, .ws = gws_p, .ws_bytes = gws};
     for (int i = 0; i < c->n_in; i++) bc.x[i] = hx[i], bc.dx[i] = hdx[i], bg.x[i] = gx[i], bg.dx[i] = gdx[i];
     OK(lc->ops->backward(lc, &bc));
     OK(lg->ops->backward(lg, &bg));

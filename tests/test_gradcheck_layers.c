@@ -70,6 +70,7 @@ typedef struct harness {
     float *dy;               /* (batch, out_shape) scratch copy of r */
     float *dx[KC_MAX_INPUTS];
     void *aux, *ws;
+    size_t ws_bytes;
     uint64_t seed;           /* dropout seed */
     bool training;
 } harness;
@@ -158,6 +159,7 @@ static void setup_harness(harness *h, const gc_case *c) {
     size_t ws = l->ops->workspace_bytes ? l->ops->workspace_bytes(l, c->batch, h->be) : 0;
     h->aux = aux ? kc__malloc_aligned(aux, "aux") : NULL;
     h->ws = ws ? kc__malloc_aligned(ws, "ws") : NULL;
+    h->ws_bytes = ws;
     assert_true(!aux || h->aux);
     assert_true(!ws || h->ws);
 }
@@ -182,7 +184,7 @@ static void teardown_harness(harness *h) {
 }
 
 static void forward(harness *h) {
-    kc_fwd a = {.be = h->be, .batch = h->batch, .training = h->training, .y = h->y, .aux = h->aux, .ws = h->ws,
+    kc_fwd a = {.be = h->be, .batch = h->batch, .training = h->training, .y = h->y, .aux = h->aux, .ws = h->ws, .ws_bytes = h->ws_bytes,
                 .seed = h->seed};
     for (int i = 0; i < h->l->n_in; i++) a.x[i] = h->x[i];
     kc_status s = h->l->ops->forward(h->l, &a);
@@ -198,7 +200,7 @@ static double objective(harness *h) {
 
 static void backward(harness *h) {
     memcpy(h->dy, h->r, (size_t)h->yn * sizeof(float));
-    kc_bwd a = {.be = h->be, .batch = h->batch, .y = h->y, .dy = h->dy, .aux = h->aux, .ws = h->ws};
+    kc_bwd a = {.be = h->be, .batch = h->batch, .y = h->y, .dy = h->dy, .aux = h->aux, .ws = h->ws, .ws_bytes = h->ws_bytes};
     for (int i = 0; i < h->l->n_in; i++) {
         a.x[i] = h->x[i];
         a.dx[i] = h->dx[i];

@@ -612,6 +612,7 @@ typedef struct run_ctx {
     kc_layer *l;
     float *wbuf[KC_MAX_WEIGHTS];
     void *aux, *ws;
+    size_t ws_bytes;
 } run_ctx;
 
 static void ctx_alloc(run_ctx *c, kc_layer *l, int batch) {
@@ -627,6 +628,7 @@ static void ctx_alloc(run_ctx *c, kc_layer *l, int batch) {
     size_t ws = l->ops->workspace_bytes ? l->ops->workspace_bytes(l, batch, c->be) : 0;
     c->aux = aux ? kc__malloc_aligned(aux, "aux") : NULL;
     c->ws = ws ? kc__malloc_aligned(ws, "ws") : NULL;
+    c->ws_bytes = ws;
 }
 
 static void ctx_free(run_ctx *c) {
@@ -641,7 +643,7 @@ static void ctx_free(run_ctx *c) {
 }
 
 static void fwd(run_ctx *c, int batch, bool training, const float *x, float *y, uint64_t seed) {
-    kc_fwd a = {.be = c->be, .batch = batch, .training = training, .x = {x}, .y = y, .aux = c->aux, .ws = c->ws,
+    kc_fwd a = {.be = c->be, .batch = batch, .training = training, .x = {x}, .y = y, .aux = c->aux, .ws = c->ws, .ws_bytes = c->ws_bytes,
                 .seed = seed};
     kc_status s = c->l->ops->forward(c->l, &a);
     if (s != KC_STATUS_OK) fail_msg("forward: %s", kc_last_error());
@@ -766,7 +768,7 @@ static void test_backward_without_dx(void **state) {
             fwd(&c, N, true, x, y, 0);
             memcpy(dy, r, yn * sizeof(float));
             kc_bwd a = {.be = c.be, .batch = N, .x = {x}, .y = y, .dy = dy, .dx = {pass ? NULL : dx},
-                        .aux = c.aux, .ws = c.ws};
+                        .aux = c.aux, .ws = c.ws, .ws_bytes = c.ws_bytes};
             assert_int_equal(l->ops->backward(l, &a), KC_STATUS_OK);
             for (int k = 0; k < l->n_weights; k++) {
                 if (!l->w[k].grad) continue;

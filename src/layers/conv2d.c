@@ -116,7 +116,7 @@ static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
     const conv_cfg *c = l->cfg;
     kc_conv2d_desc d = conv_desc(c, a->batch);
     const float *bias = c->use_bias ? l->w[1].data : NULL; /* (F) */
-    KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws));
+    KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
     if (l->defer_act) return KC_STATUS_OK; /* the loss takes the logits */
     return kc__fused_act_forward(a->be, &c->act, a->y, a->aux, n, c->filters);
@@ -130,10 +130,10 @@ static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
         KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->filters));
     if (l->w[0].grad)
         KC_TRY(a->be->conv2d_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad,
-                                             c->use_bias ? l->w[1].grad : NULL, a->ws));
+                                             c->use_bias ? l->w[1].grad : NULL, a->ws, a->ws_bytes));
     else if (c->use_bias && l->w[1].grad)
         KC_TRY(a->be->bias_grad(a->be, a->dy, l->w[1].grad, n / c->filters, c->filters));
-    if (a->dx[0]) KC_TRY(a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws));
+    if (a->dx[0]) KC_TRY(a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes));
     return KC_STATUS_OK;
 }
 

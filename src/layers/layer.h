@@ -43,6 +43,7 @@ typedef struct kc_fwd {
     float *y;
     void *aux;              /* aux_bytes(batch), kept until backward */
     void *ws;               /* workspace_bytes(batch), scratch for this call only */
+    size_t ws_bytes;        /* its size: the plan's, which may be for a larger batch */
     uint64_t seed;          /* per-step, per-layer seed (dropout) */
 } kc_fwd;
 
@@ -57,6 +58,7 @@ typedef struct kc_bwd {
     float *dx[KC_MAX_INPUTS];
     void *aux;
     void *ws;
+    size_t ws_bytes;
 } kc_bwd;
 
 enum {

@@ -84,6 +84,7 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
         if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
         kc_fwd a = {.be = m->be, .batch = batch, .training = training, .y = AT(p->y_off[i]),
                     .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),
+                    .ws_bytes = p->ws_off[i] == KC_PLAN_NONE ? 0 : p->workspace_bytes,
                     .seed = kc__hash64(step_seed ^ l->seed)};
         for (int k = 0; k < l->n_in; k++) a.x[k] = AT(p->y_off[l->in[k]]);
         double t0 = m->profiling ? prof_start(m) : 0;
@@ -125,7 +126,8 @@ static kc_status backward(kc_model *m, int batch) {
         if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
         if (p->dy_off[j] == KC_PLAN_NONE) continue; /* nothing downstream needs it */
         kc_bwd a = {.be = m->be, .batch = batch, .y = AT(p->y_off[j]), .dy = AT(p->dy_off[j]),
-                    .aux = AT_OR_NULL(p->aux_off[j]), .ws = AT_OR_NULL(p->ws_off[j])};
+                    .aux = AT_OR_NULL(p->aux_off[j]), .ws = AT_OR_NULL(p->ws_off[j]),
+                    .ws_bytes = p->ws_off[j] == KC_PLAN_NONE ? 0 : p->workspace_bytes};
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
             a.x[k] = AT(p->y_off[src]);

@@ -62,11 +62,11 @@ kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, i
                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);
 kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x,
-                                 const float *w, const float *b, float *y, void *ws);
+                                 const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
-                                       const float *w, float *dx, void *ws);
+                                       const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
-                                         const float *dy, float *dw, float *db, void *ws);
+                                         const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
 /* ---- cpu_pool.c */
 kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,

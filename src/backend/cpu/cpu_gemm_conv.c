@@ -309,17 +309,24 @@ static int direct_parts(const kc_conv2d_desc *d) {
     return KC_MAX(1, KC_MIN(nt, 64));
 }
 
-/* A kernel that needs scratch memory got none. */
-static kc_status no_workspace(kc_backend *be, const kc_conv2d_desc *d, const char *what) {
-    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: no workspace given (needs %zu bytes from conv2d_workspace)",
-                    what, kc__cpu_conv2d_workspace(be, d));
+/* A kernel that needs scratch memory got none, or less than conv2d_workspace asks. */
+static kc_status check_workspace(kc_backend *be, const kc_conv2d_desc *d, const void *ws, size_t ws_bytes,
+                                 const char *what) {
+    size_t need = kc__cpu_conv2d_workspace(be, d);
+    if (ws && ws_bytes >= need) return KC_STATUS_OK;
+    if (!ws)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: no workspace given (needs %zu bytes from conv2d_workspace)",
+                        what, need);
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                    "cpu %s: a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this convolution)",
+                    what, ws_bytes, need);
 }
 
 /* Rows of an (rows, ...) gemm done in pieces of at most this many (32-bit BLAS m). */
 #define KC_CPU_GEMM_MAX_ROWS ((int64_t)1 << 30)
 
 kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                 const float *b, float *y, void *ws) {
+                                 const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(d, "conv2d_forward"));
     if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_forward: NULL x, kernel or y");
     const int f = d->f;
@@ -336,7 +343,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
                         w, f, 0.0f, y + (size_t)r0 * f, f);
         }
     } else {
-        if (!ws) return no_workspace(be, d, "conv2d_forward");
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_forward"));
         float *col = ws; /* (nb*OH*OW, KH*KW*C) */
         const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
         const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
@@ -352,7 +359,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
 }
 
 kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                       float *dx, void *ws) {
+                                       float *dx, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(d, "conv2d_backward_data"));
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: NULL dy, kernel or dx");
@@ -367,7 +374,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
         }
         return KC_STATUS_OK;
     }
-    if (!ws) return no_workspace(be, d, "conv2d_backward_data");
+    KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_data"));
     float *dcol = ws; /* (nb*OH*OW, KH*KW*C) */
     const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
     const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;
@@ -382,14 +389,14 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
 }
 
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                         float *dw, float *db, void *ws) {
+                                         float *dw, float *db, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(d, "conv2d_backward_filter"));
     if (!x || !dy || !dw)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_filter: NULL x, dy or dw");
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
     if (conv_is_direct(d)) {
-        if (!ws) return no_workspace(be, d, "conv2d_backward_filter");
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
         conv_direct_backward_filter(d, x, dy, dw, ws, direct_parts(d));
     } else if (conv_is_1x1(d)) {
         /* dW (C, F) = x^T (C, N*H*W) x dy (N*H*W, F) */
@@ -399,7 +406,7 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
                         dy + (size_t)r0 * f, f, r0 ? 1.0f : 0.0f, dw, f);
         }
     } else {
-        if (!ws) return no_workspace(be, d, "conv2d_backward_filter");
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
         float *col = ws; /* (nb*OH*OW, KH*KW*C) */
         const int kdim = d->kh * d->kw * d->c, nb_max = conv_chunk(d);
         const size_t img_in = (size_t)d->h * d->w * d->c, img_out = (size_t)d->oh * d->ow;

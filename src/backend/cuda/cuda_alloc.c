@@ -238,7 +238,9 @@ kc_status kc__cu_alloc(kc_backend *be, size_t bytes, void **out) {
         int best = -1;
         for (int i = 0; i < a->n_cache; i++) {
             size_t s = a->cache[i].size;
-            if (s >= sz && s <= sz + sz / 8 && (best < 0 || s < a->cache[best].size)) best = i;
+            if (s >= sz && s <= sz + sz / 8 && (!lim || a->in_use + s <= lim) && /* the limit holds for what is handed out */
+                (best < 0 || s < a->cache[best].size))
+                best = i;
         }
         if (best >= 0) {
             p = a->cache[best].ptr;

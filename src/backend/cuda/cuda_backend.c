@@ -202,7 +202,11 @@ static kc_status cu_to_device(kc_backend *be, void *dst, const void *src, size_t
         if (st->host) {
             memcpy(st->host, src, bytes);
             KC_CU_TRY_CUDA(be, "to_device", cudaMemcpyAsync(dst, st->host, bytes, cudaMemcpyHostToDevice, c->stream));
-            KC_CU_TRY_CUDA(be, "to_device", cudaEventRecord(st->done, c->stream));
+            cudaError_t e = cudaEventRecord(st->done, c->stream);
+            if (e != cudaSuccess) { /* unprotected staging buffer: wait for the copy instead */
+                cudaStreamSynchronize(c->stream);
+                return kc__cu_cuda_fail(be, "to_device (event)", e);
+            }
             st->pending = true;
             return kc__cu_launched(be, "to_device", cudaSuccess);
         }
@@ -515,9 +519,16 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
                       cublas_status_text(bs), lib_path((void *)cublasCreate_v2));
         goto fail;
     }
-    cublasSetStream(c->blas, c->stream);
-    /* plain fp32 unless KERAC_TF32=1 (CUBLAS_DEFAULT_MATH does not use TF32 for SGEMM) */
-    cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    /* on the module's stream (else cuBLAS would run unordered against it), plain fp32 unless
+     * KERAC_TF32=1 (CUBLAS_DEFAULT_MATH does not use TF32 for SGEMM) */
+    bs = cublasSetStream(c->blas, c->stream);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuBLAS set-up failed (stream or math mode: %s)",
+                      be->device, cublas_status_text(bs));
+        goto fail;
+    }
 
     cudnnStatus_t ds = cudnnCreate(&c->dnn);
     if (ds != CUDNN_STATUS_SUCCESS) {
@@ -529,7 +540,12 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
                       lib_path((void *)cudnnGetVersion));
         goto fail;
     }
-    cudnnSetStream(c->dnn, c->stream);
+    ds = cudnnSetStream(c->dnn, c->stream);
+    if (ds != CUDNN_STATUS_SUCCESS) {
+        s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cudnnSetStream failed: %s", be->device,
+                      cudnnGetErrorString(ds));
+        goto fail;
+    }
 
     s = kc__cu_alloc_init(be, getenv("KERAC_GPU_MEMORY"), err, err_size);
     if (s != KC_STATUS_OK) goto fail;

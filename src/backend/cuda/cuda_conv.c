@@ -18,9 +18,12 @@
  * keeps deterministic ones only; unless KERAC_TF32=1, tensor-op results are skipped and
  * the math type is CUDNN_FMA_MATH (plain fp32: CUDNN_DEFAULT_MATH lets Ampere and newer
  * use TF32). Each candidate must report a workspace size for the final math type and fit
- * KERAC_CUDNN_WORKSPACE_LIMIT; the accepted ones are kept in order, and a call that cuDNN
- * refuses at run time (NOT_SUPPORTED) moves to the next one that fits the workspace already
- * planned. The choice is logged at debug level (KERAC_LOG_LEVEL=debug).
+ * KERAC_CUDNN_WORKSPACE_LIMIT; the accepted ones are kept in order. A call runs the first
+ * of them (from the one in use) that fits the workspace the caller gave (ws_bytes): the
+ * short last batch of an epoch gets a workspace planned for the full batch, and cuDNN may
+ * rank for it an algorithm that needs more. A call that cuDNN refuses at run time
+ * (NOT_SUPPORTED) moves on to the next one that fits. The choice is logged at debug level
+ * (KERAC_LOG_LEVEL=debug).
  *
  * Workspace (conv2d_workspace), from a 256-byte aligned start:
  *   [kernel (F, K) transposed][padded input (N, HP, WP, C), only when padded][cuDNN's] */
@@ -133,11 +136,16 @@ static kc_status entry_fail(kc_backend *be, kc_cu_conv *e, kc_status s, const ch
     return kc__cu_fail(be, s, "%s", e->msg);
 }
 
+/* cuDNN's failure as a status: its allocation failures are out-of-memory (not remembered) */
+static kc_status dnn_status(cudnnStatus_t st) {
+    return st == CUDNN_STATUS_ALLOC_FAILED ? KC_STATUS_OUT_OF_MEMORY : KC_STATUS_DEVICE;
+}
+
 #define DNN(e_, what, call)                                                                                       \
     do {                                                                                                          \
         cudnnStatus_t st_ = (call);                                                                               \
         if (st_ != CUDNN_STATUS_SUCCESS)                                                                          \
-            return entry_fail(be, (e_), KC_STATUS_DEVICE, "%s: cuDNN %s failed: %s", be->device, what,           \
+            return entry_fail(be, (e_), dnn_status(st_), "%s: cuDNN %s failed: %s", be->device, what,            \
                               cudnnGetErrorString(st_));                                                          \
     } while (0)
 
@@ -262,7 +270,7 @@ static kc_status choose(kc_backend *be, kc_cu_conv *e) {
         DNN(e, "cudnnSetConvolutionMathType", cudnnSetConvolutionMathType(e->cd, base_math));
         cudnnStatus_t st = query(c, e, dir, c->benchmark, p, &np);
         if (st != CUDNN_STATUS_SUCCESS)
-            return entry_fail(be, e, KC_STATUS_DEVICE, "%s: cuDNN could not rank the %s convolution algorithms (%s): %s",
+            return entry_fail(be, e, dnn_status(st), "%s: cuDNN could not rank the %s convolution algorithms (%s): %s",
                               be->device, dir_name[dir], c->benchmark ? "cudnnFind*, KERAC_CUDNN_BENCHMARK=1" : "cudnnGet*_v7",
                               cudnnGetErrorString(st));
         int skipped_det = 0, skipped_ws = 0;
@@ -324,13 +332,18 @@ static kc_status entry_get(kc_backend *be, const kc_conv2d_desc *d, kc_cu_conv *
         c->conv = p;
         c->cap_conv = nc;
     }
+    KC_TRY(kc__cu_enter(be));
     kc_cu_conv *e = calloc(1, sizeof *e);
     if (!e) return kc__cu_fail(be, KC_STATUS_OUT_OF_MEMORY, "out of host memory caching convolution shapes");
     e->d = *d;
-    c->conv[c->n_conv++] = e; /* kept even when set-up fails: the failure is remembered */
-    KC_TRY(kc__cu_enter(be));
-    KC_TRY(make_descriptors(be, e));
-    KC_TRY(choose(be, e));
+    c->conv[c->n_conv++] = e; /* kept when set-up fails: the failure is remembered ... */
+    kc_status s = make_descriptors(be, e);
+    if (s == KC_STATUS_OK) s = choose(be, e);
+    if (s == KC_STATUS_OUT_OF_MEMORY) { /* ... unless it may pass later, with memory freed */
+        c->n_conv--;
+        entry_free(e);
+    }
+    if (s != KC_STATUS_OK) return s;
     *out = e;
     return KC_STATUS_OK;
 }
@@ -344,16 +357,23 @@ size_t kc__cu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     return e->total;
 }
 
-/* Workspace slices of an entry; fails when the caller gave none but one is needed. */
-static kc_status slices(kc_backend *be, kc_cu_conv *e, void *ws, const char *what, float **wt, float **pad,
-                        void **algo_ws) {
+/* Workspace slices of an entry, and the bytes left for cuDNN's own (*avail); fails when the
+ * caller gave none, or too little for the transposed kernel and the padded input. */
+static kc_status slices(kc_backend *be, kc_cu_conv *e, void *ws, size_t ws_bytes, const char *what, float **wt,
+                        float **pad, void **algo_ws, size_t *avail) {
     if (!ws)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
                            "cuda %s: no workspace given (needs %zu bytes from conv2d_workspace)", what, e->total);
     char *base = (char *)(((uintptr_t)ws + KC_CU_ALIGN - 1) & ~(uintptr_t)(KC_CU_ALIGN - 1));
+    size_t fixed = (size_t)(base - (char *)ws) + e->off_algo;
+    if (ws_bytes < fixed)
+        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
+                           "cuda %s: a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this "
+                           "convolution)", what, ws_bytes, e->total);
     *wt = (float *)base;
     *pad = (float *)(base + e->off_pad);
     *algo_ws = base + e->off_algo;
+    *avail = ws_bytes - fixed;
     return KC_STATUS_OK;
 }
 
@@ -376,27 +396,45 @@ static cudnnStatus_t run(kc_cu_ctx *c, kc_cu_conv *e, int dir, int k, const void
                                           out);
 }
 
-/* Run one direction with the chosen algorithm; on NOT_SUPPORTED move to the next candidate
- * that fits the planned workspace. */
+/* The first candidate from `from` on whose workspace fits avail bytes (-1: none). */
+static int fitting(const conv_dir *cd, int from, size_t avail) {
+    for (int k = from; k < cd->n; k++)
+        if (cd->ws[k] <= avail) return k;
+    return -1;
+}
+
+/* Run one direction with the algorithm in use, or the next one that fits the caller's
+ * workspace; on NOT_SUPPORTED move on (for good) to the next candidate that fits. */
 static kc_status run_dir(kc_backend *be, kc_cu_conv *e, int dir, const void *in0, const void *in1, void *out,
-                         void *algo_ws) {
+                         void *algo_ws, size_t avail) {
     kc_cu_ctx *c = kc__cu(be);
     conv_dir *cd = &e->dir[dir];
-    cudnnStatus_t st = run(c, e, dir, cd->cur, in0, in1, out, algo_ws);
+    int k = fitting(cd, cd->cur, avail);
+    if (k < 0) {
+        char b1[32], b2[32];
+        size_t least = cd->ws[0];
+        for (int i = 1; i < cd->n; i++) least = KC_CU_MIN(least, cd->ws[i]);
+        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
+                           "%s: no %s convolution algorithm for batch %d fits the %s of workspace left (the smallest "
+                           "needs %s); the workspace was planned for another convolution: report this with the "
+                           "KERAC_LOG_LEVEL=debug output",
+                           be->device, dir_name[dir], e->d.n, kc__cu_bytes(avail, b1, sizeof b1),
+                           kc__cu_bytes(least, b2, sizeof b2));
+    }
+    cudnnStatus_t st = run(c, e, dir, k, in0, in1, out, algo_ws);
     while (st == CUDNN_STATUS_NOT_SUPPORTED) {
-        int next = cd->cur + 1;
-        while (next < cd->n && cd->ws[next] > e->algo_ws) next++;
-        if (next >= cd->n) break;
+        int next = fitting(cd, k + 1, avail);
+        if (next < 0) break;
         kc__cu_log(be, KC_LOG_WARNING, "%s: cuDNN refused the %s convolution algorithm %s at run time; using %s",
-                   be->device, dir_name[dir], algo_name(dir, cd->algo[cd->cur]), algo_name(dir, cd->algo[next]));
-        cd->cur = next;
-        st = run(c, e, dir, cd->cur, in0, in1, out, algo_ws);
+                   be->device, dir_name[dir], algo_name(dir, cd->algo[k]), algo_name(dir, cd->algo[next]));
+        cd->cur = k = next;
+        st = run(c, e, dir, k, in0, in1, out, algo_ws);
     }
     if (st != CUDNN_STATUS_SUCCESS) {
         char detail[256] = "";
         cudnnGetLastErrorString(detail, sizeof detail);
         return kc__cu_fail(be, KC_STATUS_DEVICE, "%s: cuDNN convolution %s (%s) failed: %s%s%s", be->device,
-                           dir_name[dir], algo_name(dir, cd->algo[cd->cur]), cudnnGetErrorString(st),
+                           dir_name[dir], algo_name(dir, cd->algo[k]), cudnnGetErrorString(st),
                            detail[0] ? ": " : "", detail);
     }
     return kc__cu_launched(be, dir == DIR_FWD ? "convolution forward"
@@ -405,14 +443,15 @@ static kc_status run_dir(kc_backend *be, kc_cu_conv *e, int dir, const void *in0
 }
 
 kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                const float *b, float *y, void *ws) {
+                                const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(be, d, "conv2d_forward"));
     if (!x || !w || !y) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_forward: NULL x, kernel or y");
     kc_cu_conv *e = NULL;
     KC_TRY(entry_get(be, d, &e));
     float *wt = NULL, *pad = NULL;
     void *algo_ws = NULL;
-    KC_TRY(slices(be, e, ws, "conv2d_forward", &wt, &pad, &algo_ws));
+    size_t avail = 0;
+    KC_TRY(slices(be, e, ws, ws_bytes, "conv2d_forward", &wt, &pad, &algo_ws, &avail));
     const kc_cu_launch *L = &kc__cu(be)->L;
     const int kdim = d->kh * d->kw * d->c;
     KC_TRY(kc__cu_launched(be, "conv2d forward: kernel transpose", kc__k_transpose(L, w, wt, kdim, d->f)));
@@ -423,13 +462,13 @@ kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const f
                                                   d->pad_left)));
         xin = pad;
     }
-    KC_TRY(run_dir(be, e, DIR_FWD, xin, wt, y, algo_ws));
+    KC_TRY(run_dir(be, e, DIR_FWD, xin, wt, y, algo_ws, avail));
     if (b) return kc__cu_launched(be, "conv2d forward: bias", kc__k_bias_add(L, y, b, (int64_t)d->n * d->oh * d->ow, d->f));
     return KC_STATUS_OK;
 }
 
 kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                      float *dx, void *ws) {
+                                      float *dx, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(be, d, "conv2d_backward_data"));
     if (!dy || !w || !dx)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_data: NULL dy, kernel or dx");
@@ -437,11 +476,12 @@ kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, c
     KC_TRY(entry_get(be, d, &e));
     float *wt = NULL, *pad = NULL;
     void *algo_ws = NULL;
-    KC_TRY(slices(be, e, ws, "conv2d_backward_data", &wt, &pad, &algo_ws));
+    size_t avail = 0;
+    KC_TRY(slices(be, e, ws, ws_bytes, "conv2d_backward_data", &wt, &pad, &algo_ws, &avail));
     const kc_cu_launch *L = &kc__cu(be)->L;
     const int kdim = d->kh * d->kw * d->c;
     KC_TRY(kc__cu_launched(be, "conv2d backward-data: kernel transpose", kc__k_transpose(L, w, wt, kdim, d->f)));
-    KC_TRY(run_dir(be, e, DIR_BWD_DATA, wt, dy, e->padded ? (void *)pad : (void *)dx, algo_ws));
+    KC_TRY(run_dir(be, e, DIR_BWD_DATA, wt, dy, e->padded ? (void *)pad : (void *)dx, algo_ws, avail));
     if (e->padded)
         return kc__cu_launched(be, "conv2d backward-data: cropping",
                                kc__k_window_crop(L, pad, dx, d->n, d->h, d->w, d->c, e->hp, e->wp, d->pad_top,
@@ -450,7 +490,7 @@ kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, c
 }
 
 kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                        float *dw, float *db, void *ws) {
+                                        float *dw, float *db, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(be, d, "conv2d_backward_filter"));
     if (!x || !dy || !dw)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_filter: NULL x, dy or dw");
@@ -458,7 +498,8 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
     KC_TRY(entry_get(be, d, &e));
     float *dwt = NULL, *pad = NULL;
     void *algo_ws = NULL;
-    KC_TRY(slices(be, e, ws, "conv2d_backward_filter", &dwt, &pad, &algo_ws));
+    size_t avail = 0;
+    KC_TRY(slices(be, e, ws, ws_bytes, "conv2d_backward_filter", &dwt, &pad, &algo_ws, &avail));
     const kc_cu_launch *L = &kc__cu(be)->L;
     const float *xin = x;
     if (e->padded) {
@@ -467,7 +508,7 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
                                                   d->pad_left)));
         xin = pad;
     }
-    KC_TRY(run_dir(be, e, DIR_BWD_FILTER, xin, dy, dwt, algo_ws));
+    KC_TRY(run_dir(be, e, DIR_BWD_FILTER, xin, dy, dwt, algo_ws, avail));
     const int kdim = d->kh * d->kw * d->c;
     /* dW (K, F) = dW^T (F, K) transposed */
     KC_TRY(kc__cu_launched(be, "conv2d backward-filter: kernel transpose", kc__k_transpose(L, dwt, dw, d->f, kdim)));

@@ -6,7 +6,9 @@
  *   free[slot]   recorded on the compute stream at feed_release; the copy stream waits for
  *                it before the slot's next upload
  * so that the upload of batch k + 1 runs while step k computes and neither stream ever
- * waits for the host. */
+ * waits for the host. The first upload into a destination the slot has not seen (a new
+ * feed's buffers, which the allocator may have recycled from memory that queued compute
+ * work still reads) also waits for everything enqueued on the compute stream so far. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 kc_status kc__cu_feed_init(kc_backend *be, char *err, size_t err_n) {
     kc_cu_ctx *c = kc__cu(be);
     cudaError_t e = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->feed_order, cudaEventDisableTiming);
     for (int i = 0; i < KC_FEED_SLOTS && e == cudaSuccess; i++) {
         e = cudaEventCreateWithFlags(&c->feed_ready[i], cudaEventDisableTiming);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->feed_free[i], cudaEventDisableTiming);
@@ -42,6 +45,7 @@ void kc__cu_feed_shutdown(kc_cu_ctx *c) {
         if (c->feed_ready[i]) cudaEventDestroy(c->feed_ready[i]);
         if (c->feed_free[i]) cudaEventDestroy(c->feed_free[i]);
     }
+    if (c->feed_order) cudaEventDestroy(c->feed_order);
     if (c->copy_stream) cudaStreamDestroy(c->copy_stream);
     c->copy_stream = NULL;
     cudaGetLastError();
@@ -118,6 +122,14 @@ kc_status kc__cu_feed_upload(kc_backend *be, int slot, void *dst, const void *sr
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda feed_upload: NULL %s pointer for %zu bytes",
                            dst ? "source" : "destination", bytes);
     kc_cu_ctx *c = kc__cu(be);
+    bool seen = false;
+    for (int i = 0; i < 4; i++) seen = seen || c->feed_dst[slot][i] == dst;
+    if (!seen) { /* a new destination: after all compute work so far */
+        KC_CU_TRY_CUDA(be, "feed_upload (order)", cudaEventRecord(c->feed_order, c->stream));
+        KC_CU_TRY_CUDA(be, "feed_upload (order)", cudaStreamWaitEvent(c->copy_stream, c->feed_order, 0));
+        memmove(&c->feed_dst[slot][1], &c->feed_dst[slot][0], 3 * sizeof(void *));
+        c->feed_dst[slot][0] = dst;
+    }
     if (c->feed_free_set[slot]) /* the work that read this slot's last batch comes first */
         KC_CU_TRY_CUDA(be, "feed_upload (wait)", cudaStreamWaitEvent(c->copy_stream, c->feed_free[slot], 0));
     KC_CU_TRY_CUDA(be, "feed_upload", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));

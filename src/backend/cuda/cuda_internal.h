@@ -121,6 +121,8 @@ typedef struct kc_cu_ctx {
     cudaEvent_t feed_ready[KC_FEED_SLOTS]; /* copy stream: the slot's uploads are done */
     cudaEvent_t feed_free[KC_FEED_SLOTS];  /* compute stream: the slot's readers are done */
     bool feed_ready_set[KC_FEED_SLOTS], feed_free_set[KC_FEED_SLOTS];
+    cudaEvent_t feed_order;                /* compute stream: before a new destination's first upload */
+    void *feed_dst[KC_FEED_SLOTS][4];      /* destinations already ordered so, per slot */
     kc_cu_host_block *host_blocks;
     int n_host_blocks, cap_host_blocks;
     bool warned_pageable;
@@ -229,11 +231,11 @@ kc_status kc__cu_feed_wait(kc_backend *be, int slot);
 /* ---- cuda_conv.c */
 size_t kc__cu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);
 kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                const float *b, float *y, void *ws);
+                                const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                      float *dx, void *ws);
+                                      float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                        float *dw, float *db, void *ws);
+                                        float *dw, float *db, void *ws, size_t ws_bytes);
 void kc__cu_conv_shutdown(kc_backend *be);
 
 #endif /* KC_CUDA_INTERNAL_H */
