@@ -167,6 +167,11 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
  * reads), so that a step needs no host round trip: global_clipnorm takes one norm over all
  * gradients (dev_scalars[7]); clipnorm, as Keras, one per weight (dev_norms[j]), then one
  * update per weight instead of one over the whole slab. */
+kc_status kc__model_prepare_update(kc_model *m) {
+    if (m->opt.opts.clipnorm <= 0 || m->dev_norms || m->n_trainable_weights == 0) return KC_STATUS_OK;
+    return m->be->alloc(m->be, (size_t)m->n_trainable_weights * sizeof(float), (void **)&m->dev_norms);
+}
+
 kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
     kc_optimizer_state *o = &m->opt;
     double t0 = m->profiling ? prof_start(m) : 0;
@@ -176,7 +181,7 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
                       .epsilon = (float)o->opts.epsilon, .weight_decay = (float)o->opts.weight_decay,
                       .rho = (float)o->opts.rho, .t = o->iterations + 1, .grad_scale = 1.0f};
     if (o->opts.clipnorm > 0) {
-        if (!m->dev_norms) KC_TRY(m->be->alloc(m->be, (size_t)m->n_trainable_weights * sizeof(float), (void **)&m->dev_norms));
+        KC_TRY(kc__model_prepare_update(m));
         st.clipnorm = (float)o->opts.clipnorm;
         int j = 0;
         for (int i = 0; i < m->n_layers; i++)

@@ -234,6 +234,7 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
     int k = (n + mb - 1) / mb;
     KC_TRY(kc__model_prepare(m, mb, true));
     if (k > 1) KC_TRY(ensure_accum(m));
+    KC_TRY(kc__model_prepare_update(m));
     KC_TRY(kc__feed_acquire(f, slot));
     KC_TRY(m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float)));
     for (int j = 0; j < k; j++) {

@@ -100,6 +100,9 @@ kc_status kc__model_finish_outputs(kc_model *m, int batch);
  * by grad_n. Writes the batch loss sum to dev_scalars[0] and adds metric counts to
  * dev_scalars[1 + i]. */
 kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply);
+/* What the update needs beyond the plan (clipnorm's per-weight norms): allocated before a
+ * step's first kernel, so that running out of memory there retries nothing half-done. */
+kc_status kc__model_prepare_update(kc_model *m);
 /* One optimizer update of the parameters with these gradients ((n_trainable), device). */
 kc_status kc__model_apply_gradients(kc_model *m, const float *grads);
 /* Loss and metric counts only (evaluate). */
