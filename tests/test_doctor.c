@@ -829,6 +829,17 @@ static void test_doctor_api_errors(void **state) {
     assert_int_equal(kc_gpu_readings(NULL, 0, NULL), KC_STATUS_INVALID_ARGUMENT);
 }
 
+/* The CPU check's rule (the load itself is the machine's, so the rule is tested apart). */
+static void test_cpu_busy_rule(void **state) {
+    (void)state;
+    assert_true(kc__cpu_busy(2.2, 2, NULL));        /* as busy as the cores: OpenMP's spinning hurts */
+    assert_true(kc__cpu_busy(5.0, 4, "active"));
+    assert_false(kc__cpu_busy(1.0, 2, NULL));       /* room left */
+    assert_false(kc__cpu_busy(3.0, 2, "passive"));  /* threads already sleep while they wait */
+    assert_false(kc__cpu_busy(3.0, 2, "PASSIVE"));
+    assert_false(kc__cpu_busy(-1, 2, NULL));        /* no /proc/loadavg */
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "--doctor-child")) {
         if (!strcmp(argv[2], "doctor")) return child_doctor();
@@ -847,6 +858,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tensorflow_scenarios),
         cmocka_unit_test(test_ld_library_path),
         cmocka_unit_test(test_monitor),
+        cmocka_unit_test(test_cpu_busy_rule),
     };
     return cmocka_run_group_tests_name("doctor", tests, NULL, NULL);
 }

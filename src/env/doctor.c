@@ -15,6 +15,7 @@
  * is a warning. cuBLAS: the same major. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <sched.h>
 #include <dlfcn.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "env.h"
 
@@ -584,6 +586,42 @@ static void check_env(kc_doctor_report *r) {
     if (!shown) add(r, "env", KC_CHECK_OK, NULL, "no KERAC_* or CUDA_* variable changes kerac's behaviour");
 }
 
+/* ---- the CPU: when other processes keep the cores busy, OpenMP threads that wait
+ * actively (libgomp's default) make CPU training many times slower (bench/RESULTS.md:
+ * on 2 cores with 2 busy processes, 330 img/s actively, about 2,800 passively). */
+bool kc__cpu_busy(double load, long cores, const char *wait_policy) {
+    bool passive = wait_policy && !strcasecmp(wait_policy, "passive");
+    return load >= 0 && cores > 0 && load >= (double)cores && !passive;
+}
+
+static void check_cpu(kc_doctor_report *r) {
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1) load = -1;
+        fclose(f);
+    }
+    const char *wp = getenv("OMP_WAIT_POLICY");
+    int threads = kc_get_num_threads();
+    if (kc__cpu_busy(load, cores, wp)) {
+        add(r, "cpu", KC_CHECK_WARNING,
+            "for CPU training while other work shares the cores, set OMP_WAIT_POLICY=passive (or use fewer --threads)",
+            "load average %.1f (last minute) on %ld CPU core%s: other processes keep them busy, and kerac's %d OpenMP thread%s wait "
+            "actively (%s), which makes CPU training many times slower in that case",
+            load, cores, cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
+            wp ? "OMP_WAIT_POLICY is not passive" : "libgomp's default");
+        return;
+    }
+    if (load >= 0)
+        add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s, load %.1f%s%s", cores,
+            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", load, wp ? "; OMP_WAIT_POLICY=" : "", wp ? wp : "");
+    else
+        add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s", cores, cores == 1 ? "" : "s",
+            threads, threads == 1 ? "" : "s");
+}
+
 /* A CUDA toolkit's stubs folder (<toolkit>/lib64/stubs: the link-time libcuda.so). */
 static bool toolkit_stubs_dir(const char *dir) {
     size_t n = strlen(dir);
@@ -1114,6 +1152,7 @@ static void diagnose(kc_doctor_report *r, const kc_doctor_opts *o, bool quick) {
     check_visible(r);
     check_gpus(r);
     if (!quick) {
+        check_cpu(r);
         check_env(r);
         check_ld_library_path(r);
         check_tensorflow(r, o);

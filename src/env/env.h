@@ -71,6 +71,9 @@ int kc__ldcache_find(const char *soname, char (*paths)[KC_ENV_PATH], int max);
 bool kc__pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool kc__file_exists(const char *path);
 bool kc__dir_exists(const char *path);
+/* The doctor's CPU check: other processes keep the cores busy (a one-minute load average
+ * at least the core count) while OpenMP threads wait actively (OMP_WAIT_POLICY not passive). */
+bool kc__cpu_busy(double load, long cores, const char *wait_policy);
 
 /* ---------------------------------------------------------------- cvd.c */
 
