@@ -44,7 +44,7 @@ typedef struct conv_dir {
     int algo[KC_CU_MAX_CAND];
     cudnnMathType_t math[KC_CU_MAX_CAND];
     size_t ws[KC_CU_MAX_CAND];
-    int cur;                              /* the one in use */
+    bool refused[KC_CU_MAX_CAND];         /* cuDNN said NOT_SUPPORTED at run time */
 } conv_dir;
 
 struct kc_cu_conv {
@@ -396,30 +396,35 @@ static cudnnStatus_t run(kc_cu_ctx *c, kc_cu_conv *e, int dir, int k, const void
                                           out);
 }
 
-/* The first candidate from `from` on whose workspace fits avail bytes (-1: none). */
+/* The best-ranked candidate from `from` on that cuDNN has not refused and whose workspace
+ * fits avail bytes (-1: none). */
 static int fitting(const conv_dir *cd, int from, size_t avail) {
     for (int k = from; k < cd->n; k++)
-        if (cd->ws[k] <= avail) return k;
+        if (!cd->refused[k] && cd->ws[k] <= avail) return k;
     return -1;
 }
 
-/* Run one direction with the algorithm in use, or the next one that fits the caller's
- * workspace; on NOT_SUPPORTED move on (for good) to the next candidate that fits. */
+/* Run one direction with the best-ranked algorithm that fits the caller's workspace; one
+ * that cuDNN refuses (NOT_SUPPORTED) is not tried again. */
 static kc_status run_dir(kc_backend *be, kc_cu_conv *e, int dir, const void *in0, const void *in1, void *out,
                          void *algo_ws, size_t avail) {
     kc_cu_ctx *c = kc__cu(be);
     conv_dir *cd = &e->dir[dir];
-    int k = fitting(cd, cd->cur, avail);
+    int k = fitting(cd, 0, avail);
     if (k < 0) {
         char b1[32], b2[32];
         size_t least = cd->ws[0];
-        for (int i = 1; i < cd->n; i++) least = KC_CU_MIN(least, cd->ws[i]);
-        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
+        int refused = 0;
+        for (int i = 0; i < cd->n; i++) {
+            least = KC_CU_MIN(least, cd->ws[i]);
+            refused += cd->refused[i];
+        }
+        return kc__cu_fail(be, refused == cd->n ? KC_STATUS_DEVICE : KC_STATUS_INVALID_ARGUMENT,
                            "%s: no %s convolution algorithm for batch %d fits the %s of workspace left (the smallest "
-                           "needs %s); the workspace was planned for another convolution: report this with the "
+                           "needs %s; %d of %d refused by cuDNN at run time); report this with the "
                            "KERAC_LOG_LEVEL=debug output",
                            be->device, dir_name[dir], e->d.n, kc__cu_bytes(avail, b1, sizeof b1),
-                           kc__cu_bytes(least, b2, sizeof b2));
+                           kc__cu_bytes(least, b2, sizeof b2), refused, cd->n);
     }
     cudnnStatus_t st = run(c, e, dir, k, in0, in1, out, algo_ws);
     while (st == CUDNN_STATUS_NOT_SUPPORTED) {
@@ -427,7 +432,8 @@ static kc_status run_dir(kc_backend *be, kc_cu_conv *e, int dir, const void *in0
         if (next < 0) break;
         kc__cu_log(be, KC_LOG_WARNING, "%s: cuDNN refused the %s convolution algorithm %s at run time; using %s",
                    be->device, dir_name[dir], algo_name(dir, cd->algo[k]), algo_name(dir, cd->algo[next]));
-        cd->cur = k = next;
+        cd->refused[k] = true;
+        k = next;
         st = run(c, e, dir, k, in0, in1, out, algo_ws);
     }
     if (st != CUDNN_STATUS_SUCCESS) {
