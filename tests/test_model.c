@@ -436,6 +436,28 @@ static void test_gradient_clipping(void **state) {
     kc_model_destroy(m);
 }
 
+/* Dropout is the identity outside training: its output is its input's memory (no copy,
+ * no mask), and predictions do not depend on it. */
+static void test_dropout_alias_in_inference(void **state) {
+    kc_model *m = NULL;
+    kc_sequential("drop", &m);
+    kc_add(m, KC_INPUT(.shape = {8}));
+    kc_add(m, KC_DENSE(.units = 16, .activation = "relu"));
+    kc_add(m, KC_DROPOUT(.rate = 0.5));
+    assert_int_equal(kc_add(m, KC_DENSE(.units = 3, .activation = "softmax")), KC_STATUS_OK);
+    assert_int_equal(kc_compile(m, NULL), KC_STATUS_OK);
+    assert_int_equal(kc__model_prepare(m, 4, false), KC_STATUS_OK);
+    assert_true(m->plan.y_off[2] == m->plan.y_off[1] && m->plan.aux_off[2] == KC_PLAN_NONE);
+    assert_int_equal(kc__model_prepare(m, 4, true), KC_STATUS_OK);
+    assert_true(m->plan.y_off[2] != m->plan.y_off[1] && m->plan.aux_off[2] != KC_PLAN_NONE); /* training: a mask */
+    float x[4 * 8], y1[4 * 3], y2[4 * 3];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 7) - 3.0f;
+    assert_int_equal(kc_predict(m, x, 4, 4, y1), KC_STATUS_OK);
+    assert_int_equal(kc_predict(m, x, 4, 2, y2), KC_STATUS_OK);
+    assert_memory_equal(y1, y2, sizeof y1);
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builder_errors_are_sticky),
@@ -453,6 +475,7 @@ int main(void) {
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_optimizer_defaults),
         cmocka_unit_test(test_gradient_clipping),
+        cmocka_unit_test(test_dropout_alias_in_inference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,6 +68,7 @@ static int64_t dropout_flops(const kc_layer *l) {
 const kc_layer_ops kc__dropout_ops = {
     .class_name = "Dropout",
     .snake_name = "dropout",
+    .flags = KC_LAYER_ALIAS_INFERENCE,
     .cfg_size = sizeof(dropout_cfg),
     .opts_size = sizeof(kc_dropout_opts),
     .min_inputs = 1,

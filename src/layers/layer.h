@@ -64,6 +64,8 @@ typedef struct kc_bwd {
 enum {
     KC_LAYER_INPUT = 1u << 0,   /* the model's input (no forward or backward) */
     KC_LAYER_ALIAS = 1u << 1,   /* y is x's memory and dx is dy's (Flatten, Reshape) */
+    KC_LAYER_ALIAS_INFERENCE = 1u << 2, /* outside training y is x's memory and forward is
+                                           skipped (Dropout: the identity then) */
 };
 
 typedef struct kc_layer_ops {
@@ -167,6 +169,10 @@ kc_status kc__act_layer_forward(const kc_layer *l, kc_act_params act, int64_t si
 kc_status kc__act_layer_backward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_bwd *a);
 
 /* Tri-state booleans: KC_DEFAULT means def. */
+/* y is x's memory in this mode (no forward call, no buffer of its own). */
+static inline bool kc__layer_is_alias(const kc_layer *l, bool training) {
+    return (l->ops->flags & KC_LAYER_ALIAS) || (!training && (l->ops->flags & KC_LAYER_ALIAS_INFERENCE));
+}
 static inline bool kc__bool3(int v, bool def) { return v == KC_DEFAULT ? def : v > 0; }
 
 /* The layer table of each kind (defined in its own file). */

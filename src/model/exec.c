@@ -81,7 +81,7 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
     const kc_plan *p = &m->plan;
     for (int i = 1; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
-        if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
+        if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, training)) continue;
         kc_fwd a = {.be = m->be, .batch = batch, .training = training, .y = AT(p->y_off[i]),
                     .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),
                     .ws_bytes = p->ws_off[i] == KC_PLAN_NONE ? 0 : p->workspace_bytes,

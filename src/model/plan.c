@@ -108,7 +108,7 @@ kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
     /* alias groups and lifetimes of y */
     for (int i = 0; i < L; i++) {
         const kc_layer *l = m->layers[i];
-        group[i] = (l->ops->flags & KC_LAYER_ALIAS) ? group[l->in[0]] : i;
+        group[i] = kc__layer_is_alias(l, training) ? group[l->in[0]] : i;
         y_end[i] = training ? 2 * L - i : (i == out ? L : i);
         dy_start[i] = -1;
     }
@@ -134,7 +134,7 @@ kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
             bufs[nb++] = (pbuf){bytes, i, y_end[i], &p->y_off[i], 0};
             act_total += bytes;
         }
-        size_t aux = l->ops->aux_bytes ? l->ops->aux_bytes(l, batch) : 0;
+        size_t aux = l->ops->aux_bytes && !kc__layer_is_alias(l, training) ? l->ops->aux_bytes(l, batch) : 0;
         if (aux) {
             bufs[nb++] = (pbuf){align64(aux), i, training ? 2 * L - i : i, &p->aux_off[i], 0};
             aux_total += align64(aux);
