@@ -26,7 +26,8 @@ extern "C" {
 #endif
 
 /* 2: the input feed (host_alloc .. feed_wait), on-device gradient clipping (kc_opt_step's
- * norm_sq / clipnorm), and the workspace's size passed to the convolutions */
+ * norm_sq / clipnorm), the workspace's size passed to the convolutions, and
+ * kc_conv2d_desc.relu */
 #define KC_BACKEND_ABI 2
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
@@ -57,6 +58,9 @@ typedef struct kc_conv2d_desc {
     int dh, dw;            /* dilation */
     int pad_top, pad_left; /* zero padding before; after is implied by oh, ow */
     int oh, ow;            /* output (N, OH, OW, F) */
+    int relu;              /* 1: conv2d_forward writes max(0, conv + b), as the ReLU pass of
+                              act_forward would (the layer's fused activation, one pass less);
+                              the backward passes ignore it */
 } kc_conv2d_desc;
 
 typedef enum kc_pool_kind { KC_POOL_MAX = 0, KC_POOL_AVG = 1 } kc_pool_kind;

@@ -271,6 +271,17 @@ static void run_conv_case(conv_case cc) {
     assert_int_equal(g_be->conv2d_backward_filter(g_be, d, x, dy, dw, db, ws, wsb), KC_STATUS_OK);
     expect_close_scaled(what, dw, rdw, nw, 1e-4);
     expect_close_scaled(what, db, rdb, d->f, 1e-4);
+    /* the fused ReLU: max(0, conv + b), bit for bit what the ReLU pass of act_forward gives */
+    {
+        float *y2 = falloc(ny);
+        kc_conv2d_desc dr = *d;
+        dr.relu = 1;
+        assert_int_equal(g_be->conv2d_forward(g_be, &dr, x, w, b, y2, ws, wsb), KC_STATUS_OK);
+        assert_int_equal(g_be->act_forward(g_be, (kc_act_params){.kind = KC_ACT_RELU}, y, y, (int64_t)ny, d->f),
+                         KC_STATUS_OK);
+        assert_memory_equal(y2, y, ny * sizeof(float));
+        free(y2);
+    }
     /* no bias: y = conv only; db NULL accepted */
     assert_int_equal(g_be->conv2d_forward(g_be, d, x, w, NULL, y, ws, wsb), KC_STATUS_OK);
     for (size_t i = 0; i < ny; i++) ry[i] -= b[i % d->f];

@@ -331,6 +331,9 @@ static void test_conv2d(void **state) {
     conv_case("3x2 stride (2, 1) valid", conv_desc(2, 9, 7, 3, 4, 3, 2, 2, 1, 1, 1, false), false);
     conv_case("default CNN conv 1 (128, 28x28x1 -> 32)", conv_desc(128, 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, false), true);
     conv_case("default CNN conv 2 (128, 13x13x32 -> 64)", conv_desc(128, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false), true);
+    kc_conv2d_desc fused = conv_desc(16, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false);
+    fused.relu = 1; /* the layer's fused ReLU */
+    conv_case("3x3 valid with the fused ReLU", fused, true);
     short_batch_case("default CNN conv 1", conv_desc(128, 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, false), 7);
     short_batch_case("default CNN conv 2", conv_desc(128, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false), 7);
     short_batch_case("VGG 3x3 same 32x32x32 -> 32", conv_desc(256, 32, 32, 32, 32, 3, 3, 1, 1, 1, 1, true), 17);

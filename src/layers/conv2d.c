@@ -95,10 +95,14 @@ static kc_status conv_build(kc_layer *l) {
     return KC_STATUS_OK;
 }
 
-static kc_conv2d_desc conv_desc(const conv_cfg *c, int batch) {
+/* The backend's description; a plain ReLU activation is fused into the convolution (one
+ * pass over the output less), unless the loss takes the logits. */
+static kc_conv2d_desc conv_desc(const kc_layer *l, int batch) {
+    const conv_cfg *c = l->cfg;
     return (kc_conv2d_desc){.n = batch, .h = c->h, .w = c->w, .c = c->c, .f = c->filters, .kh = c->kh,
                             .kw = c->kw, .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw,
-                            .pad_top = c->pad_top, .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow};
+                            .pad_top = c->pad_top, .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow,
+                            .relu = c->act.kind == KC_ACT_RELU && !l->defer_act};
 }
 
 static size_t conv_aux_bytes(const kc_layer *l, int batch) {
@@ -108,23 +112,23 @@ static size_t conv_aux_bytes(const kc_layer *l, int batch) {
 }
 
 static size_t conv_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
-    kc_conv2d_desc d = conv_desc(l->cfg, batch);
+    kc_conv2d_desc d = conv_desc(l, batch);
     return be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0;
 }
 
 static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
     const conv_cfg *c = l->cfg;
-    kc_conv2d_desc d = conv_desc(c, a->batch);
+    kc_conv2d_desc d = conv_desc(l, a->batch);
     const float *bias = c->use_bias ? l->w[1].data : NULL; /* (F) */
     KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
-    if (l->defer_act) return KC_STATUS_OK; /* the loss takes the logits */
+    if (l->defer_act || d.relu) return KC_STATUS_OK; /* the loss takes the logits; or done in the convolution */
     return kc__fused_act_forward(a->be, &c->act, a->y, a->aux, n, c->filters);
 }
 
 static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
     const conv_cfg *c = l->cfg;
-    kc_conv2d_desc d = conv_desc(c, a->batch);
+    kc_conv2d_desc d = conv_desc(l, a->batch);
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
     if (!l->defer_act)
         KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->filters));

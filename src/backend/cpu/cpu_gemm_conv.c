@@ -211,6 +211,13 @@ static void col2im(const kc_conv2d_desc *d, const float *dcol, int nb, float *dx
 #define KC_CPU_DIRECT_ROW 64 /* output pixels gathered at a time */
 
 typedef float kc_v16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t kc_v16i __attribute__((vector_size(64), aligned(4)));
+
+/* max(0, v) lane by lane, as act_forward's ReLU (x > 0 ? x : 0, so NaN -> 0) */
+static inline kc_v16 v16_relu(kc_v16 v) {
+    const kc_v16i keep = v > (kc_v16){0};
+    return (kc_v16)((kc_v16i)v & keep);
+}
 
 static int conv_is_direct(const kc_conv2d_desc *d) {
     return d->kh * d->kw * d->c <= KC_CPU_DIRECT_K && d->f % 16 == 0 && !conv_is_1x1(d);
@@ -234,6 +241,7 @@ static void gather_span(const kc_conv2d_desc *d, const float *xi, int oy, int ox
 static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y) {
     const int f = d->f, kdim = d->kh * d->kw * d->c;
     const int64_t rows = (int64_t)d->n * d->oh;
+    const bool relu = d->relu != 0;
 #pragma omp parallel for schedule(static) if (kc__cpu_par(rows * d->ow * f))
     for (int64_t r = 0; r < rows; r++) {
         const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
@@ -251,7 +259,7 @@ static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const f
                     const float *cp = col + (size_t)p * kdim;
                     kc_v16 acc = bias;
                     for (int k = 0; k < kdim; k++) acc += cp[k] * wk[k];
-                    v16_store(yr + (size_t)p * f + f0, acc);
+                    v16_store(yr + (size_t)p * f + f0, relu ? v16_relu(acc) : acc);
                 }
             }
         }
@@ -322,6 +330,20 @@ static kc_status check_workspace(kc_backend *be, const kc_conv2d_desc *d, const 
                     what, ws_bytes, need);
 }
 
+/* y (rows, f) += b, then max(0, y) when relu: while the rows are still in cache (each GEMM
+ * chunk's output), instead of separate passes over the whole output. */
+static void bias_relu(float *y, const float *b, int64_t rows, int f, bool relu) {
+    if (!b && !relu) return;
+#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * f))
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * f;
+        if (b)
+            for (int j = 0; j < f; j++) yr[j] += b[j];
+        if (relu)
+            for (int j = 0; j < f; j++) yr[j] = yr[j] > 0.0f ? yr[j] : 0.0f; /* as act_forward */
+    }
+}
+
 /* Rows of an (rows, ...) gemm done in pieces of at most this many (32-bit BLAS m). */
 #define KC_CPU_GEMM_MAX_ROWS ((int64_t)1 << 30)
 
@@ -342,6 +364,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, f, d->c, 1.0f, x + (size_t)r0 * d->c, d->c,
                         w, f, 0.0f, y + (size_t)r0 * f, f);
         }
+        bias_relu(y, b, rows_all, f, d->relu);
     } else {
         KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_forward"));
         float *col = ws; /* (nb*OH*OW, KH*KW*C) */
@@ -352,9 +375,9 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
             im2col(d, x + (size_t)n0 * img_in, nb, col);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb * d->oh * d->ow, f, kdim, 1.0f, col, kdim, w,
                         f, 0.0f, y + (size_t)n0 * img_out * f, f);
+            bias_relu(y + (size_t)n0 * img_out * f, b, (int64_t)nb * d->oh * d->ow, f, d->relu);
         }
     }
-    if (b) return kc__cpu_bias_add(be, y, b, rows_all, f);
     return KC_STATUS_OK;
 }
 

@@ -469,7 +469,10 @@ kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const f
         xin = pad;
     }
     KC_TRY(run_dir(be, e, DIR_FWD, xin, wt, y, algo_ws, avail));
-    if (b) return kc__cu_launched(be, "conv2d forward: bias", kc__k_bias_add(L, y, b, (int64_t)d->n * d->oh * d->ow, d->f));
+    const int64_t rows = (int64_t)d->n * d->oh * d->ow;
+    if (b) KC_TRY(kc__cu_launched(be, "conv2d forward: bias", kc__k_bias_add(L, y, b, rows, d->f)));
+    if (d->relu) /* the layer's fused ReLU: the activation kernel, in place */
+        return kc__cu_act_forward(be, (kc_act_params){.kind = KC_ACT_RELU}, y, y, rows * d->f, d->f);
     return KC_STATUS_OK;
 }
 
