@@ -880,6 +880,11 @@ static void run_layer_case(void **state) {
             snprintf(what, sizeof what, "%s: %s after forward", c->what, lc->w[k].name);
             check_dev(what, lg->w[k].data, lc->w[k].data, lc->w[k].size, 1e-5, 0);
         }
+    if (!c->training) { /* a backward follows a training forward (layers keep their state for it only then) */
+        fc.training = fg.training = true;
+        OK(lc->ops->forward(lc, &fc));
+        OK(lg->ops->forward(lg, &fg));
+    }
     kc_bwd bc = {.be = C, .batch = B, .y = hy, .dy = hdy, .aux = caux, .ws = cws_p, .ws_bytes = cws};
     kc_bwd bg = {.be = G, .batch = B, .y = gy, .dy = gdy, .aux = gaux, .ws = gws_p, .ws_bytes = gws};
     for (int i = 0; i < c->n_in; i++) bc.x[i] = hx[i], bc.dx[i] = hdx[i], bg.x[i] = gx[i], bg.dx[i] = gdx[i];

@@ -264,9 +264,14 @@ static void run_case(void **state) {
     }
     for (int64_t i = 0; i < h.yn; i++) h.r[i] = unif(&g, -1.0f, 1.0f);
 
-    /* analytic: copy dx and weight gradients out before the numeric passes reuse buffers */
+    /* analytic: copy dx and weight gradients out before the numeric passes reuse buffers. A
+     * backward follows a training forward (layers keep state for it only then: masks,
+     * pre-activations); the cases not marked training give the same outputs in both modes. */
+    bool mode = h.training;
+    h.training = true;
     objective(&h);
     backward(&h);
+    h.training = mode;
     float *gx[KC_MAX_INPUTS] = {0}, *gw[KC_MAX_WEIGHTS] = {0};
     for (int i = 0; i < l->n_in; i++) {
         gx[i] = alloc_f(h.xn[i]);

@@ -83,10 +83,8 @@ void kc__conv_out_size(int in, int k, int stride, int dilation, bool same, int *
 kc_status kc__fused_act_forward(kc_backend *be, const kc_act_params *a, float *y, float *pre, int64_t n,
                                 int cols) {
     if (a->kind == KC_ACT_LINEAR) return KC_STATUS_OK;
-    if (kc__act_needs_input(a->kind)) {
-        if (!pre) return kc__fail(KC_STATUS_INTERNAL, "fused activation: no buffer for the pre-activation");
+    if (kc__act_needs_input(a->kind) && pre) /* kept for the backward (pre is NULL outside training) */
         KC_TRY(be->copy(be, pre, y, (size_t)n * sizeof(float)));
-    }
     return be->act_forward(be, *a, y, y, n, cols);
 }
 

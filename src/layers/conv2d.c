@@ -123,7 +123,7 @@ static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
     KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
     if (l->defer_act || d.relu) return KC_STATUS_OK; /* the loss takes the logits; or done in the convolution */
-    return kc__fused_act_forward(a->be, &c->act, a->y, a->aux, n, c->filters);
+    return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->filters);
 }
 
 static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {

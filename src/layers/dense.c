@@ -71,7 +71,7 @@ static kc_status dense_forward(kc_layer *l, const kc_fwd *a) {
                     c->units));
     if (c->use_bias) KC_TRY(be->bias_add(be, a->y, l->w[1].data, rows, c->units));
     if (l->defer_act) return KC_STATUS_OK; /* the loss takes the logits */
-    return kc__fused_act_forward(be, &c->act, a->y, a->aux, rows * c->units, c->units);
+    return kc__fused_act_forward(be, &c->act, a->y, a->training ? a->aux : NULL, rows * c->units, c->units);
 }
 
 static kc_status dense_backward(kc_layer *l, const kc_bwd *a) {

@@ -150,8 +150,8 @@ const char *kc__layer_label(const kc_layer *l);
  * a static string; NULL when unknown. */
 const char *kc__init_canonical(const char *name);
 /* Fused activation of Conv2D / Dense over y (n values, rows of `cols` for softmax):
- * forward saves the pre-activation into pre when kc__act_needs_input (pre may be NULL
- * otherwise), then applies the activation in place; backward turns dy into the gradient
+ * forward saves the pre-activation into pre when kc__act_needs_input and pre is given (NULL
+ * outside training, where no backward follows), then applies the activation in place; backward turns dy into the gradient
  * of the pre-activation, in place. Linear is a no-op. */
 kc_status kc__fused_act_forward(kc_backend *be, const kc_act_params *a, float *y, float *pre,
                                 int64_t n, int cols);

@@ -83,7 +83,9 @@ static size_t pool_aux_bytes(const kc_layer *l, int batch) {
 static kc_status pool_forward(kc_layer *l, const kc_fwd *a) {
     const pool_cfg *c = l->cfg;
     kc_pool2d_desc d = pool_desc(c, a->batch);
-    return a->be->pool2d_forward(a->be, &d, a->x[0], a->y, c->kind == KC_POOL_MAX ? (int32_t *)a->aux : NULL);
+    /* the argmax mask only for a backward to come */
+    int32_t *mask = c->kind == KC_POOL_MAX && a->training ? (int32_t *)a->aux : NULL;
+    return a->be->pool2d_forward(a->be, &d, a->x[0], a->y, mask);
 }
 
 static kc_status pool_backward(kc_layer *l, const kc_bwd *a) {

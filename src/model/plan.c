@@ -134,7 +134,8 @@ kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
             bufs[nb++] = (pbuf){bytes, i, y_end[i], &p->y_off[i], 0};
             act_total += bytes;
         }
-        size_t aux = l->ops->aux_bytes && !kc__layer_is_alias(l, training) ? l->ops->aux_bytes(l, batch) : 0;
+        /* aux is state kept for the backward: none outside training */
+        size_t aux = training && l->ops->aux_bytes ? l->ops->aux_bytes(l, batch) : 0;
         if (aux) {
             bufs[nb++] = (pbuf){align64(aux), i, training ? 2 * L - i : i, &p->aux_off[i], 0};
             aux_total += align64(aux);
