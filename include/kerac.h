@@ -575,7 +575,17 @@ typedef struct kc_callback {
     void (*on_train_end)(kc_model *m, void *user);
     /* Set by kerac's built-in callbacks (kc_callback_destroy calls it); NULL in yours. */
     void (*destroy)(struct kc_callback *self);
+    /* Optional: the callback's own state, kept in checkpoints (kc_fit_opts.checkpoint_dir)
+     * and given back on resume right after on_train_begin. get_state writes at most `max`
+     * (KC_CALLBACK_STATE_MAX) numbers and returns how many; set_state receives them
+     * (non-finite values come back as NaN). A checkpoint's states go to the callbacks at the
+     * same positions with the same names. The built-in callbacks have both; one without
+     * them starts afresh on resume. */
+    int (*get_state)(void *user, double *state, int max);
+    void (*set_state)(kc_model *m, void *user, const double *state, int n);
 } kc_callback;
+
+#define KC_CALLBACK_STATE_MAX 16
 
 /* Built-in callbacks (Keras's names and defaults). */
 typedef struct kc_early_stopping_opts {
@@ -673,8 +683,11 @@ typedef struct kc_fit_opts {
      * checkpoint's. On the CPU (with the same number of threads) the result is
      * bit-identical to a run never interrupted.
      * Checkpointing goes on only when checkpoint_dir is set (the best value carries over
-     * for the same monitor). Not restored: the state inside callbacks (EarlyStopping's
-     * patience count, ...). */
+     * for the same monitor). Callbacks' state is restored for those with get_state /
+     * set_state (the built-ins: EarlyStopping's best value and patience count,
+     * ReduceLROnPlateau's best value, patience and cooldown counts); EarlyStopping's copy
+     * of the best weights (restore_best_weights) is not in the checkpoint: after a resume it
+     * can restore only a best epoch reached since. */
     const char *resume_from;
 } kc_fit_opts;
 

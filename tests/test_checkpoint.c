@@ -268,6 +268,64 @@ static void run_resume_case(const resume_case *rc) {
     kc_dataset_destroy(d);
 }
 
+/* ---------------------------------------------------------------- callbacks' state */
+
+/* Stops training at the end of epoch `at` (0-based; -1: never). */
+static kc_callback_action stop_epoch(kc_model *m, const kc_epoch_logs *e, void *user) {
+    (void)m;
+    return e->epoch == *(int *)user ? KC_STOP_TRAINING : KC_CONTINUE;
+}
+
+/* EarlyStopping and ReduceLROnPlateau carry their counters across a resume: a run cut
+ * after epoch 2 and resumed stops where the uninterrupted one stops, with the same
+ * learning rates, weights and history. min_delta 10 makes every epoch after the first
+ * "no improvement": EarlyStopping (patience 3) stops at the end of epoch 3; ReduceLROnPlateau
+ * (patience 1, cooldown 1) halves the rate at epochs 1 and 3. Without the states the
+ * resumed callbacks would start afresh, see epoch 2 as an improvement and go on. */
+static void run_with_callbacks(const char *dir, int stop_at, const char *resume, kc_model **out, kc_history **h) {
+    kc_dataset *d = make_data(N_EX);
+    kc_optimizer_opts opt = KC_SGD(.learning_rate = 0.05, .momentum = 0.9);
+    kc_model *m = make_compiled(&opt);
+    kc_callback *es = NULL, *rl = NULL;
+    must(kc_early_stopping(&(kc_early_stopping_opts){.monitor = "val_loss", .patience = 3, .min_delta = 10}, &es),
+         "EarlyStopping");
+    must(kc_reduce_lr_on_plateau(&(kc_reduce_lr_opts){.monitor = "val_loss", .patience = 1, .factor = 0.5,
+                                                       .min_delta = 10, .cooldown = 1}, &rl),
+         "ReduceLROnPlateau");
+    int at = stop_at;
+    kc_callback stopper_cb = {.name = "stopper", .user = &at, .on_epoch_end = stop_epoch};
+    kc_callback *cbs[3] = {es, rl, &stopper_cb};
+    kc_fit_opts o = {.epochs = 10, .batch_size = 7, .validation_split = 0.2, .prefetch = 1, .callbacks = cbs,
+                     .num_callbacks = 3, .checkpoint_dir = dir, .resume_from = resume};
+    must(kc_fit(m, d, &o, h), "fit with callbacks");
+    kc_callback_destroy(es);
+    kc_callback_destroy(rl);
+    kc_dataset_destroy(d);
+    *out = m;
+}
+
+static void test_resume_keeps_callback_state(void **state) {
+    const char *dir = tpath("cb_state");
+    rm_rf(dir);
+    kc_model *ref = NULL, *cut = NULL, *res = NULL;
+    kc_history *href = NULL, *hcut = NULL, *hres = NULL;
+    run_with_callbacks(NULL, -1, NULL, &ref, &href);
+    assert_int_equal(kc_history_epochs(href), 4); /* stopped by EarlyStopping at epoch 3 */
+    assert_string_equal(kc_history_stop_reason(href), "EarlyStopping");
+    assert_true(kc_history_epoch(href, 2)->lr < kc_history_epoch(href, 1)->lr); /* halved at the end of epoch 1 */
+    run_with_callbacks(dir, 1, NULL, &cut, &hcut);
+    assert_int_equal(kc_history_epochs(hcut), 2);
+    run_with_callbacks(dir, -1, dir, &res, &hres);
+    assert_string_equal(kc_history_stop_reason(hres), "EarlyStopping");
+    expect_same_state(ref, res, href, hres);
+    kc_history_destroy(href);
+    kc_history_destroy(hcut);
+    kc_history_destroy(hres);
+    kc_model_destroy(ref);
+    kc_model_destroy(cut);
+    kc_model_destroy(res);
+}
+
 /* ---------------------------------------------------------------- (1) bit-identical resume */
 
 static void test_resume_adam_mid_epoch(void **state) {
@@ -763,6 +821,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resume_adam_mid_epoch),
         cmocka_unit_test(test_resume_sgd_cut_epoch),
         cmocka_unit_test(test_resume_rmsprop_epoch_boundary),
+        cmocka_unit_test(test_resume_keeps_callback_state),
         cmocka_unit_test(test_checkpoint_file_layout),
         cmocka_unit_test(test_keep_and_names),
         cmocka_unit_test(test_save_best_only),

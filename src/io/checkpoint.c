@@ -645,6 +645,13 @@ static char *keras_compile_config(const kc_model *m) {
 /* ---------------------------------------------------------------- the training state */
 
 /* Settings and running values of one fit call. */
+/* One callback's state in a checkpoint (kc_callback.get_state / set_state). */
+typedef struct ckpt_callback {
+    char name[64];
+    double v[KC_CALLBACK_STATE_MAX];
+    int n;                   /* -1: the callback keeps no state */
+} ckpt_callback;
+
 struct kc__ckpt {
     char *dir;               /* NULL: not writing checkpoints */
     int64_t every;           /* 0: epoch ends */
@@ -655,11 +662,15 @@ struct kc__ckpt {
     double best;
     bool has_best;
     kc__fit_geom geom;
+    kc_callback *const *cbs; /* the run's callbacks (their states are saved) */
+    int n_cbs;
     /* resume */
     bool resumed;
     kc__fit_pos pos;
     kc_epoch_logs *hist;
     int n_hist;
+    ckpt_callback *saved_cbs; /* the checkpoint's callback states */
+    int n_saved_cbs;
 };
 
 static json_t *rng_json(const kc_rng *r) {
@@ -796,6 +807,18 @@ static kc_status state_json(const kc__ckpt *c, kc_model *m, const kc__fit_pos *p
     for (int i = 0; i < n_hist; i++) json_array_append_new(h, epoch_json(&hist[i], m->n_metrics));
     json_object_set_new(root, "history", h);
 
+    json_t *cbs = json_array(); /* the callbacks' own states, by position */
+    for (int i = 0; i < c->n_cbs; i++) {
+        const kc_callback *cb = c->cbs[i];
+        json_t *e = json_object();
+        json_object_set_new(e, "name", json_string(cb && cb->name ? cb->name : ""));
+        double v[KC_CALLBACK_STATE_MAX];
+        int n = cb && cb->get_state ? cb->get_state(cb->user, v, KC_CALLBACK_STATE_MAX) : -1;
+        json_object_set_new(e, "state", n >= 0 ? doubles_json(v, KC_MIN(n, KC_CALLBACK_STATE_MAX)) : json_null());
+        json_array_append_new(cbs, e);
+    }
+    json_object_set_new(root, "callbacks", cbs);
+
     char *text = s == KC_STATUS_OK ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17))
                                    : NULL;
     json_decref(root);
@@ -907,10 +930,13 @@ typedef struct ckpt_state {
     double best;
     kc_epoch_logs *hist;
     int n_hist;
+    ckpt_callback *cbs;      /* absent from checkpoints of kerac 0.1: none */
+    int n_cbs;
 } ckpt_state;
 
 static void state_free(ckpt_state *st) {
     free(st->path);
+    free(st->cbs);
     json_decref(st->root);
     free(st->layer_seeds);
     free(st->hist);
@@ -1048,6 +1074,21 @@ static kc_status state_read(const char *path, ckpt_state *st) {
         l->batch_size = (int)get_int(&r, e, "batch_size");
         l->micro_batch = (int)get_int(&r, e, "micro_batch");
         l->grad_accum = (int)get_int(&r, e, "grad_accum");
+    }
+    json_t *cbs = json_object_get(root, "callbacks");
+    if (r.s == KC_STATUS_OK && cbs && !json_is_array(cbs))
+        r.s = kc__fail(KC_STATUS_BAD_FILE, "'%s': " STATE_ENTRY ": 'callbacks' is not a list", path);
+    if (r.s == KC_STATUS_OK && json_array_size(cbs) > 0) {
+        st->n_cbs = (int)json_array_size(cbs);
+        st->cbs = kc__calloc((size_t)st->n_cbs, sizeof *st->cbs, "the callbacks' states");
+        if (!st->cbs) r.s = KC_STATUS_OUT_OF_MEMORY;
+    }
+    for (int i = 0; r.s == KC_STATUS_OK && i < st->n_cbs; i++) {
+        json_t *e = json_array_get(cbs, (size_t)i), *v = field(&r, e, "state");
+        ckpt_callback *cb = &st->cbs[i];
+        snprintf(cb->name, sizeof cb->name, "%s", get_str(&r, e, "name"));
+        cb->n = json_is_array(v) ? (int)KC_MIN(json_array_size(v), (size_t)KC_CALLBACK_STATE_MAX) : -1;
+        for (int k = 0; k < cb->n; k++) cb->v[k] = num_value(json_array_get(v, (size_t)k));
     }
     if (r.s == KC_STATUS_OK &&
         (st->pos.epoch < 0 || st->pos.step < 0 || st->batch_size < 1 || st->steps < 0 || st->num_examples < 0 ||
@@ -1342,6 +1383,8 @@ kc_status kc__ckpt_open(kc_model *m, const kc_fit_opts *o, const kc__fit_geom *g
     kc__ckpt *c = kc__calloc(1, sizeof *c, "checkpoint state");
     if (!c) return KC_STATUS_OUT_OF_MEMORY;
     c->geom = *g;
+    c->cbs = o->callbacks;
+    c->n_cbs = o->num_callbacks;
     kc_status s = check_options(c, m, o, g);
     if (s == KC_STATUS_OK && o->checkpoint_dir) {
         c->dir = kc__strdup(o->checkpoint_dir);
@@ -1384,6 +1427,9 @@ kc_status kc__ckpt_open(kc_model *m, const kc_fit_opts *o, const kc__fit_geom *g
             c->hist = st.hist;
             c->n_hist = st.n_hist;
             st.hist = NULL;
+            c->saved_cbs = st.cbs;
+            c->n_saved_cbs = st.n_cbs;
+            st.cbs = NULL;
             if (c->best_only && st.best_only && st.has_best && strcmp(st.monitor, c->monitor) == 0) {
                 c->best = st.best;
                 c->has_best = true;
@@ -1406,9 +1452,31 @@ int kc__ckpt_history(const kc__ckpt *c, const kc_epoch_logs **out) {
     return c && c->resumed ? c->n_hist : 0;
 }
 
+void kc__ckpt_restore_callbacks(kc__ckpt *c, kc_model *m) {
+    if (!c || !c->resumed) return;
+    char lost[160] = ""; /* saved states that find no callback to take them */
+    for (int i = 0; i < c->n_saved_cbs; i++) {
+        const ckpt_callback *s = &c->saved_cbs[i];
+        if (s->n < 0) continue; /* that callback kept no state */
+        kc_callback *cb = i < c->n_cbs ? c->cbs[i] : NULL;
+        if (cb && cb->set_state && strcmp(s->name, cb->name ? cb->name : "") == 0) {
+            cb->set_state(m, cb->user, s->v, s->n);
+            continue;
+        }
+        size_t n = strlen(lost);
+        snprintf(lost + n, sizeof lost - n, "%s%s", n ? ", " : "", s->name[0] ? s->name : "(unnamed)");
+    }
+    if (lost[0])
+        kc__log_always(KC_LOG_WARNING,
+                       "resuming: the checkpoint holds the state of %s at the same place in the callback list, but "
+                       "this run has no such callback there; it starts afresh (pass the same callbacks in the same "
+                       "order to keep it)", lost);
+}
+
 void kc__ckpt_close(kc__ckpt *c) {
     if (!c) return;
     free(c->dir);
+    free(c->saved_cbs);
     free(c->hist);
     free(c);
 }

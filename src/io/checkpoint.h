@@ -60,6 +60,9 @@ kc_status kc__ckpt_open(kc_model *m, const kc_fit_opts *o, const kc__fit_geom *g
 /* The position to continue from (NULL when not resuming), and the epochs finished
  * before it (their logs, for the history). */
 const kc__fit_pos *kc__ckpt_resume_pos(const kc__ckpt *c);
+/* On resume, right after the callbacks' on_train_begin: their states from the checkpoint
+ * (by position and name; a warning when the lists differ). No-op otherwise. */
+void kc__ckpt_restore_callbacks(kc__ckpt *c, kc_model *m);
 int kc__ckpt_history(const kc__ckpt *c, const kc_epoch_logs **out);
 
 /* After a step (pos: after it; bl: its running logs) and after an epoch's end callbacks

@@ -416,6 +416,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
     for (int k = 0; k < o.num_callbacks; k++)
         if (o.callbacks[k]->on_train_begin && o.callbacks[k]->on_train_begin(m, o.callbacks[k]->user) == KC_STOP_TRAINING)
             stop_by(&c, o.callbacks[k]);
+    kc__ckpt_restore_callbacks(ck, m); /* resumed: the callbacks' own states */
 
     for (int epoch = rp ? rp->epoch : 0; epoch < o.epochs && !c.stop && s == KC_STATUS_OK; epoch++) {
         for (int k = 0; k < o.num_callbacks; k++)

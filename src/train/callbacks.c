@@ -53,6 +53,7 @@ typedef struct early_stopping {
     float *best_weights; /* (n_params) host copy when restore_best_weights */
     int64_t best_n;
     bool have_best;
+    bool weights_lost;   /* resumed after a best epoch whose weights are not in the checkpoint */
 } early_stopping;
 
 static bool improved(double v, double best, double min_delta, bool maximize) {
@@ -63,8 +64,28 @@ static kc_callback_action es_train_begin(kc_model *m, void *user) {
     early_stopping *es = user;
     es->wait = 0;
     es->have_best = false;
+    es->weights_lost = false;
     es->best = es->maximize ? -INFINITY : INFINITY;
     return KC_CONTINUE;
+}
+
+/* state: best (NaN: none yet), wait, have_best */
+static int es_get_state(void *user, double *v, int max) {
+    early_stopping *es = user;
+    if (max < 3) return 0;
+    v[0] = es->best;
+    v[1] = es->wait;
+    v[2] = es->have_best;
+    return 3;
+}
+
+static void es_set_state(kc_model *m, void *user, const double *v, int n) {
+    early_stopping *es = user;
+    if (n < 3) return;
+    es->best = isnan(v[0]) ? (es->maximize ? -INFINITY : INFINITY) : v[0];
+    es->wait = (int)v[1];
+    es->have_best = v[2] != 0;
+    es->weights_lost = es->have_best && es->o.restore_best_weights > 0;
 }
 
 static kc_callback_action es_epoch_end(kc_model *m, const kc_epoch_logs *e, void *user) {
@@ -83,6 +104,7 @@ static kc_callback_action es_epoch_end(kc_model *m, const kc_epoch_logs *e, void
     if (improved(v, es->best, fabs(es->o.min_delta), es->maximize)) {
         es->best = v;
         es->have_best = true;
+        es->weights_lost = false;
         if (es->o.restore_best_weights > 0) {
             if (!es->best_weights || es->best_n != m->n_params) {
                 free(es->best_weights);
@@ -96,7 +118,12 @@ static kc_callback_action es_epoch_end(kc_model *m, const kc_epoch_logs *e, void
         return KC_CONTINUE;
     }
     if (es->wait >= es->o.patience && e->epoch > 0) {
-        if (es->o.restore_best_weights > 0 && es->best_weights && es->have_best) {
+        if (es->o.restore_best_weights > 0 && es->weights_lost)
+            kc__log_always(KC_LOG_WARNING,
+                           "EarlyStopping: the best epoch (%s = %g) came before the resume and checkpoints do not "
+                           "keep its weights; the last weights stay",
+                           es->monitor, es->best);
+        else if (es->o.restore_best_weights > 0 && es->best_weights && es->have_best) {
             m->be->to_device(m->be, m->params, es->best_weights, (size_t)m->n_params * sizeof(float));
             kc__log(KC_LOG_INFO, "EarlyStopping: restored the weights of the best epoch (%s = %g)", es->monitor, es->best);
         }
@@ -124,7 +151,8 @@ kc_status kc_early_stopping(const kc_early_stopping_opts *opts, kc_callback **ou
     }
     es->o = o;
     es->cb = (kc_callback){.name = "EarlyStopping", .user = es, .on_train_begin = es_train_begin,
-                           .on_epoch_end = es_epoch_end, .destroy = es_destroy};
+                           .on_epoch_end = es_epoch_end, .destroy = es_destroy, .get_state = es_get_state,
+                           .set_state = es_set_state};
     *out = &es->cb;
     return KC_STATUS_OK;
 }
@@ -145,6 +173,25 @@ static kc_callback_action rl_train_begin(kc_model *m, void *user) {
     r->best = r->maximize ? -INFINITY : INFINITY;
     r->wait = r->cooldown = 0;
     return KC_CONTINUE;
+}
+
+/* state: best (NaN: none yet), wait, cooldown (the learning-rate scale is the optimizer's,
+ * checkpointed with it) */
+static int rl_get_state(void *user, double *v, int max) {
+    reduce_lr *r = user;
+    if (max < 3) return 0;
+    v[0] = r->best;
+    v[1] = r->wait;
+    v[2] = r->cooldown;
+    return 3;
+}
+
+static void rl_set_state(kc_model *m, void *user, const double *v, int n) {
+    reduce_lr *r = user;
+    if (n < 3) return;
+    r->best = isnan(v[0]) ? (r->maximize ? -INFINITY : INFINITY) : v[0];
+    r->wait = (int)v[1];
+    r->cooldown = (int)v[2];
 }
 
 static kc_callback_action rl_epoch_end(kc_model *m, const kc_epoch_logs *e, void *user) {
@@ -198,7 +245,8 @@ kc_status kc_reduce_lr_on_plateau(const kc_reduce_lr_opts *opts, kc_callback **o
     }
     r->o = o;
     r->cb = (kc_callback){.name = "ReduceLROnPlateau", .user = r, .on_train_begin = rl_train_begin,
-                          .on_epoch_end = rl_epoch_end, .destroy = rl_destroy};
+                          .on_epoch_end = rl_epoch_end, .destroy = rl_destroy, .get_state = rl_get_state,
+                          .set_state = rl_set_state};
     *out = &r->cb;
     return KC_STATUS_OK;
 }
