@@ -83,7 +83,7 @@ kc_status kc__backend_module_open(const char *kind, const char *device, kc_backe
     if (be->abi != KC_BACKEND_ABI || be->struct_size != sizeof(kc_backend)) {
         int abi = be->abi;
         size_t sz = be->struct_size;
-        kc_backend_destroy(be);
+        if (be->destroy) be->destroy(be); /* the module's own, as kc_backend_destroy would */
         dlclose(h);
         return kc__fail(KC_STATUS_DEVICE, "the %s backend module speaks ABI %d (table of %zu bytes); this libkerac "
                         "needs ABI %d (%zu bytes): install the module built with this kerac", kind, abi, sz,

@@ -1,4 +1,7 @@
-/* policy.c — the small pieces of the device policy that the model and the CLI call:
+/* policy.c — the device policy and the small pieces around it that the model and the CLI call:
+ *   - kc_backend_open: "cpu", "cuda", "cuda:N" exactly (any failure is an error with its
+ *     reason), or "auto": the CUDA module when it loads and initialises, else the CPU with
+ *     a warning that always shows and names the reason (from the doctor's checks);
  *   - the reason a model runs where it runs (thread-local, set by kc_backend_open);
  *   - the input-bound verdict of an epoch;
  *   - device placement lines (--log-device-placement): one per layer at the first step,
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "../layers/layer.h"
 #include "env.h"
 
@@ -35,6 +39,29 @@ const char *kc__env_auto_fallback(const char *module_error, char *why, size_t n)
     kc__env_fallback_reason(module_error, why, n);
     snprintf(g_reason, sizeof g_reason, "no GPU: %s; run `kerac doctor`", why);
     return why;
+}
+
+/* ---------------------------------------------------------------- the device policy */
+
+kc_status kc_backend_open(const char *device, kc_backend **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_open: the output pointer is NULL");
+    *out = NULL;
+    const char *d = device && *device ? device : "cpu";
+    kc__env_note_device_reason("");
+    if (strcmp(d, "auto") != 0) {
+        kc_status s = kc__backend_open_exact(d, out);
+        if (s == KC_STATUS_OK) kc__env_note_open(d, *out);
+        return s;
+    }
+    kc_status s = kc__backend_open_exact("cuda", out);
+    if (s == KC_STATUS_OK) {
+        kc__env_note_open(d, *out);
+        return s;
+    }
+    char why[1024];
+    kc__env_auto_fallback(kc_last_error(), why, sizeof why);
+    kc__log_always(KC_LOG_WARNING, "no GPU: %s; training on the CPU (run `kerac doctor` for the whole check)", why);
+    return kc_backend_cpu_create(out);
 }
 
 /* ---------------------------------------------------------------- input-bound verdict */
