@@ -1,6 +1,6 @@
 /* cuda_backend.c — the CUDA backend module's entry point (kc_backend_module_init), its
- * checks of the driver, the GPU, cuDNN and cuBLAS, the function table, the copies between
- * host and device, and error reporting.
+ * checks of the driver, the GPU, cuDNN and cuBLAS, the function table, and the copies
+ * between host and device (error reporting: cuda_errors.c).
  *
  * Start-up order, each step with its own message when it fails (the loader prefixes "the
  * cuda backend cannot start: "):
@@ -28,120 +28,6 @@
 #include "kerac_cuda_build.h"
 
 #define KC_CU_STAGE_MAX ((size_t)64 << 20)
-
-/* ---------------------------------------------------------------- errors and logging */
-
-const char *kc__cu_bytes(size_t b, char *buf, size_t n) {
-    if (b >= ((size_t)1 << 30)) snprintf(buf, n, "%.2f GiB", (double)b / 1073741824.0);
-    else if (b >= ((size_t)1 << 20)) snprintf(buf, n, "%.1f MiB", (double)b / 1048576.0);
-    else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-    else snprintf(buf, n, "%zu B", b);
-    return buf;
-}
-
-kc_status kc__cu_fail(kc_backend *be, kc_status s, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (be && be->host_fail) return be->host_fail(s, "%s", msg);
-    return s;
-}
-
-void kc__cu_log(kc_backend *be, kc_log_level level, const char *fmt, ...) {
-    if (!be || !be->host_log) return;
-    char msg[1536];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    be->host_log(level, "%s", msg);
-}
-
-/* Errors after which the CUDA context is unusable (the process must restart). */
-static bool sticky(cudaError_t e) {
-    switch (e) {
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchFailure:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorAssert:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-        return true;
-    default:
-        return false;
-    }
-}
-
-kc_status kc__cu_cuda_fail(kc_backend *be, const char *what, cudaError_t e) {
-    cudaGetLastError(); /* clear a non-sticky error so the next call starts clean */
-    if (e == cudaErrorMemoryAllocation) {
-        size_t free_b = 0, total_b = 0;
-        char b1[32], b2[32];
-        cudaMemGetInfo(&free_b, &total_b);
-        cudaGetLastError();
-        return kc__cu_fail(be, KC_STATUS_OUT_OF_MEMORY,
-                           "%s: %s: out of device memory (%s free of %s); lower the batch size or stop other programs "
-                           "using this GPU",
-                           be->device, what, kc__cu_bytes(free_b, b1, sizeof b1), kc__cu_bytes(total_b, b2, sizeof b2));
-    }
-    return kc__cu_fail(be, KC_STATUS_DEVICE, "%s: %s failed: %s (%s)%s", be->device, what, cudaGetErrorString(e),
-                       cudaGetErrorName(e),
-                       sticky(e) ? "; the GPU context cannot be used after this error: restart the program (run with "
-                                   "KERAC_CUDA_DEBUG_SYNC=1 to find the operation that caused it)"
-                                 : "");
-}
-
-kc_status kc__cu_launched(kc_backend *be, const char *what, cudaError_t e) {
-    if (e != cudaSuccess) return kc__cu_cuda_fail(be, what, e);
-    kc_cu_ctx *c = kc__cu(be);
-    if (c->debug_sync) {
-        e = cudaStreamSynchronize(c->stream);
-        if (e != cudaSuccess) return kc__cu_cuda_fail(be, what, e);
-    }
-    return KC_STATUS_OK;
-}
-
-kc_status kc__cu_cudnn_fail(kc_backend *be, const char *what, cudnnStatus_t s) {
-    char detail[256] = "";
-    cudnnGetLastErrorString(detail, sizeof detail);
-    return kc__cu_fail(be, KC_STATUS_DEVICE, "%s: %s failed: %s%s%s", be->device, what, cudnnGetErrorString(s),
-                       detail[0] ? ": " : "", detail);
-}
-
-static const char *cublas_status_text(cublasStatus_t s) {
-    switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "cuBLAS not initialised";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "mapping error";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
-    default: return "unknown cuBLAS status";
-    }
-}
-
-kc_status kc__cu_cublas_fail(kc_backend *be, const char *what, cublasStatus_t s) {
-    return kc__cu_fail(be, s == CUBLAS_STATUS_ALLOC_FAILED ? KC_STATUS_OUT_OF_MEMORY : KC_STATUS_DEVICE,
-                       "%s: %s failed: %s (cuBLAS status %d)", be->device, what, cublas_status_text(s), (int)s);
-}
-
-kc_status kc__cu_enter(kc_backend *be) {
-    kc_cu_ctx *c = kc__cu(be);
-    int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == c->dev) return KC_STATUS_OK;
-    cudaError_t e = cudaSetDevice(c->dev);
-    if (e != cudaSuccess) return kc__cu_cuda_fail(be, "cudaSetDevice", e);
-    return KC_STATUS_OK;
-}
 
 /* ---------------------------------------------------------------- the device-side label check */
 
@@ -516,7 +402,7 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     if (bs != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;
         s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuBLAS cannot start (cublasCreate: %s, %s)", be->device,
-                      cublas_status_text(bs), lib_path((void *)cublasCreate_v2));
+                      kc__cu_cublas_status_text(bs), lib_path((void *)cublasCreate_v2));
         goto fail;
     }
     /* on the module's stream (else cuBLAS would run unordered against it), plain fp32 unless
@@ -526,7 +412,7 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
         bs = cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuBLAS set-up failed (stream or math mode: %s)",
-                      be->device, cublas_status_text(bs));
+                      be->device, kc__cu_cublas_status_text(bs));
         goto fail;
     }
 

@@ -3,7 +3,8 @@
  * The module (libkerac_cuda.so) implements the kc_backend table of include/kerac_backend.h
  * on one NVIDIA GPU with the CPU backend's exact semantics:
  *   cuda_backend.c  kc_backend_module_init: device choice, driver / cuDNN / cuBLAS checks,
- *                   handles, the table; copies, sync, memory info, error reporting
+ *                   handles, the table; copies, sync, memory info
+ *   cuda_errors.c   error reporting and logging (through the host), kc__cu_enter
  *   cuda_alloc.c    the caching device allocator (KERAC_GPU_MEMORY modes)
  *   cuda_ops.c      GEMM (cuBLAS) and every non-convolution entry (own kernels)
  *   cuda_conv.c     convolutions through cuDNN (v7-style calls), algorithms cached per shape
@@ -136,7 +137,7 @@ typedef struct kc_cu_ctx {
 
 static inline kc_cu_ctx *kc__cu(kc_backend *be) { return (kc_cu_ctx *)be->ctx; }
 
-/* ---- errors (cuda_backend.c) */
+/* ---- errors (cuda_errors.c) */
 /* Set the error text (through the host) and return s. */
 kc_status kc__cu_fail(kc_backend *be, kc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A failed CUDA runtime call: OUT_OF_MEMORY for allocation failures, DEVICE otherwise, with
@@ -146,6 +147,8 @@ kc_status kc__cu_cuda_fail(kc_backend *be, const char *what, cudaError_t e);
 kc_status kc__cu_launched(kc_backend *be, const char *what, cudaError_t e);
 kc_status kc__cu_cudnn_fail(kc_backend *be, const char *what, cudnnStatus_t s);
 kc_status kc__cu_cublas_fail(kc_backend *be, const char *what, cublasStatus_t s);
+/* "CUBLAS_STATUS_NOT_INITIALIZED (...)" */
+const char *kc__cu_cublas_status_text(cublasStatus_t s);
 void kc__cu_log(kc_backend *be, kc_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "1.5 GiB", "12.0 MiB", "512 B" */
 const char *kc__cu_bytes(size_t b, char *buf, size_t n);
