@@ -394,8 +394,8 @@ int64_t kc_dataset_size(const kc_dataset *d);
 kc_shape kc_dataset_shape(const kc_dataset *d);
 int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
 /* Host memory behind a dataset (shared by its slices): bytes held in memory, and bytes
- * read on demand from a memory-mapped file (.npy images are mapped, not loaded: datasets
- * larger than RAM work; IDX and CIFAR files are read into memory). */
+ * read on demand from a memory-mapped file (.npy images and raw IDX images are mapped, not
+ * loaded: datasets larger than RAM work; gzipped IDX and CIFAR files are read into memory). */
 kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mapped);
 /* Copy examples [start, start + count) into x (count, shape...) and y (count), either may be NULL. */
 kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);

@@ -1,7 +1,9 @@
-/* .npy images are memory-mapped, not loaded: a dataset larger than RAM trains, and the
- * host footprint reported by kc_dataset_memory is the labels only. */
+/* .npy images and raw (not gzipped) IDX images are memory-mapped, not loaded: a dataset
+ * larger than RAM trains, and the host footprint reported by kc_dataset_memory is the
+ * labels only. Gzipped IDX images are decompressed into memory. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "kerac.h"
 
@@ -88,7 +91,78 @@ static void test_npy_images_are_mapped(void **state) {
     free(x);
 }
 
+/* An IDX file: magic 0x000008RR, RANK big-endian uint32 dimensions, the bytes. */
+static void write_idx(const char *path, bool gz, int rank, const unsigned *dims, const unsigned char *data,
+                      size_t bytes) {
+    unsigned char head[16] = {0, 0, 8, (unsigned char)rank};
+    for (int i = 0; i < rank; i++)
+        for (int b = 0; b < 4; b++) head[4 + 4 * i + b] = (unsigned char)(dims[i] >> (24 - 8 * b));
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(gzwrite(f, head, 4 + 4 * rank), 4 + 4 * rank);
+        assert_int_equal(gzwrite(f, data, (unsigned)bytes), (int)bytes);
+        gzclose(f);
+        return;
+    }
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(head, 1, 4 + 4 * (size_t)rank, f);
+    fwrite(data, 1, bytes, f);
+    fclose(f);
+}
+
+static void test_idx_raw_images_are_mapped(void **state) {
+    char dir[] = "/tmp/kerac_mmap_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    enum { N = 200, H = 7, W = 9 };
+    static unsigned char img[N * H * W], lab[N];
+    for (int i = 0; i < N * H * W; i++) img[i] = (unsigned char)(i * 7 % 256);
+    for (int i = 0; i < N; i++) lab[i] = (unsigned char)(i % 10);
+    char xp[256], yp[256], spec[600];
+    snprintf(xp, sizeof xp, "%s/images-idx3-ubyte", dir);
+    snprintf(yp, sizeof yp, "%s/labels-idx1-ubyte", dir);
+    write_idx(xp, false, 3, (unsigned[]){N, H, W}, img, sizeof img);
+    write_idx(yp, false, 1, (unsigned[]){N}, lab, sizeof lab);
+    snprintf(spec, sizeof spec, "idx:%s,%s", xp, yp);
+    kc_dataset *d = NULL;
+    assert_int_equal(kc_dataset_open(spec, &d), KC_STATUS_OK);
+    size_t resident = 0, mapped = 0;
+    assert_int_equal(kc_dataset_memory(d, &resident, &mapped), KC_STATUS_OK);
+    assert_int_equal(mapped, sizeof img);               /* images: on demand */
+    assert_int_equal(resident, sizeof(int32_t) * N);    /* labels only */
+    float got[H * W];
+    int32_t y = -1;
+    assert_int_equal(kc_dataset_read(d, 123, 1, got, &y), KC_STATUS_OK);
+    for (int i = 0; i < H * W; i++) assert_true(got[i] == (float)img[123 * H * W + i] / 255.0f);
+    assert_int_equal(y, 123 % 10);
+    kc_dataset_destroy(d);
+    /* a raw file longer than its header says is still an error (checked before mapping) */
+    FILE *f = fopen(xp, "ab");
+    fputc(0, f);
+    fclose(f);
+    assert_int_equal(kc_dataset_open(spec, &d), KC_STATUS_BAD_FILE);
+    assert_non_null(strstr(kc_last_error(), "header"));
+    /* gzipped: decompressed into memory, the same values */
+    snprintf(xp, sizeof xp, "%s/images-idx3-ubyte.gz", dir);
+    write_idx(xp, true, 3, (unsigned[]){N, H, W}, img, sizeof img);
+    snprintf(spec, sizeof spec, "idx:%s,%s", xp, yp);
+    assert_int_equal(kc_dataset_open(spec, &d), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_memory(d, &resident, &mapped), KC_STATUS_OK);
+    assert_int_equal(mapped, 0);
+    assert_int_equal(resident, sizeof img + sizeof(int32_t) * N);
+    assert_int_equal(kc_dataset_read(d, 123, 1, got, &y), KC_STATUS_OK);
+    for (int i = 0; i < H * W; i++) assert_true(got[i] == (float)img[123 * H * W + i] / 255.0f);
+    kc_dataset_destroy(d);
+    unlink(xp);
+    snprintf(xp, sizeof xp, "%s/images-idx3-ubyte", dir);
+    unlink(xp);
+    unlink(yp);
+    rmdir(dir);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_npy_images_are_mapped)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_npy_images_are_mapped),
+                                       cmocka_unit_test(test_idx_raw_images_are_mapped)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

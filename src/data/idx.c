@@ -1,7 +1,8 @@
 /* idx.c — IDX files (LeCun's MNIST format, also Fashion-MNIST): big-endian header
  * 0x00 0x00 TYPE RANK, then RANK big-endian uint32 dimensions, then the data. kerac reads
  * uint8 images (rank 3: N, H, W -> examples (H, W, 1)) and uint8 labels (rank 1: N), raw
- * or gzipped (zlib's gzread reads both). */
+ * or gzipped (zlib's gzread reads both). Raw images are memory-mapped (read on demand, as
+ * .npy images are); gzipped ones are decompressed into memory. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -204,9 +205,13 @@ static kc_status idx_load_files(idx_file *im, idx_file *lb, const char *images_p
     char source[512];
     snprintf(source, sizeof source, "'%s'", images_path);
     kc_ds_storage *st = NULL;
-    KC_TRY(kc__ds_storage_create(KC_DS_U8, n, kc__shape_make(3, (int[]){(int)h, (int)w, 1}), source, &st));
-    kc_status s = gz_read_exact(im, "image data", st->x_u8, image_bytes);
-    if (s == KC_STATUS_OK) s = idx_check_end(im, image_bytes);
+    const kc_shape shape = kc__shape_make(3, (int[]){(int)h, (int)w, 1});
+    const bool map = gzdirect(im->gz); /* raw: its exact size was checked above */
+    if (map) KC_TRY(kc__ds_storage_create_mapped(KC_DS_U8, n, shape, source, images_path, im->header_bytes, &st));
+    else KC_TRY(kc__ds_storage_create(KC_DS_U8, n, shape, source, &st));
+    kc_status s = KC_STATUS_OK;
+    if (!map) s = gz_read_exact(im, "image data", st->x_u8, image_bytes);
+    if (s == KC_STATUS_OK && !map) s = idx_check_end(im, image_bytes);
     /* labels: read the n bytes into the start of y, then widen in place from the end
      * (y[i] at byte 4i never overwrites a byte j > i that is still to be read) */
     uint8_t *raw = (uint8_t *)st->y; /* (n) bytes inside (n) int32 */
