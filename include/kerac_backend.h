@@ -73,14 +73,33 @@ typedef struct kc_pool2d_desc {
     int oh, ow;
 } kc_pool2d_desc;
 
+/* The losses, the one list: X(kind, Keras name, Keras short name or NULL). The enum and
+ * kc_loss_name() are made from it; kc_compile accepts either name (case-insensitive).
+ * Targets: SPARSE_CCE class indices (float-coded ints) with preds (N, C); CCE (N, C)
+ * probabilities; BCE (N, C) in [0, 1]; MSE, MAE (N, C). */
+#define KC_LOSS_KINDS(X)                                               \
+    X(KC_LOSS_SPARSE_CCE, "sparse_categorical_crossentropy", NULL)     \
+    X(KC_LOSS_CCE, "categorical_crossentropy", NULL)                   \
+    X(KC_LOSS_BCE, "binary_crossentropy", NULL)                        \
+    X(KC_LOSS_MSE, "mean_squared_error", "mse")                        \
+    X(KC_LOSS_MAE, "mean_absolute_error", "mae")
+
 typedef enum kc_loss_kind {
-    KC_LOSS_SPARSE_CCE = 0, /* targets: class indices (float-coded ints), preds (N, C) */
-    KC_LOSS_CCE,            /* targets: (N, C) probabilities */
-    KC_LOSS_BCE,            /* targets: (N, C) in [0, 1] */
-    KC_LOSS_MSE,
-    KC_LOSS_MAE,
+#define KC__LOSS_ENUM(kind, name, short_name) kind,
+    KC_LOSS_KINDS(KC__LOSS_ENUM) /* KC_LOSS_SPARSE_CCE = 0, ... */
+#undef KC__LOSS_ENUM
     KC_LOSS_COUNT
 } kc_loss_kind;
+
+/* The Keras name of a loss kind ("mean_squared_error"); "unknown loss" outside the list. */
+static inline const char *kc_loss_name(kc_loss_kind k) {
+    switch (k) {
+#define KC__LOSS_CASE(kind, name, short_name) case kind: return name;
+    KC_LOSS_KINDS(KC__LOSS_CASE)
+#undef KC__LOSS_CASE
+    default: return "unknown loss";
+    }
+}
 
 typedef struct kc_loss_desc {
     kc_loss_kind kind;

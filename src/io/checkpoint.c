@@ -77,17 +77,6 @@ static json_t *jhex(uint64_t v) {
 /* A JSON number; NaN and infinities (which JSON lacks) are null. */
 static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-static const char *loss_name(kc_loss_kind k) {
-    switch (k) {
-    case KC_LOSS_SPARSE_CCE: return "sparse_categorical_crossentropy";
-    case KC_LOSS_CCE: return "categorical_crossentropy";
-    case KC_LOSS_BCE: return "binary_crossentropy";
-    case KC_LOSS_MSE: return "mean_squared_error";
-    case KC_LOSS_MAE: return "mean_absolute_error";
-    default: return "sparse_categorical_crossentropy";
-    }
-}
-
 static const char *opt_name(kc_opt_kind k) {
     switch (k) {
     case KC_OPT_SGD: return "sgd";
@@ -596,7 +585,7 @@ static json_t *keras_optimizer(const kc_model *m) {
 }
 
 static json_t *keras_loss(const kc_model *m) {
-    const char *name = loss_name(m->loss);
+    const char *name = kc_loss_name(m->loss);
     static const struct {
         kc_loss_kind kind;
         const char *cls;
@@ -736,7 +725,7 @@ static json_t *compile_json(const kc_model *m) {
         if (m->metrics[i].k > 1) top_k = m->metrics[i].k;
     }
     json_object_set_new(c, "optimizer", o);
-    json_object_set_new(c, "loss", json_string(loss_name(m->loss)));
+    json_object_set_new(c, "loss", json_string(kc_loss_name(m->loss)));
     json_object_set_new(c, "from_logits", json_boolean(m->from_logits));
     json_object_set_new(c, "metrics", metrics);
     json_object_set_new(c, "top_k", json_integer(top_k));

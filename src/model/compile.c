@@ -9,29 +9,28 @@
 kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in);
 int kc__optimizer_slots(kc_opt_kind kind, double momentum);
 
-static const struct {
-    const char *name;
-    kc_loss_kind kind;
-} k_losses[] = {
-    {"sparse_categorical_crossentropy", KC_LOSS_SPARSE_CCE},
-    {"categorical_crossentropy", KC_LOSS_CCE},
-    {"binary_crossentropy", KC_LOSS_BCE},
-    {"mean_squared_error", KC_LOSS_MSE},
-    {"mse", KC_LOSS_MSE},
-    {"mean_absolute_error", KC_LOSS_MAE},
-    {"mae", KC_LOSS_MAE},
-};
-
+/* By Keras name or short name (KC_LOSS_KINDS in kerac_backend.h), case-insensitive. */
 static kc_status parse_loss(const char *name, kc_loss_kind *out) {
-    const char *n = name && *name ? name : "sparse_categorical_crossentropy";
-    for (size_t i = 0; i < KC_ARRAY_LEN(k_losses); i++)
-        if (strcasecmp(n, k_losses[i].name) == 0) {
-            *out = k_losses[i].kind;
+    static const char *const k_short[KC_LOSS_COUNT] = {
+#define KC__LOSS_SHORT(kind, keras_name, short_name) short_name,
+        KC_LOSS_KINDS(KC__LOSS_SHORT)
+#undef KC__LOSS_SHORT
+    };
+    const char *n = name && *name ? name : kc_loss_name(KC_LOSS_SPARSE_CCE);
+    char list[256];
+    size_t used = 0;
+    list[0] = '\0';
+    for (int k = 0; k < KC_LOSS_COUNT; k++) {
+        const char *full = kc_loss_name((kc_loss_kind)k), *abbr = k_short[k];
+        if (strcasecmp(n, full) == 0 || (abbr && strcasecmp(n, abbr) == 0)) {
+            *out = (kc_loss_kind)k;
             return KC_STATUS_OK;
         }
-    return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                    "loss '%s' is not one of sparse_categorical_crossentropy, categorical_crossentropy, "
-                    "binary_crossentropy, mean_squared_error (mse), mean_absolute_error (mae)", n);
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s%s%s%s", k ? ", " : "", full,
+                                     abbr ? " (" : "", abbr ? abbr : "", abbr ? ")" : "");
+    }
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loss '%s' is not one of %s", n, list);
 }
 
 static kc_status parse_metric(const kc_model *m, const char *name, int top_k, kc_metric *out) {
@@ -79,7 +78,7 @@ kc_status kc_compile(kc_model *m, const kc_compile_opts *opts) {
     int classes = (int)kc__shape_size(&o->out_shape);
     if ((loss == KC_LOSS_SPARSE_CCE || loss == KC_LOSS_CCE) && classes < 2)
         s = kc__fail(KC_STATUS_SHAPE, "loss '%s' needs at least 2 outputs per example; layer '%s' outputs %d",
-                     opts->loss ? opts->loss : "sparse_categorical_crossentropy", o->name, classes);
+                     opts->loss ? opts->loss : kc_loss_name(KC_LOSS_SPARSE_CCE), o->name, classes);
     m->loss = loss;
     m->n_metrics = 0;
     for (int i = 0; i < KC_MAX_METRICS && s == KC_STATUS_OK && opts->metrics[i]; i++) {

@@ -15,17 +15,6 @@
 
 #define KC_LOSS_EPS 1e-7f
 
-static const char *loss_name(kc_loss_kind k) {
-    switch (k) {
-    case KC_LOSS_SPARSE_CCE: return "sparse_categorical_crossentropy";
-    case KC_LOSS_CCE: return "categorical_crossentropy";
-    case KC_LOSS_BCE: return "binary_crossentropy";
-    case KC_LOSS_MSE: return "mean_squared_error";
-    case KC_LOSS_MAE: return "mean_absolute_error";
-    default: return "unknown loss";
-    }
-}
-
 /* The class index coded in a float label, or -1 when it is not an integer in [0, c). */
 static inline int label_index(float t, int c) {
     if (!(t >= 0.0f && t < (float)c)) return -1;
@@ -141,7 +130,7 @@ kc_status kc__cpu_loss_forward_backward(kc_backend *be, const kc_loss_desc *d, c
     if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu loss: the descriptor is NULL");
     if ((int)d->kind < 0 || d->kind >= KC_LOSS_COUNT)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu loss: unknown loss kind %d", (int)d->kind);
-    const char *name = loss_name(d->kind);
+    const char *name = kc_loss_name(d->kind);
     const int n = d->n, c = d->c;
     if (n < 0 || c <= 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: bad prediction shape (%d, %d)", name, n, c);

@@ -348,23 +348,12 @@ kc_status kc__cu_pad2d_backward(kc_backend *be, const float *dy, float *dx, int 
 
 /* ---- loss and accuracy */
 
-static const char *loss_name(kc_loss_kind k) {
-    switch (k) {
-    case KC_LOSS_SPARSE_CCE: return "sparse_categorical_crossentropy";
-    case KC_LOSS_CCE: return "categorical_crossentropy";
-    case KC_LOSS_BCE: return "binary_crossentropy";
-    case KC_LOSS_MSE: return "mean_squared_error";
-    case KC_LOSS_MAE: return "mean_absolute_error";
-    default: return "unknown loss";
-    }
-}
-
 kc_status kc__cu_loss_forward_backward(kc_backend *be, const kc_loss_desc *d, const float *pred,
                                        const float *target, float *loss_sum, float *dpred, int grad_n) {
     if (!d) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda loss: the descriptor is NULL");
     if ((int)d->kind < 0 || d->kind >= KC_LOSS_COUNT)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda loss: unknown loss kind %d", (int)d->kind);
-    const char *name = loss_name(d->kind);
+    const char *name = kc_loss_name(d->kind);
     const int n = d->n, c = d->c;
     if (n < 0 || c <= 0)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "%s: bad prediction shape (%d, %d)", name, n, c);
