@@ -103,10 +103,10 @@ static void same_str(const char *a, const char *b) {
 }
 
 /* Every option the JSON tables know, compared field by field. */
-static void same_opts(const kc__keras_class *cls, const kc__layer_opts *a, const kc__layer_opts *b) {
-    same_str(a->input.name, b->input.name);
-    for (int i = 0; i < cls->n_fields; i++) {
-        const kc__field *f = &cls->fields[i];
+static void same_opts(const kc_layer_ops *ops, const kc__layer_opts *a, const kc__layer_opts *b) {
+    same_str(a->input_layer.name, b->input_layer.name);
+    for (int i = 0; i < ops->n_keras_keys; i++) {
+        const kc__field *f = &ops->keras_keys[i];
         if (f->off == KC_F_NO_OFFSET) continue;
         const char *pa = (const char *)a + f->off, *pb = (const char *)b + f->off;
         switch (f->kind) {
@@ -154,9 +154,9 @@ static void same_model(kc_model *a, kc_model *b) {
         memset(&ob, 0, sizeof ob);
         la->ops->get_opts(la, &oa);
         lb->ops->get_opts(lb, &ob);
-        const kc__keras_class *cls = kc__keras_class_find(ia.class_name);
-        assert_non_null(cls);
-        same_opts(cls, &oa, &ob);
+        const kc_layer_ops *ops = kc__layer_find(ia.class_name);
+        assert_non_null(ops);
+        same_opts(ops, &oa, &ob);
     }
 }
 

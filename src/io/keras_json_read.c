@@ -8,7 +8,7 @@
  *
  * Strict: a class, a config key or a value kerac does not implement is an error that names
  * the layer, the key and the value — never silently dropped. The per-class key tables are
- * in keras_layers.c. */
+ * in each layer kind's file (src/layers, ops->keras_keys). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,7 @@
 #define PFX "model JSON: "
 
 typedef struct parsed_layer {
-    const kc__keras_class *cls;
+    const kc_layer_ops *ops;     /* the layer kind (class name or alias) */
     const char *name;          /* the layer name ("" when the file gives none) */
     char label[KC_NAME_MAX + 64]; /* "layer 'conv2d' (Conv2D)" for messages */
     kc__layer_opts opts;
@@ -213,7 +213,7 @@ static kc_status check_dtype(const parsed_layer *pl, const char *key, const json
 
 /* ---------------------------------------------------------------- initializers */
 
-static const kc__keras_init *init_from_variance_scaling(const json_t *cfg) {
+static const kc__initializer *init_from_variance_scaling(const json_t *cfg) {
     const json_t *scale = json_object_get(cfg, "scale");
     const char *mode = json_string_value(json_object_get(cfg, "mode"));
     const char *dist = json_string_value(json_object_get(cfg, "distribution"));
@@ -222,14 +222,11 @@ static const kc__keras_init *init_from_variance_scaling(const json_t *cfg) {
     bool uniform = strcmp(dist, "uniform") == 0;
     bool normal = strcmp(dist, "truncated_normal") == 0 || strcmp(dist, "normal") == 0;
     if (!uniform && !normal) return NULL;
-    if (s == 1.0 && strcmp(mode, "fan_avg") == 0) return kc__keras_init_find(uniform ? "glorot_uniform" : "glorot_normal");
-    if (s == 2.0 && strcmp(mode, "fan_in") == 0) return kc__keras_init_find(uniform ? "he_uniform" : "he_normal");
-    if (s == 1.0 && strcmp(mode, "fan_in") == 0) return kc__keras_init_find(uniform ? "lecun_uniform" : "lecun_normal");
+    if (s == 1.0 && strcmp(mode, "fan_avg") == 0) return kc__init_find(uniform ? "glorot_uniform" : "glorot_normal");
+    if (s == 2.0 && strcmp(mode, "fan_in") == 0) return kc__init_find(uniform ? "he_uniform" : "he_normal");
+    if (s == 1.0 && strcmp(mode, "fan_in") == 0) return kc__init_find(uniform ? "lecun_uniform" : "lecun_normal");
     return NULL;
 }
-
-static const char *const k_init_supported =
-    "glorot_uniform, glorot_normal, he_uniform, he_normal, lecun_uniform, lecun_normal, zeros, ones";
 
 /* "glorot_uniform" or {"class_name": "GlorotUniform", "config": {"seed": null}}; null: the
  * layer's default (*out = NULL). */
@@ -238,10 +235,10 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
     *out = NULL;
     if (json_is_null(v)) return KC_STATUS_OK;
     if (json_is_string(v)) {
-        const kc__keras_init *k = kc__keras_init_find(json_string_value(v));
+        const kc__initializer *k = kc__init_find(json_string_value(v));
         if (!k)
             return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: %s '%s' is not supported; kerac implements %s", pl->label,
-                            key, json_string_value(v), k_init_supported);
+                            key, json_string_value(v), kc__init_supported);
         *out = k->name;
         return KC_STATUS_OK;
     }
@@ -254,19 +251,19 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
     char what[KC_NAME_MAX + 96];
     snprintf(what, sizeof what, "%s: %s", pl->label, key);
     KC_TRY(check_keys(v, obj_keys, KC_ARRAY_LEN(obj_keys), what));
-    const kc__keras_init *k = NULL;
+    const kc__initializer *k = NULL;
     bool variance_scaling = strcmp(cls, "VarianceScaling") == 0;
     if (variance_scaling) {
         k = init_from_variance_scaling(cfg);
         if (!k)
             return kc__fail(KC_STATUS_UNSUPPORTED,
                             PFX "%s: %s = %s is not supported; kerac implements the VarianceScaling variants %s",
-                            pl->label, key, jtext(v, b, sizeof b), k_init_supported);
+                            pl->label, key, jtext(v, b, sizeof b), kc__init_supported);
     } else {
-        k = kc__keras_init_find(cls);
+        k = kc__init_find(cls);
         if (!k)
             return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: %s '%s' is not supported; kerac implements %s", pl->label,
-                            key, cls, k_init_supported);
+                            key, cls, kc__init_supported);
     }
     const char *ckey;
     json_t *cv;
@@ -425,12 +422,12 @@ static kc_status unknown_key(const parsed_layer *pl, const char *key) {
     known[0] = '\0';
     int nb = 0;
     const kc__field *base = kc__keras_base_fields(&nb);
-    bool input = pl->cls->flags & KC_CLS_INPUT;
+    bool input = kc__keras_is_input(pl->ops);
     for (int i = 0; !input && i < nb; i++)
         used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", base[i].key);
-    for (int i = 0; i < pl->cls->n_fields && used < sizeof known; i++) {
-        if (find_field(pl->cls->fields, i, pl->cls->fields[i].key)) continue; /* listed twice (Dropout seed) */
-        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", pl->cls->fields[i].key);
+    for (int i = 0; i < pl->ops->n_keras_keys && used < sizeof known; i++) {
+        if (find_field(pl->ops->keras_keys, i, pl->ops->keras_keys[i].key)) continue; /* listed twice (Dropout seed) */
+        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", pl->ops->keras_keys[i].key);
     }
     return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: unknown config key '%s'; kerac knows %s", pl->label, key,
                     used ? known : "no keys besides name, trainable and dtype");
@@ -466,37 +463,37 @@ static kc_status parse_layer(const json_t *entry, int index, parsed_layer *pl) {
     if (cfg_name && top_name && strcmp(cfg_name, top_name) != 0)
         return kc__fail(KC_STATUS_BAD_FILE, PFX "%s: its config names it '%s'; the two names must agree", pl->label,
                         cfg_name);
-    pl->cls = kc__keras_class_find(cls);
-    if (!pl->cls) {
-        char list[512];
+    pl->ops = kc__layer_find(cls);
+    if (!pl->ops) {
+        char list[1024]; /* every class name, with room for many more kinds */
         bool nested = strcmp(cls, "Sequential") == 0 || strcmp(cls, "Functional") == 0 || strcmp(cls, "Model") == 0;
         return kc__fail(KC_STATUS_UNSUPPORTED, PFX "layer '%s' has class '%s', which kerac does not support%s; supported: %s",
                         name ? name : "?", cls, nested ? " (a model nested inside a model; flatten it)" : "",
-                        kc__keras_class_list(list, sizeof list));
+                        kc__layer_class_list(list, sizeof list));
     }
-    snprintf(pl->label, sizeof pl->label, "layer '%s' (%s)", name ? name : "?", pl->cls->class_name);
+    snprintf(pl->label, sizeof pl->label, "layer '%s' (%s)", name ? name : "?", pl->ops->class_name);
     const json_t *config = json_object_get(entry, "config");
     if (!json_is_object(config)) return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no \"config\" object", pl->label);
     int nb = 0, nx = 0;
     const kc__field *base = kc__keras_base_fields(&nb);
     const kc__field *extra = kc__keras_extra_fields(&nx);
-    bool input = pl->cls->flags & KC_CLS_INPUT;
+    bool input = kc__keras_is_input(pl->ops);
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)config, key, v) {
-        const kc__field *f = find_field(pl->cls->fields, pl->cls->n_fields, key);
+        const kc__field *f = find_field(pl->ops->keras_keys, pl->ops->n_keras_keys, key);
         if (!f && !input) f = find_field(base, nb, key);
         if (!f && !input) f = find_field(extra, nx, key);
         if (!f) return unknown_key(pl, key);
         KC_TRY(read_field(pl, f, key, v));
     }
-    if (input && pl->opts.input.shape[0] == 0)
+    if (input && pl->opts.input_layer.shape[0] == 0)
         return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no shape: give \"batch_shape\" (Keras 3) or "
                                             "\"batch_input_shape\" (Keras 2)", pl->label);
     return KC_STATUS_OK;
 }
 
-static kc_layer_spec spec_of(const parsed_layer *pl) { return (kc_layer_spec){pl->cls->class_name, &pl->opts}; }
+static kc_layer_spec spec_of(const parsed_layer *pl) { return (kc_layer_spec){pl->ops->class_name, &pl->opts}; }
 
 /* A builder failure, with the JSON prefix. */
 static kc_status builder_error(kc_model *m, kc_status s) {
@@ -547,7 +544,7 @@ static kc_status read_sequential(reader *r, const json_t *config) {
     json_array_foreach((json_t *)layers, i, entry) {
         parsed_layer pl;
         KC_TRY(parse_layer(entry, (int)i, &pl));
-        bool input = pl.cls->flags & KC_CLS_INPUT;
+        bool input = kc__keras_is_input(pl.ops);
         if (i == 0 && !input) {
             /* Keras 2 puts the input shape on the first layer; Keras 3 in build_input_shape */
             kc_input_opts in = {0};
@@ -779,13 +776,13 @@ static kc_status read_functional(reader *r, const json_t *config) {
         for (int k = 0; k < n; k++) KC_TRY(resolve(r, i, pl.label, refs[k].name, &xs[k]));
         kc_layer_spec spec = spec_of(&pl);
         kc_node y;
-        if (pl.cls->flags & KC_CLS_INPUT) {
+        if (kc__keras_is_input(pl.ops)) {
             if (n > 0)
                 return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has inbound nodes; an InputLayer takes no inputs", pl.label);
             y = kc_input(r->m, &spec);
         } else if (n == 0) {
             return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no inbound_nodes: nothing feeds it", pl.label);
-        } else if (n == 1 && !(pl.cls->flags & KC_CLS_MERGE)) {
+        } else if (n == 1 && !kc__keras_is_merge(pl.ops)) {
             y = kc_apply(r->m, &spec, xs[0]);
         } else {
             y = kc_merge(r->m, &spec, xs, n);

@@ -3,8 +3,8 @@
  * Keras loads it (keras.models.model_from_json / tf.keras.models.model_from_json).
  *
  * The options come back from each layer through ops->get_opts (the public kc_*_opts
- * struct); the key tables in keras_layers.c say where each key's value lives and which
- * flavour writes it. Floats are written as their shortest float32 decimal ("0.99", not
+ * struct); the kinds' key tables (ops->keras_keys) say where each key's value lives and
+ * which flavour writes it. Floats are written as their shortest float32 decimal ("0.99", not
  * "0.9900000095367432"), as Python writes the float Keras holds. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,7 @@ static json_t *int_pair(writer *w, int a, int b) {
 /* An initializer object: {"module": "keras.initializers", "class_name": "GlorotUniform",
  * "config": {"seed": null}, "registered_name": null} (Keras 2: class_name and config only). */
 static json_t *initializer(writer *w, const char *name) {
-    const kc__keras_init *k = kc__keras_init_find(name);
+    const kc__initializer *k = kc__init_find(name);
     if (!k) return json_string(name); /* not reached: layers keep canonical names */
     json_t *o = json_object(), *cfg = json_object();
     if (k->has_seed) put(w, cfg, "seed", json_null());
@@ -89,9 +89,9 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
         return int_pair(w, v0, v1);
     }
     case KC_F_POOL_STRIDES: {
-        const int *a = src;
-        int p0 = o->pool2d.pool_size[0] ? o->pool2d.pool_size[0] : 2;
-        int p1 = o->pool2d.pool_size[1] ? o->pool2d.pool_size[1] : p0;
+        const int *a = src, *pool = o->maxpool2d.pool_size; /* both pooling kinds: kc_pool2d_opts */
+        int p0 = pool[0] ? pool[0] : 2;
+        int p1 = pool[1] ? pool[1] : p0;
         if (!a[0]) return int_pair(w, p0, p1);
         return int_pair(w, a[0], a[1] ? a[1] : a[0]);
     }
@@ -178,7 +178,7 @@ static json_t *keras_tensor(writer *w, int node) {
     return t;
 }
 
-static json_t *inbound_nodes(writer *w, const kc_layer *l, const kc__keras_class *cls) {
+static json_t *inbound_nodes(writer *w, const kc_layer *l) {
     json_t *nodes = json_array();
     if (l->n_in == 0) return nodes;
     if (w->flavour == 2) { /* [[["conv2d", 0, 0, {}], ...]] */
@@ -196,7 +196,7 @@ static json_t *inbound_nodes(writer *w, const kc_layer *l, const kc__keras_class
     }
     /* [{"args": [tensor] or [[tensor, tensor]], "kwargs": {}}] */
     json_t *node = json_object(), *args = json_array();
-    if (cls->flags & KC_CLS_MERGE) {
+    if (kc__keras_is_merge(l->ops)) {
         json_t *list = json_array();
         for (int k = 0; k < l->n_in; k++) push(w, list, keras_tensor(w, l->in[k]));
         push(w, args, list);
@@ -210,9 +210,9 @@ static json_t *inbound_nodes(writer *w, const kc_layer *l, const kc__keras_class
 }
 
 /* Keras 3 build_config: {"input_shape": [null, ...]} or, for a merge, a list of shapes. */
-static json_t *build_config(writer *w, const kc_layer *l, const kc__keras_class *cls) {
+static json_t *build_config(writer *w, const kc_layer *l) {
     json_t *b = json_object();
-    if (cls->flags & KC_CLS_MERGE) {
+    if (kc__keras_is_merge(l->ops)) {
         json_t *list = json_array();
         for (int k = 0; k < l->n_in; k++) push(w, list, kshape(w, &l->in_shape[k]));
         put(w, b, "input_shape", list);
@@ -224,31 +224,30 @@ static json_t *build_config(writer *w, const kc_layer *l, const kc__keras_class 
 
 static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json_t **out) {
     *out = NULL;
-    const kc__keras_class *cls = kc__keras_class_find(l->ops->class_name);
-    if (!cls || !l->ops->get_opts)
+    if (!l->ops->get_opts)
         return kc__fail(KC_STATUS_UNSUPPORTED, "model JSON: layer '%s' has class %s, which the JSON writer does not know",
                         l->name, l->ops->class_name);
     kc__layer_opts o;
     memset(&o, 0, sizeof o);
     l->ops->get_opts(l, &o);
     json_t *cfg = json_object();
-    if (!(cls->flags & KC_CLS_INPUT)) {
+    if (!kc__keras_is_input(l->ops)) {
         int nb = 0;
         const kc__field *base = kc__keras_base_fields(&nb);
         put_fields(w, cfg, l, &o, base, nb);
     }
-    put_fields(w, cfg, l, &o, cls->fields, cls->n_fields);
+    put_fields(w, cfg, l, &o, l->ops->keras_keys, l->ops->n_keras_keys);
     json_t *e = json_object();
     if (w->flavour == 3) put(w, e, "module", json_string("keras.layers"));
-    put(w, e, "class_name", json_string(cls->class_name));
+    put(w, e, "class_name", json_string(l->ops->class_name));
     put(w, e, "config", cfg);
     if (w->flavour == 3) {
         put(w, e, "registered_name", json_null());
-        if (!(cls->flags & KC_CLS_INPUT)) put(w, e, "build_config", build_config(w, l, cls));
+        if (!kc__keras_is_input(l->ops)) put(w, e, "build_config", build_config(w, l));
     }
     if (functional) {
         put(w, e, "name", json_string(l->name));
-        put(w, e, "inbound_nodes", inbound_nodes(w, l, cls));
+        put(w, e, "inbound_nodes", inbound_nodes(w, l));
     }
     *out = e;
     return KC_STATUS_OK;

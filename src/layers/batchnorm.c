@@ -112,6 +112,32 @@ static int64_t bn_flops(const kc_layer *l) {
     return 4 * c->rows * c->c;
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_batchnorm_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"axis", KC_F_AXIS, KC_F_W | KC_F_AXIS_LIST2, O(axis), NULL, 0},
+    {"momentum", KC_F_FLOAT, KC_F_W, O(momentum), NULL, 0.99},
+    {"epsilon", KC_F_FLOAT, KC_F_W, O(epsilon), NULL, 1e-3},
+    {"center", KC_F_BOOL, KC_F_W, O(center), NULL, 1},
+    {"scale", KC_F_BOOL, KC_F_W, O(scale), NULL, 1},
+    {"beta_initializer", KC_F_FIXED_INIT, KC_F_W, KC_F_NO_OFFSET, "zeros", 0},
+    {"gamma_initializer", KC_F_FIXED_INIT, KC_F_W, KC_F_NO_OFFSET, "ones", 0},
+    {"moving_mean_initializer", KC_F_FIXED_INIT, KC_F_W, KC_F_NO_OFFSET, "zeros", 0},
+    {"moving_variance_initializer", KC_F_FIXED_INIT, KC_F_W, KC_F_NO_OFFSET, "ones", 0},
+    KC_KEY_NULL("beta_regularizer", KC_F_W),
+    KC_KEY_NULL("gamma_regularizer", KC_F_W),
+    KC_KEY_NULL("beta_constraint", KC_F_W),
+    KC_KEY_NULL("gamma_constraint", KC_F_W),
+    KC_KEY_FIXED("synchronized", "false", KC_F_W3),
+    KC_KEY_FIXED("renorm", "false", 0),
+    KC_KEY_NULL("renorm_clipping", 0),
+    KC_KEY_IGNORE("renorm_momentum"), /* unused while renorm is false */
+    KC_KEY_NULL("virtual_batch_size", 0),
+    KC_KEY_NULL("adjustment", 0),
+    KC_KEY_IGNORE("fused"),           /* a TensorFlow kernel choice */
+};
+#undef O
+
 const kc_layer_ops kc__batchnorm_ops = {
     .class_name = "BatchNormalization",
     .snake_name = "batch_normalization",
@@ -126,4 +152,5 @@ const kc_layer_ops kc__batchnorm_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .flops = bn_flops,
+    KC_KERAS_KEYS(k_keras_keys),
 };

@@ -118,17 +118,36 @@ kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_
 /* Standalone activation layers (Activation, ReLU, Softmax): y = act(x) over `size` values
  * per example in rows of `cols`; a copy when linear or when the model folded the
  * activation into the loss (defer_act). */
-kc_status kc__act_layer_forward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_fwd *a) {
-    int64_t n = (int64_t)a->batch * size;
-    if (act.kind == KC_ACT_LINEAR || l->defer_act)
-        return a->y == a->x[0] ? KC_STATUS_OK : a->be->copy(a->be, a->y, a->x[0], (size_t)n * sizeof(float));
-    return a->be->act_forward(a->be, act, a->x[0], a->y, n, cols);
+kc_status kc__act_layer_build(kc_layer *l) {
+    kc__act_layer_cfg *c = l->cfg;
+    const kc_shape *in = &l->in_shape[0];
+    l->n_weights = 0;
+    l->out_shape = *in;
+    c->size = kc__shape_size(in);
+    c->cols = in->rank ? in->dim[in->rank - 1] : 1;
+    return KC_STATUS_OK;
 }
 
-kc_status kc__act_layer_backward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_bwd *a) {
-    if (!a->dx[0]) return KC_STATUS_OK;
-    int64_t n = (int64_t)a->batch * size;
-    if (act.kind == KC_ACT_LINEAR || l->defer_act)
-        return a->dx[0] == a->dy ? KC_STATUS_OK : a->be->copy(a->be, a->dx[0], a->dy, (size_t)n * sizeof(float));
-    return a->be->act_backward(a->be, act, a->x[0], a->y, a->dy, a->dx[0], n, cols);
+kc_status kc__act_layer_forward(kc_layer *l, const kc_fwd *a) {
+    const kc__act_layer_cfg *c = l->cfg;
+    int64_t n = (int64_t)a->batch * c->size;
+    if (c->act.kind == KC_ACT_LINEAR || l->defer_act)
+        return a->y == a->x[0] ? KC_STATUS_OK : a->be->copy(a->be, a->y, a->x[0], (size_t)n * sizeof(float));
+    return a->be->act_forward(a->be, c->act, a->x[0], a->y, n, c->cols);
 }
+
+kc_status kc__act_layer_backward(kc_layer *l, const kc_bwd *a) {
+    const kc__act_layer_cfg *c = l->cfg;
+    if (!a->dx[0]) return KC_STATUS_OK;
+    int64_t n = (int64_t)a->batch * c->size;
+    if (c->act.kind == KC_ACT_LINEAR || l->defer_act)
+        return a->dx[0] == a->dy ? KC_STATUS_OK : a->be->copy(a->be, a->dx[0], a->dy, (size_t)n * sizeof(float));
+    return a->be->act_backward(a->be, c->act, a->x[0], a->y, a->dy, a->dx[0], n, c->cols);
+}
+
+int64_t kc__act_layer_flops(const kc_layer *l) {
+    const kc__act_layer_cfg *c = l->cfg;
+    return c->size * kc__act_flops(c->act.kind);
+}
+
+kc_act_params kc__act_layer_activation(const kc_layer *l) { return ((const kc__act_layer_cfg *)l->cfg)->act; }

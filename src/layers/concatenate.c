@@ -75,6 +75,13 @@ static kc_status concat_backward(kc_layer *l, const kc_bwd *a) {
     return KC_STATUS_OK;
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_merge_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"axis", KC_F_AXIS, KC_F_W, O(axis), NULL, 0},
+};
+#undef O
+
 const kc_layer_ops kc__concatenate_ops = {
     .class_name = "Concatenate",
     .snake_name = "concatenate",
@@ -87,4 +94,5 @@ const kc_layer_ops kc__concatenate_ops = {
     .build = concat_build,
     .forward = concat_forward,
     .backward = concat_backward,
+    KC_KERAS_KEYS(k_keras_keys),
 };

@@ -148,8 +148,25 @@ static int64_t conv_flops(const kc_layer *l) {
     return 2 * (int64_t)c->oh * c->ow * c->filters * c->kh * c->kw * c->c;
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_conv2d_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"filters", KC_F_INT, KC_F_W, O(filters), NULL, 0},
+    {"kernel_size", KC_F_INT2, KC_F_W, O(kernel_size), NULL, 0},
+    {"strides", KC_F_INT2, KC_F_W, O(strides), NULL, 1},
+    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
+    KC_KEY_CHANNELS_LAST(KC_F_W),
+    {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_KEY_FIXED("groups", "1", KC_F_W),
+    KC_WEIGHTED_KEYS_HEAD(kc_conv2d_opts),
+    KC_KEY_NULL("activity_regularizer", KC_F_W),
+    KC_WEIGHTED_KEYS_TAIL,
+};
+#undef O
+
 const kc_layer_ops kc__conv2d_ops = {
     .class_name = "Conv2D",
+    .alias = "Convolution2D",
     .snake_name = "conv2d",
     .cfg_size = sizeof(conv_cfg),
     .opts_size = sizeof(kc_conv2d_opts),
@@ -164,4 +181,5 @@ const kc_layer_ops kc__conv2d_ops = {
     .backward = conv_backward,
     .flops = conv_flops,
     .activation = conv_activation,
+    KC_KERAS_KEYS(k_keras_keys),
 };

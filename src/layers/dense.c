@@ -99,6 +99,16 @@ static int64_t dense_flops(const kc_layer *l) {
     return 2 * c->rows * c->in * c->units;
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_dense_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"units", KC_F_INT, KC_F_W, O(units), NULL, 0},
+    KC_WEIGHTED_KEYS_HEAD(kc_dense_opts),
+    KC_KEY_NULL("activity_regularizer", KC_F_W2), /* Keras 3's Dense writes it only when set */
+    KC_WEIGHTED_KEYS_TAIL,
+};
+#undef O
+
 const kc_layer_ops kc__dense_ops = {
     .class_name = "Dense",
     .snake_name = "dense",
@@ -114,4 +124,5 @@ const kc_layer_ops kc__dense_ops = {
     .backward = dense_backward,
     .flops = dense_flops,
     .activation = dense_activation,
+    KC_KERAS_KEYS(k_keras_keys),
 };

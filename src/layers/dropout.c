@@ -65,6 +65,16 @@ static int64_t dropout_flops(const kc_layer *l) {
     return c->size;
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_dropout_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"rate", KC_F_FLOAT, KC_F_W, O(rate), NULL, 0},
+    {"seed", KC_F_SEED, KC_F_W3, O(seed), NULL, 0},       /* Keras 3 order */
+    KC_KEY_NULL("noise_shape", KC_F_W),
+    {"seed", KC_F_SEED, KC_F_W2, O(seed), NULL, 0},       /* Keras 2 order */
+};
+#undef O
+
 const kc_layer_ops kc__dropout_ops = {
     .class_name = "Dropout",
     .snake_name = "dropout",
@@ -80,4 +90,5 @@ const kc_layer_ops kc__dropout_ops = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .flops = dropout_flops,
+    KC_KERAS_KEYS(k_keras_keys),
 };

@@ -48,8 +48,17 @@ static int64_t gap_flops(const kc_layer *l) {
     return (int64_t)c->hw * c->c;
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_global_pool_opts, member)
+static const kc__field k_keras_keys[] = {
+    KC_KEY_CHANNELS_LAST(KC_F_W),
+    {"keepdims", KC_F_BOOL, KC_F_W, O(keepdims), NULL, 0},
+};
+#undef O
+
 const kc_layer_ops kc__global_avgpool2d_ops = {
     .class_name = "GlobalAveragePooling2D",
+    .alias = "GlobalAvgPool2D",
     .snake_name = "global_average_pooling2d",
     .cfg_size = sizeof(gap_cfg),
     .opts_size = sizeof(kc_global_pool_opts),
@@ -61,4 +70,5 @@ const kc_layer_ops kc__global_avgpool2d_ops = {
     .forward = gap_forward,
     .backward = gap_backward,
     .flops = gap_flops,
+    KC_KERAS_KEYS(k_keras_keys),
 };

@@ -10,28 +10,38 @@
 
 typedef enum { I_ZEROS, I_ONES, I_GLOROT_U, I_GLOROT_N, I_HE_U, I_HE_N, I_LECUN_U, I_LECUN_N } init_kind;
 
+/* The initializers kerac implements: Keras snake name, class name, whether Keras's config
+ * of it carries a seed (src/io writes {"class_name": ..., "config": {"seed": null}}). */
 static const struct {
-    const char *name, *class_name;
+    kc__initializer info;
     init_kind kind;
 } k_inits[] = {
-    {"glorot_uniform", "GlorotUniform", I_GLOROT_U}, {"glorot_normal", "GlorotNormal", I_GLOROT_N},
-    {"he_uniform", "HeUniform", I_HE_U},             {"he_normal", "HeNormal", I_HE_N},
-    {"lecun_uniform", "LecunUniform", I_LECUN_U},    {"lecun_normal", "LecunNormal", I_LECUN_N},
-    {"zeros", "Zeros", I_ZEROS},                     {"ones", "Ones", I_ONES},
+    {{"glorot_uniform", "GlorotUniform", 1}, I_GLOROT_U}, {{"glorot_normal", "GlorotNormal", 1}, I_GLOROT_N},
+    {{"he_uniform", "HeUniform", 1}, I_HE_U},             {{"he_normal", "HeNormal", 1}, I_HE_N},
+    {{"lecun_uniform", "LecunUniform", 1}, I_LECUN_U},    {{"lecun_normal", "LecunNormal", 1}, I_LECUN_N},
+    {{"zeros", "Zeros", 0}, I_ZEROS},                     {{"ones", "Ones", 0}, I_ONES},
 };
+
+const char kc__init_supported[] =
+    "glorot_uniform, glorot_normal, he_uniform, he_normal, lecun_uniform, lecun_normal, zeros, ones";
 
 static int find_init(const char *name) {
     if (!name) return -1;
     for (size_t i = 0; i < KC_ARRAY_LEN(k_inits); i++)
-        if (strcmp(name, k_inits[i].name) == 0 || strcmp(name, k_inits[i].class_name) == 0) return (int)i;
+        if (strcmp(name, k_inits[i].info.name) == 0 || strcmp(name, k_inits[i].info.class_name) == 0) return (int)i;
     if (strcmp(name, "zero") == 0) return find_init("zeros");
     if (strcmp(name, "one") == 0) return find_init("ones");
     return -1;
 }
 
+const kc__initializer *kc__init_find(const char *name) {
+    int i = find_init(name);
+    return i < 0 ? NULL : &k_inits[i].info;
+}
+
 const char *kc__init_canonical(const char *name) {
     int i = find_init(name);
-    return i < 0 ? NULL : k_inits[i].name;
+    return i < 0 ? NULL : k_inits[i].info.name;
 }
 
 bool kc__init_known(const char *name) { return find_init(name) >= 0; }
@@ -39,10 +49,8 @@ bool kc__init_known(const char *name) { return find_init(name) >= 0; }
 kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in, int64_t fan_out, kc_rng *rng) {
     int i = find_init(name);
     if (i < 0)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "initializer '%s' is not supported; use one of glorot_uniform, glorot_normal, he_uniform, "
-                        "he_normal, lecun_uniform, lecun_normal, zeros, ones",
-                        name ? name : "(null)");
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "initializer '%s' is not supported; use one of %s",
+                        name ? name : "(null)", kc__init_supported);
     if (n < 0 || (n > 0 && !dst))
         return kc__fail(KC_STATUS_INTERNAL, "initializer '%s': no destination for %lld values", name, (long long)n);
     init_kind k = k_inits[i].kind;

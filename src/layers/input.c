@@ -45,8 +45,25 @@ static kc_status input_build(kc_layer *l) {
 static kc_status input_forward(kc_layer *l, const kc_fwd *a) { return KC_STATUS_OK; }
 static kc_status input_backward(kc_layer *l, const kc_bwd *a) { return KC_STATUS_OK; }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_input_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"batch_shape", KC_F_BATCH_SHAPE, KC_F_W3, O(shape), NULL, 0},
+    {"batch_input_shape", KC_F_BATCH_SHAPE, KC_F_W2, O(shape), NULL, 0},
+    {"dtype", KC_F_DTYPE, KC_F_W, KC_F_NO_OFFSET, NULL, 0},
+    KC_KEY_FIXED("sparse", "false|null", KC_F_W),
+    KC_KEY_FIXED("ragged", "false|null", KC_F_W),
+    {"name", KC_F_NAME, KC_F_W, O(name), NULL, 0},
+    KC_KEY_FIXED("optional", "false", KC_F_W3),
+    {"shape", KC_F_SHAPE, 0, O(shape), NULL, 0},
+    {"input_shape", KC_F_SHAPE, 0, O(shape), NULL, 0},
+    KC_KEY_IGNORE("batch_size"),
+};
+#undef O
+
 const kc_layer_ops kc__input_layer_ops = {
     .class_name = "InputLayer",
+    .alias = "Input",
     .snake_name = "input_layer",
     .cfg_size = sizeof(input_cfg),
     .opts_size = sizeof(kc_input_opts),
@@ -58,4 +75,5 @@ const kc_layer_ops kc__input_layer_ops = {
     .build = input_build,
     .forward = input_forward,
     .backward = input_backward,
+    KC_KERAS_KEYS(k_keras_keys),
 };

@@ -15,6 +15,8 @@
 
 #include "../core/core.h"
 #include "kerac_backend.h"
+#include "keras_keys.h"
+#include "layer_kinds.h"
 
 #define KC_MAX_INPUTS 8
 #define KC_MAX_WEIGHTS 4
@@ -70,6 +72,7 @@ enum {
 
 typedef struct kc_layer_ops {
     const char *class_name;     /* Keras class name: "Conv2D" */
+    const char *alias;          /* another spelling Keras accepts ("Convolution2D"), or NULL */
     const char *snake_name;     /* auto-name stem and .keras path: "conv2d" */
     size_t cfg_size;            /* bytes of the private configuration */
     size_t opts_size;           /* sizeof the public kc_*_opts */
@@ -88,6 +91,9 @@ typedef struct kc_layer_ops {
     int64_t (*flops)(const kc_layer *l);                      /* per example; may be NULL */
     /* The layer's activation (Conv2D, Dense, Activation, Softmax, ReLU); NULL for others. */
     kc_act_params (*activation)(const kc_layer *l);
+    /* Its Keras config keys (keras_keys.h; KC_KERAS_KEYS(table)); none for Add. */
+    const kc__field *keras_keys;
+    int n_keras_keys;
 } kc_layer_ops;
 
 struct kc_layer {
@@ -119,10 +125,13 @@ kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bo
 kc_status kc__layer_create(const kc_layer_spec *spec, kc_layer **out);
 void kc__layer_destroy(kc_layer *l);
 
-/* Registry: every layer kind, looked up by Keras class name (aliases accepted). */
+/* Registry: every layer kind of layer_kinds.h, looked up by Keras class name (aliases
+ * accepted). */
 const kc_layer_ops *kc__layer_find(const char *class_name);
 int kc__layer_kind_count(void);
 const kc_layer_ops *kc__layer_kind(int i);
+/* "InputLayer, Conv2D, ..." (every kind's class name) into buf. */
+const char *kc__layer_class_list(char *buf, size_t n);
 
 /* Activations by Keras name ("relu", "softmax", ...; NULL or "" means linear). */
 kc_status kc__act_parse(const char *name, kc_act_params *out);
@@ -132,6 +141,14 @@ bool kc__act_needs_input(kc_act kind);
 int64_t kc__act_flops(kc_act kind); /* rough per-element cost, for summaries */
 
 /* Initializers by Keras name; validated at init. */
+typedef struct kc__initializer {
+    const char *name, *class_name; /* "glorot_uniform", "GlorotUniform" */
+    int has_seed;                  /* its Keras config is {"seed": null} (else {}) */
+} kc__initializer;
+/* By snake name, class name or Keras's short spelling ("zero", "one"); NULL if unknown. */
+const kc__initializer *kc__init_find(const char *name);
+/* "glorot_uniform, glorot_normal, ..., ones": every name, in the table's order. */
+extern const char kc__init_supported[];
 bool kc__init_known(const char *name);
 /* Fill n floats (host memory) following a Keras initializer. */
 kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in, int64_t fan_out,
@@ -164,9 +181,36 @@ kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_
                              const char *bias_init, kc_act_params *act, bool *bias, const char **kinit,
                              const char **binit);
 
-/* Forward/backward of a standalone activation layer (Activation, ReLU, Softmax). */
-kc_status kc__act_layer_forward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_fwd *a);
-kc_status kc__act_layer_backward(const kc_layer *l, kc_act_params act, int64_t size, int cols, const kc_bwd *a);
+/* Their Keras config keys around activity_regularizer, which Conv2D writes in both
+ * flavours and Dense in Keras 2 only; opts_type has activation, use_bias and the two
+ * initializers. */
+#define KC_WEIGHTED_KEYS_HEAD(opts_type)                                                           \
+    {"activation", KC_F_ACT, KC_F_W, offsetof(opts_type, activation), "linear", 0},                \
+    {"use_bias", KC_F_BOOL, KC_F_W, offsetof(opts_type, use_bias), NULL, 1},                       \
+    {"kernel_initializer", KC_F_INIT, KC_F_W, offsetof(opts_type, kernel_initializer), "glorot_uniform", 0}, \
+    {"bias_initializer", KC_F_INIT, KC_F_W, offsetof(opts_type, bias_initializer), "zeros", 0},    \
+    KC_KEY_NULL("kernel_regularizer", KC_F_W), KC_KEY_NULL("bias_regularizer", KC_F_W)
+#define KC_WEIGHTED_KEYS_TAIL                                                                      \
+    KC_KEY_NULL("kernel_constraint", KC_F_W), KC_KEY_NULL("bias_constraint", KC_F_W),              \
+    KC_KEY_NULL("lora_rank", 0), KC_KEY_IGNORE("lora_alpha")
+
+/* A standalone activation layer (Activation, ReLU, Softmax): its cfg starts with this
+ * header, which its init fills with the activation; build, forward, backward, flops and
+ * activation are then these shared functions. */
+typedef struct kc__act_layer_cfg {
+    kc_act_params act;
+    int64_t size;           /* values per example */
+    int cols;               /* last axis (softmax rows) */
+} kc__act_layer_cfg;
+kc_status kc__act_layer_build(kc_layer *l);
+kc_status kc__act_layer_forward(kc_layer *l, const kc_fwd *a);
+kc_status kc__act_layer_backward(kc_layer *l, const kc_bwd *a);
+int64_t kc__act_layer_flops(const kc_layer *l);
+kc_act_params kc__act_layer_activation(const kc_layer *l);
+/* In their ops tables, after .build: */
+#define KC_ACT_LAYER_FNS                                                                           \
+    .forward = kc__act_layer_forward, .backward = kc__act_layer_backward, .flops = kc__act_layer_flops, \
+    .activation = kc__act_layer_activation
 
 /* Tri-state booleans: KC_DEFAULT means def. */
 /* y is x's memory in this mode (no forward call, no buffer of its own). */
@@ -175,22 +219,9 @@ static inline bool kc__layer_is_alias(const kc_layer *l, bool training) {
 }
 static inline bool kc__bool3(int v, bool def) { return v == KC_DEFAULT ? def : v > 0; }
 
-/* The layer table of each kind (defined in its own file). */
-extern const kc_layer_ops kc__input_layer_ops;
-extern const kc_layer_ops kc__conv2d_ops;
-extern const kc_layer_ops kc__dense_ops;
-extern const kc_layer_ops kc__maxpool2d_ops;
-extern const kc_layer_ops kc__avgpool2d_ops;
-extern const kc_layer_ops kc__global_avgpool2d_ops;
-extern const kc_layer_ops kc__flatten_ops;
-extern const kc_layer_ops kc__reshape_ops;
-extern const kc_layer_ops kc__dropout_ops;
-extern const kc_layer_ops kc__batchnorm_ops;
-extern const kc_layer_ops kc__activation_ops;
-extern const kc_layer_ops kc__relu_ops;
-extern const kc_layer_ops kc__softmax_ops;
-extern const kc_layer_ops kc__zeropad2d_ops;
-extern const kc_layer_ops kc__add_ops;
-extern const kc_layer_ops kc__concatenate_ops;
+/* The ops table of each kind of layer_kinds.h (defined in its own file). */
+#define KC__LAYER_OPS_EXTERN(id, opts_type) extern const kc_layer_ops kc__##id##_ops;
+KC_LAYER_KINDS(KC__LAYER_OPS_EXTERN)
+#undef KC__LAYER_OPS_EXTERN
 
 #endif /* KC_LAYER_H */

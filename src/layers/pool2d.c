@@ -101,8 +101,19 @@ static int64_t pool_flops(const kc_layer *l) {
     return (int64_t)c->oh * c->ow * c->c * c->ph * c->pw;
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_pool2d_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"pool_size", KC_F_INT2, KC_F_W, O(pool_size), NULL, 2},
+    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
+    {"strides", KC_F_POOL_STRIDES, KC_F_W, O(strides), NULL, 0},
+    KC_KEY_CHANNELS_LAST(KC_F_W),
+};
+#undef O
+
 const kc_layer_ops kc__maxpool2d_ops = {
     .class_name = "MaxPooling2D",
+    .alias = "MaxPool2D",
     .snake_name = "max_pooling2d",
     .cfg_size = sizeof(pool_cfg),
     .opts_size = sizeof(kc_pool2d_opts),
@@ -115,10 +126,12 @@ const kc_layer_ops kc__maxpool2d_ops = {
     .forward = pool_forward,
     .backward = pool_backward,
     .flops = pool_flops,
+    KC_KERAS_KEYS(k_keras_keys),
 };
 
 const kc_layer_ops kc__avgpool2d_ops = {
     .class_name = "AveragePooling2D",
+    .alias = "AvgPool2D",
     .snake_name = "average_pooling2d",
     .cfg_size = sizeof(pool_cfg),
     .opts_size = sizeof(kc_pool2d_opts),
@@ -131,4 +144,5 @@ const kc_layer_ops kc__avgpool2d_ops = {
     .forward = pool_forward,
     .backward = pool_backward,
     .flops = pool_flops,
+    KC_KERAS_KEYS(k_keras_keys),
 };

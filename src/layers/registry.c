@@ -1,35 +1,21 @@
-/* registry.c — every layer kind, looked up by Keras class name; standalone creation. */
+/* registry.c — every layer kind of layer_kinds.h, looked up by Keras class name or alias;
+ * standalone creation. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
 
-static const kc_layer_ops *const k_kinds[] = {
-    &kc__input_layer_ops, &kc__conv2d_ops,     &kc__dense_ops,      &kc__maxpool2d_ops,
-    &kc__avgpool2d_ops,   &kc__global_avgpool2d_ops, &kc__flatten_ops, &kc__reshape_ops,
-    &kc__dropout_ops,     &kc__batchnorm_ops,  &kc__activation_ops, &kc__relu_ops,
-    &kc__softmax_ops,     &kc__zeropad2d_ops,  &kc__add_ops,        &kc__concatenate_ops,
-};
-
-/* Other spellings Keras accepts for the same class. */
-static const struct {
-    const char *alias;
-    const kc_layer_ops *ops;
-} k_aliases[] = {
-    {"Convolution2D", &kc__conv2d_ops},
-    {"MaxPool2D", &kc__maxpool2d_ops},
-    {"AvgPool2D", &kc__avgpool2d_ops},
-    {"GlobalAvgPool2D", &kc__global_avgpool2d_ops},
-    {"Input", &kc__input_layer_ops},
-};
+#define KC__LAYER_OPS_REF(id, opts_type) &kc__##id##_ops,
+static const kc_layer_ops *const k_kinds[] = {KC_LAYER_KINDS(KC__LAYER_OPS_REF)};
+#undef KC__LAYER_OPS_REF
 
 const kc_layer_ops *kc__layer_find(const char *class_name) {
     if (!class_name) return NULL;
     for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++)
         if (strcmp(class_name, k_kinds[i]->class_name) == 0) return k_kinds[i];
-    for (size_t i = 0; i < KC_ARRAY_LEN(k_aliases); i++)
-        if (strcmp(class_name, k_aliases[i].alias) == 0) return k_aliases[i].ops;
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++)
+        if (k_kinds[i]->alias && strcmp(class_name, k_kinds[i]->alias) == 0) return k_kinds[i];
     return NULL;
 }
 
@@ -40,6 +26,14 @@ const kc_layer_ops *kc__layer_kind(int i) {
     return k_kinds[i];
 }
 
+const char *kc__layer_class_list(char *buf, size_t n) {
+    size_t used = 0;
+    if (n) buf[0] = '\0';
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds) && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", k_kinds[i]->class_name);
+    return buf;
+}
+
 kc_status kc__layer_create(const kc_layer_spec *spec, kc_layer **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc__layer_create: out is NULL");
     *out = NULL;
@@ -47,13 +41,9 @@ kc_status kc__layer_create(const kc_layer_spec *spec, kc_layer **out) {
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "layer spec is NULL or has no class name; use KC_CONV2D(...) etc.");
     const kc_layer_ops *ops = kc__layer_find(spec->class_name);
     if (!ops) {
-        char list[512];
-        size_t used = 0;
-        list[0] = '\0';
-        for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds) && used < sizeof list; i++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", k_kinds[i]->class_name);
+        char list[1024]; /* every class name, with room for many more kinds */
         return kc__fail(KC_STATUS_UNSUPPORTED, "layer class '%s' is not supported by kerac; supported: %s",
-                        spec->class_name, list);
+                        spec->class_name, kc__layer_class_list(list, sizeof list));
     }
     /* every public opts struct starts with `const char *name`; NULL opts mean all defaults */
     void *zero_opts = NULL;

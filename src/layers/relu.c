@@ -3,10 +3,8 @@
 #include "layer.h"
 
 typedef struct relu_cfg {
+    kc__act_layer_cfg base; /* first: the shared activation-layer functions read it */
     float max_value, negative_slope, threshold;
-    kc_act_params act;
-    int64_t size;
-    int cols;
 } relu_cfg;
 
 static kc_status relu_init(kc_layer *l, const void *opts_) {
@@ -23,9 +21,9 @@ static kc_status relu_init(kc_layer *l, const void *opts_) {
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: threshold must be >= 0, got %g", L, (double)o->threshold);
     c->max_value = o->max_value, c->negative_slope = o->negative_slope, c->threshold = o->threshold;
     if (c->max_value == 0.0f && c->negative_slope == 0.0f && c->threshold == 0.0f)
-        c->act = (kc_act_params){KC_ACT_RELU, 0.0f, 0.0f, 0.0f};
+        c->base.act = (kc_act_params){KC_ACT_RELU, 0.0f, 0.0f, 0.0f};
     else
-        c->act = (kc_act_params){KC_ACT_RELU_GENERAL, c->negative_slope, c->max_value, c->threshold};
+        c->base.act = (kc_act_params){KC_ACT_RELU_GENERAL, c->negative_slope, c->max_value, c->threshold};
     return KC_STATUS_OK;
 }
 
@@ -35,32 +33,14 @@ static void relu_get_opts(const kc_layer *l, void *opts_) {
                                             .negative_slope = c->negative_slope, .threshold = c->threshold};
 }
 
-static kc_status relu_build(kc_layer *l) {
-    relu_cfg *c = l->cfg;
-    const kc_shape *in = &l->in_shape[0];
-    l->n_weights = 0;
-    l->out_shape = *in;
-    c->size = kc__shape_size(in);
-    c->cols = in->rank ? in->dim[in->rank - 1] : 1;
-    return KC_STATUS_OK;
-}
-
-static kc_status relu_forward(kc_layer *l, const kc_fwd *a) {
-    const relu_cfg *c = l->cfg;
-    return kc__act_layer_forward(l, c->act, c->size, c->cols, a);
-}
-
-static kc_status relu_backward(kc_layer *l, const kc_bwd *a) {
-    const relu_cfg *c = l->cfg;
-    return kc__act_layer_backward(l, c->act, c->size, c->cols, a);
-}
-
-static int64_t relu_flops(const kc_layer *l) {
-    const relu_cfg *c = l->cfg;
-    return c->size * kc__act_flops(c->act.kind);
-}
-
-static kc_act_params relu_activation(const kc_layer *l) { return ((const relu_cfg *)l->cfg)->act; }
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_relu_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"max_value", KC_F_MAX_VALUE, KC_F_W, O(max_value), NULL, 0},
+    {"negative_slope", KC_F_FLOAT, KC_F_W, O(negative_slope), NULL, 0},
+    {"threshold", KC_F_FLOAT, KC_F_W, O(threshold), NULL, 0},
+};
+#undef O
 
 const kc_layer_ops kc__relu_ops = {
     .class_name = "ReLU",
@@ -71,9 +51,7 @@ const kc_layer_ops kc__relu_ops = {
     .max_inputs = 1,
     .init = relu_init,
     .get_opts = relu_get_opts,
-    .build = relu_build,
-    .forward = relu_forward,
-    .backward = relu_backward,
-    .flops = relu_flops,
-    .activation = relu_activation,
+    .build = kc__act_layer_build,
+    KC_ACT_LAYER_FNS,
+    KC_KERAS_KEYS(k_keras_keys),
 };

@@ -71,6 +71,13 @@ mismatch:
 static kc_status alias_forward(kc_layer *l, const kc_fwd *a) { return KC_STATUS_OK; }
 static kc_status alias_backward(kc_layer *l, const kc_bwd *a) { return KC_STATUS_OK; }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_reshape_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"target_shape", KC_F_SHAPE, KC_F_W, O(target_shape), NULL, 0},
+};
+#undef O
+
 const kc_layer_ops kc__reshape_ops = {
     .class_name = "Reshape",
     .snake_name = "reshape",
@@ -84,4 +91,5 @@ const kc_layer_ops kc__reshape_ops = {
     .build = reshape_build,
     .forward = alias_forward,
     .backward = alias_backward,
+    KC_KERAS_KEYS(k_keras_keys),
 };

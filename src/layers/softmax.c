@@ -2,16 +2,14 @@
 #include "layer.h"
 
 typedef struct softmax_cfg {
+    kc__act_layer_cfg base; /* first: the shared activation-layer functions read it */
     int axis;     /* as given: -1, or the last axis counted with the batch (checked at build) */
-    int64_t size;
-    int cols;
 } softmax_cfg;
-
-static const kc_act_params k_softmax = {KC_ACT_SOFTMAX, 0.0f, 0.0f, 0.0f};
 
 static kc_status softmax_init(kc_layer *l, const void *opts_) {
     const kc_softmax_opts *o = opts_;
     softmax_cfg *c = l->cfg;
+    c->base.act = (kc_act_params){KC_ACT_SOFTMAX, 0.0f, 0.0f, 0.0f};
     c->axis = o->axis == 0 ? -1 : o->axis;
     if (c->axis < -1)
         return kc__fail(KC_STATUS_UNSUPPORTED, "%s: axis %d is not supported; only the last axis (-1) is", kc__layer_label(l),
@@ -25,35 +23,21 @@ static void softmax_get_opts(const kc_layer *l, void *opts_) {
 }
 
 static kc_status softmax_build(kc_layer *l) {
-    softmax_cfg *c = l->cfg;
+    const softmax_cfg *c = l->cfg;
     const kc_shape *in = &l->in_shape[0];
-    l->n_weights = 0;
     /* Keras counts axes with the batch: the last axis of (None, d1, .., dr) is r */
     if (c->axis != -1 && c->axis != in->rank)
         return kc__fail(KC_STATUS_UNSUPPORTED, "%s: axis %d is not supported; only the last axis (-1 or %d) is",
                         kc__layer_label(l), c->axis, in->rank);
-    l->out_shape = *in;
-    c->size = kc__shape_size(in);
-    c->cols = in->rank ? in->dim[in->rank - 1] : 1;
-    return KC_STATUS_OK;
+    return kc__act_layer_build(l);
 }
 
-static kc_status softmax_forward(kc_layer *l, const kc_fwd *a) {
-    const softmax_cfg *c = l->cfg;
-    return kc__act_layer_forward(l, k_softmax, c->size, c->cols, a);
-}
-
-static kc_status softmax_backward(kc_layer *l, const kc_bwd *a) {
-    const softmax_cfg *c = l->cfg;
-    return kc__act_layer_backward(l, k_softmax, c->size, c->cols, a);
-}
-
-static int64_t softmax_flops(const kc_layer *l) {
-    const softmax_cfg *c = l->cfg;
-    return c->size * kc__act_flops(KC_ACT_SOFTMAX);
-}
-
-static kc_act_params softmax_activation(const kc_layer *l) { return k_softmax; }
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_softmax_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"axis", KC_F_AXIS, KC_F_W, O(axis), NULL, 0},
+};
+#undef O
 
 const kc_layer_ops kc__softmax_ops = {
     .class_name = "Softmax",
@@ -65,8 +49,6 @@ const kc_layer_ops kc__softmax_ops = {
     .init = softmax_init,
     .get_opts = softmax_get_opts,
     .build = softmax_build,
-    .forward = softmax_forward,
-    .backward = softmax_backward,
-    .flops = softmax_flops,
-    .activation = softmax_activation,
+    KC_ACT_LAYER_FNS,
+    KC_KERAS_KEYS(k_keras_keys),
 };

@@ -50,6 +50,14 @@ static kc_status zeropad_backward(kc_layer *l, const kc_bwd *a) {
                                  c->right);
 }
 
+/* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
+#define O(member) offsetof(kc_zeropad2d_opts, member)
+static const kc__field k_keras_keys[] = {
+    {"padding", KC_F_PAD2, KC_F_W, O(padding), NULL, 0},
+    KC_KEY_CHANNELS_LAST(KC_F_W),
+};
+#undef O
+
 const kc_layer_ops kc__zeropad2d_ops = {
     .class_name = "ZeroPadding2D",
     .snake_name = "zero_padding2d",
@@ -62,4 +70,5 @@ const kc_layer_ops kc__zeropad2d_ops = {
     .build = zeropad_build,
     .forward = zeropad_forward,
     .backward = zeropad_backward,
+    KC_KERAS_KEYS(k_keras_keys),
 };

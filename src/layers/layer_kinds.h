@@ -1,0 +1,33 @@
+/* layer_kinds.h — the one list of layer kinds. Everything that enumerates kinds is made
+ * from it: the registry (registry.c), the extern declarations of the ops tables
+ * (layer.h), the union of public options structs that src/io reads Keras JSON into (io.h),
+ * and the test that checks every kind is complete (tests/test_layer_kinds.c).
+ *
+ * X(id, opts_type): the kind's ops table is `kc__<id>_ops`, defined in its own file in
+ * src/layers/ (which also holds its Keras class name, alias and config keys); opts_type is
+ * its public options struct in include/kerac.h. The order is the registry's order: the
+ * order of the "supported: ..." lists in error messages.
+ *
+ * Adding a kind: DESIGN.md, "Adding a layer kind". */
+#ifndef KC_LAYER_KINDS_H
+#define KC_LAYER_KINDS_H
+
+#define KC_LAYER_KINDS(X)                              \
+    X(input_layer, kc_input_opts)                      \
+    X(conv2d, kc_conv2d_opts)                          \
+    X(dense, kc_dense_opts)                            \
+    X(maxpool2d, kc_pool2d_opts)                       \
+    X(avgpool2d, kc_pool2d_opts)                       \
+    X(global_avgpool2d, kc_global_pool_opts)           \
+    X(flatten, kc_flatten_opts)                        \
+    X(reshape, kc_reshape_opts)                        \
+    X(dropout, kc_dropout_opts)                        \
+    X(batchnorm, kc_batchnorm_opts)                    \
+    X(activation, kc_activation_opts)                  \
+    X(relu, kc_relu_opts)                              \
+    X(softmax, kc_softmax_opts)                        \
+    X(zeropad2d, kc_zeropad2d_opts)                    \
+    X(add, kc_merge_opts)                              \
+    X(concatenate, kc_merge_opts)
+
+#endif /* KC_LAYER_KINDS_H */

@@ -1,0 +1,255 @@
+/* test_layer_kinds.c — every kind of the one list (src/layers/layer_kinds.h) has all its
+ * pieces: an ops table with the required entries and its public options size, a registry
+ * entry reachable by Keras class name and alias, Keras config keys that point inside its
+ * options struct, and a JSON write -> read round trip (both flavours, and with the alias
+ * as class name) that gives back the same configuration. A kind added to the list
+ * without one of these, or without a sample below, fails here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "io/io.h"
+#include "kerac.h"
+
+typedef struct kind {
+    const char *id;
+    const kc_layer_ops *ops;
+    size_t opts_size; /* sizeof its public options struct, as the list names it */
+} kind;
+
+#define KIND_ENTRY(id, opts_type) {#id, &kc__##id##_ops, sizeof(opts_type)},
+static const kind k_kinds[] = {KC_LAYER_KINDS(KIND_ENTRY)};
+#undef KIND_ENTRY
+
+/* ---------------------------------------------------------------- the ops tables */
+
+static void check_keys(const kind *k) {
+    const kc_layer_ops *o = k->ops;
+    assert_true(o->n_keras_keys >= 0);
+    if ((o->keras_keys == NULL) != (o->n_keras_keys == 0))
+        fail_msg("%s: keras_keys and n_keras_keys disagree (use KC_KERAS_KEYS(table))", k->id);
+    for (int i = 0; i < o->n_keras_keys; i++) {
+        const kc__field *f = &o->keras_keys[i];
+        if (!f->key || !f->key[0]) fail_msg("%s: key %d has no name", k->id, i);
+        if (f->kind < KC_F_NAME || f->kind > KC_F_IGNORE) fail_msg("%s: key '%s' has no valid kind", k->id, f->key);
+        if (f->flags & ~(unsigned)(KC_F_W | KC_F_AXIS_LIST2)) fail_msg("%s: key '%s' has unknown flags", k->id, f->key);
+        if (f->off != KC_F_NO_OFFSET && f->off >= k->opts_size)
+            fail_msg("%s: key '%s' points past its options struct (offset %zu, size %zu)", k->id, f->key, f->off,
+                     k->opts_size);
+        if (f->kind == KC_F_FIXED && !f->lit) fail_msg("%s: fixed key '%s' has no accepted value", k->id, f->key);
+    }
+}
+
+static void test_ops_complete(void **state) {
+    (void)state;
+    assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(k_kinds));
+    int inputs = 0;
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++) {
+        const kind *k = &k_kinds[i];
+        const kc_layer_ops *o = k->ops;
+        /* the registry is the list, in its order */
+        assert_ptr_equal(kc__layer_kind((int)i), o);
+        if (!o->class_name || !o->class_name[0] || !o->snake_name || !o->snake_name[0])
+            fail_msg("%s: class_name and snake_name are required", k->id);
+        if (o->opts_size != k->opts_size)
+            fail_msg("%s: opts_size %zu is not the size of the options struct in layer_kinds.h (%zu)", k->id,
+                     o->opts_size, k->opts_size);
+        if (o->cfg_size == 0) fail_msg("%s: cfg_size is 0", k->id);
+        if (!o->init || !o->get_opts || !o->build || !o->forward || !o->backward)
+            fail_msg("%s: init, get_opts, build, forward and backward are required", k->id);
+        if (o->min_inputs < 0 || o->min_inputs > o->max_inputs || o->max_inputs > KC_MAX_INPUTS)
+            fail_msg("%s: inputs %d..%d", k->id, o->min_inputs, o->max_inputs);
+        if (o->flags & KC_LAYER_INPUT) inputs++;
+        check_keys(k);
+        /* reachable by class name and alias */
+        assert_ptr_equal(kc__layer_find(o->class_name), o);
+        if (o->alias) {
+            assert_ptr_equal(kc__layer_find(o->alias), o);
+            assert_string_not_equal(o->alias, o->class_name);
+        }
+        /* no name, alias or snake name taken twice */
+        for (size_t j = 0; j < i; j++) {
+            const kc_layer_ops *p = k_kinds[j].ops;
+            const char *mine[] = {o->class_name, o->alias}, *theirs[] = {p->class_name, p->alias};
+            for (int a = 0; a < 2; a++)
+                for (int b = 0; b < 2; b++)
+                    if (mine[a] && theirs[b] && strcmp(mine[a], theirs[b]) == 0)
+                        fail_msg("%s and %s both answer to '%s'", k->id, k_kinds[j].id, mine[a]);
+            if (strcmp(o->snake_name, p->snake_name) == 0)
+                fail_msg("%s and %s share the snake name '%s'", k->id, k_kinds[j].id, o->snake_name);
+        }
+    }
+    assert_int_equal(inputs, 1); /* the JSON reader and writer treat the one input kind apart */
+}
+
+/* The error for an unknown class names every kind (the list fits the message). */
+static void test_unknown_class_lists_every_kind(void **state) {
+    (void)state;
+    kc_layer *l = NULL;
+    assert_int_equal(kc__layer_create(&(kc_layer_spec){"NoSuchLayer", NULL}, &l), KC_STATUS_UNSUPPORTED);
+    assert_null(l);
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", kc_last_error());
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++)
+        if (!strstr(msg, k_kinds[i].ops->class_name))
+            fail_msg("'%s' missing from the list in \"%s\"", k_kinds[i].ops->class_name, msg);
+}
+
+/* ---------------------------------------------------------------- JSON round trip */
+
+/* One model per kind: n_in tensors of shape (6, 6, 3) into the kind's layer, with options away from
+ * their defaults where the kind has any. The input kind's sample is the model's input
+ * itself, followed by a Flatten. */
+typedef struct sample {
+    const kc_layer_ops *ops;
+    const kc_layer_spec *spec;
+    int n_in;
+} sample;
+
+static const sample k_samples[] = {
+    {&kc__input_layer_ops, KC_INPUT(.name = "the_input", .shape = {6, 6, 3}), 0},
+    {&kc__conv2d_ops,
+     KC_CONV2D(.name = "c", .filters = 4, .kernel_size = {3, 2}, .strides = {1, 2}, .padding = "same",
+               .dilation_rate = {1, 1}, .activation = "relu", .use_bias = KC_FALSE, .kernel_initializer = "he_normal",
+               .bias_initializer = "ones"),
+     1},
+    {&kc__dense_ops,
+     KC_DENSE(.name = "d", .units = 5, .activation = "tanh", .kernel_initializer = "lecun_uniform",
+              .bias_initializer = "glorot_normal"),
+     1},
+    {&kc__maxpool2d_ops, KC_MAXPOOL2D(.name = "mp", .pool_size = {2, 3}, .strides = {1, 1}, .padding = "same"), 1},
+    {&kc__avgpool2d_ops, KC_AVGPOOL2D(.name = "ap", .pool_size = {3, 3}), 1},
+    {&kc__global_avgpool2d_ops, KC_GLOBALAVGPOOL2D(.name = "gap", .keepdims = KC_TRUE), 1},
+    {&kc__flatten_ops, KC_FLATTEN(.name = "f"), 1},
+    {&kc__reshape_ops, KC_RESHAPE(.name = "r", .target_shape = {3, -1}), 1},
+    {&kc__dropout_ops, KC_DROPOUT(.name = "drop", .rate = 0.25f, .seed = 7), 1},
+    {&kc__batchnorm_ops, KC_BATCHNORM(.name = "bn", .momentum = 0.9f, .epsilon = 0.01f, .center = KC_FALSE), 1},
+    {&kc__activation_ops, KC_ACTIVATION(.name = "act", .activation = "sigmoid"), 1},
+    {&kc__relu_ops, KC_RELU(.name = "relu", .max_value = 6.0f, .negative_slope = 0.125f, .threshold = 0.5f), 1},
+    {&kc__softmax_ops, KC_SOFTMAX(.name = "sm", .axis = -1), 1},
+    {&kc__zeropad2d_ops, KC_ZEROPAD2D(.name = "zp", .padding = {{1, 2}, {0, 1}}), 1},
+    {&kc__add_ops, KC_ADD(.name = "sum"), 2},
+    {&kc__concatenate_ops, KC_CONCATENATE(.name = "cat", .axis = -1), 3},
+};
+
+static kc_model *sample_model(const sample *s) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_functional("kinds", &m), KC_STATUS_OK);
+    kc_node y;
+    if (s->ops->flags & KC_LAYER_INPUT) {
+        y = kc_apply(m, KC_FLATTEN(.name = "after"), kc_input(m, s->spec));
+    } else {
+        kc_node xs[KC_MAX_INPUTS]; /* one model input; a merge takes it and branches of it */
+        xs[0] = kc_input(m, KC_INPUT(.shape = {6, 6, 3}));
+        for (int i = 1; i < s->n_in; i++) xs[i] = kc_apply(m, KC_ACTIVATION(.activation = "relu"), xs[0]);
+        y = s->n_in > 1 ? kc_merge(m, s->spec, xs, s->n_in) : kc_apply(m, s->spec, xs[0]);
+    }
+    kc_status st = kc_set_output(m, y);
+    if (st == KC_STATUS_OK) st = kc_model_build(m);
+    if (st != KC_STATUS_OK) fail_msg("%s sample: %s", s->ops->class_name, kc_last_error());
+    return m;
+}
+
+static char *json_of(kc_model *m, int flavour) {
+    char *out = NULL;
+    if (kc_model_to_json(m, flavour, &out) != KC_STATUS_OK) fail_msg("to_json(%d): %s", flavour, kc_last_error());
+    return out;
+}
+
+static kc_model *model_of(const char *text) {
+    kc_model *m = NULL;
+    if (kc_model_from_json(text, strlen(text), &m) != KC_STATUS_OK) fail_msg("from_json: %s\n%s", kc_last_error(), text);
+    return m;
+}
+
+/* Same kinds, names, shapes and private configurations, layer by layer: an option the
+ * key table does not carry would come back at its default and differ here. */
+static void same_layers(const char *what, kc_model *a, kc_model *b) {
+    assert_int_equal(kc_model_num_layers(a), kc_model_num_layers(b));
+    for (int i = 0; i < kc_model_num_layers(a); i++) {
+        const kc_layer *la = kc__model_layer(a, i), *lb = kc__model_layer(b, i);
+        assert_ptr_equal(la->ops, lb->ops);
+        assert_string_equal(la->name, lb->name);
+        assert_true(kc__shape_eq(&la->out_shape, &lb->out_shape));
+        if (memcmp(la->cfg, lb->cfg, la->ops->cfg_size) != 0)
+            fail_msg("%s: layer '%s' (%s) does not come back with the same configuration", what, la->name,
+                     la->ops->class_name);
+    }
+}
+
+/* Every occurrence of "\"from\"" replaced by "\"to\"" (the class name in each entry). */
+static char *with_class(const char *text, const char *from, const char *to) {
+    char qf[64], qt[64];
+    snprintf(qf, sizeof qf, "\"%s\"", from);
+    snprintf(qt, sizeof qt, "\"%s\"", to);
+    size_t n = strlen(text), lf = strlen(qf), lt = strlen(qt), count = 0;
+    for (size_t r = 0; r < n; r++)
+        if (strncmp(text + r, qf, lf) == 0) count++;
+    assert_true(count > 0);
+    char *out = malloc(n + count * lt + 1);
+    assert_non_null(out);
+    size_t w = 0, r = 0;
+    while (r < n) {
+        if (strncmp(text + r, qf, lf) == 0) {
+            memcpy(out + w, qt, lt);
+            w += lt;
+            r += lf;
+        } else {
+            out[w++] = text[r++];
+        }
+    }
+    out[w] = '\0';
+    return out;
+}
+
+static const sample *sample_for(const kc_layer_ops *ops) {
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_samples); i++)
+        if (k_samples[i].ops == ops) return &k_samples[i];
+    return NULL;
+}
+
+static void test_json_round_trip(void **state) {
+    (void)state;
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++) {
+        const kc_layer_ops *o = k_kinds[i].ops;
+        const sample *s = sample_for(o);
+        if (!s) fail_msg("kind %s has no sample in test_layer_kinds.c: add one with non-default options", k_kinds[i].id);
+        kc_model *m = sample_model(s);
+        for (int f = 2; f <= 3; f++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s, Keras %d JSON", o->class_name, f);
+            char *t1 = json_of(m, f);
+            kc_model *m2 = model_of(t1);
+            same_layers(what, m, m2);
+            char *t2 = json_of(m2, f);
+            assert_string_equal(t1, t2); /* what is read is written back byte for byte */
+            if (o->alias) {
+                char *aliased = with_class(t1, o->class_name, o->alias);
+                kc_model *m3 = model_of(aliased);
+                snprintf(what, sizeof what, "%s as %s, Keras %d JSON", o->class_name, o->alias, f);
+                same_layers(what, m, m3);
+                kc_model_destroy(m3);
+                free(aliased);
+            }
+            kc_model_destroy(m2);
+            free(t1);
+            free(t2);
+        }
+        kc_model_destroy(m);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_complete),
+        cmocka_unit_test(test_unknown_class_lists_every_kind),
+        cmocka_unit_test(test_json_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
