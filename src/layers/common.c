@@ -103,15 +103,12 @@ kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_
     *bias = kc__bool3(use_bias, true);
     *kinit = kc__init_canonical(kernel_init ? kernel_init : "glorot_uniform");
     if (!*kinit)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "%s: kernel_initializer '%s' is not supported; use glorot_uniform, glorot_normal, he_uniform, "
-                        "he_normal, lecun_uniform, lecun_normal, zeros or ones",
-                        L, kernel_init);
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_initializer '%s' is not supported; use one of %s", L,
+                        kernel_init, kc__init_supported);
     *binit = kc__init_canonical(bias_init ? bias_init : "zeros");
     if (!*binit)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "%s: bias_initializer '%s' is not supported; use zeros, ones, glorot_uniform, glorot_normal, "
-                        "he_uniform, he_normal, lecun_uniform or lecun_normal", L, bias_init);
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: bias_initializer '%s' is not supported; use one of %s", L,
+                        bias_init, kc__init_supported);
     return KC_STATUS_OK;
 }
 

@@ -26,11 +26,9 @@ static kc_status alias_forward(kc_layer *l, const kc_fwd *a) { return KC_STATUS_
 static kc_status alias_backward(kc_layer *l, const kc_bwd *a) { return KC_STATUS_OK; }
 
 /* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
-#define O(member) offsetof(kc_flatten_opts, member)
 static const kc__field k_keras_keys[] = {
     KC_KEY_CHANNELS_LAST(KC_F_W),
 };
-#undef O
 
 const kc_layer_ops kc__flatten_ops = {
     .class_name = "Flatten",
