@@ -1,0 +1,45 @@
+/* keras_json_read.h — private to the Keras JSON reader (keras_json_read.c: the model,
+ * Sequential and Functional; keras_json_layer.c: one layer entry, its class and config keys
+ * into a kc_layer_spec, and the checks and messages both use). */
+#ifndef KC_KERAS_JSON_READ_H
+#define KC_KERAS_JSON_READ_H
+
+#include <jansson.h>
+
+#include "io.h"
+
+#define PFX "model JSON: "
+
+typedef struct parsed_layer {
+    const kc_layer_ops *ops;     /* the layer kind (class name or alias) */
+    const char *name;          /* the layer name ("" when the file gives none) */
+    char label[KC_NAME_MAX + 64]; /* "layer 'conv2d' (Conv2D)" for messages */
+    kc__layer_opts opts;
+    bool has_batch_shape;      /* batch_input_shape / batch_shape / input_shape on a non-input layer */
+    int batch_shape[KC_MAX_RANK];
+    int axis;                  /* > 0: a Keras 2 style axis to check against the input rank */
+} parsed_layer;
+
+/* One entry of "layers": its class (through the registry: class name or alias) and every
+ * config key through the kind's key table, the base keys and the extra keys; an unknown
+ * class, key or value is an error naming the layer. */
+kc_status kc__json_parse_layer(const json_t *entry, int index, parsed_layer *pl);
+/* The name a layer entry goes by: its "name", else its config's "name", else NULL. */
+const char *kc__json_entry_name(const json_t *entry);
+
+/* A JSON value as short text for messages (into buf). */
+const char *kc__json_text(const json_t *v, char *buf, size_t n);
+/* "an object", "a list", ... */
+const char *kc__json_type_name(const json_t *v);
+/* The errors for a value of the wrong type, and for a value other than the only one kerac
+ * implements; both name the layer (pl->label) and the key. */
+kc_status kc__json_bad_type(const parsed_layer *pl, const char *key, const char *want, const json_t *v);
+kc_status kc__json_unsupported_value(const parsed_layer *pl, const char *key, const json_t *v, const char *only);
+/* Every key of obj is in list, else an error naming `what` and the key. */
+kc_status kc__json_check_keys(const json_t *obj, const char *const *list, size_t n, const char *what);
+/* [null, d1, d2, ...] into out (per-example dims, trailing zeros). */
+kc_status kc__json_batch_shape(const parsed_layer *pl, const char *key, const json_t *v, int out[KC_MAX_RANK]);
+/* "float32" or a float32 DTypePolicy. */
+kc_status kc__json_check_dtype(const parsed_layer *pl, const char *key, const json_t *v);
+
+#endif /* KC_KERAS_JSON_READ_H */
