@@ -220,6 +220,7 @@ static void test_json_round_trip(void **state) {
         const kc_layer_ops *o = k_kinds[i].ops;
         const sample *s = sample_for(o);
         if (!s) fail_msg("kind %s has no sample in test_layer_kinds.c: add one with non-default options", k_kinds[i].id);
+        assert_ptr_equal(kc__layer_find(s->spec->class_name), o); /* its public builder names it */
         kc_model *m = sample_model(s);
         for (int f = 2; f <= 3; f++) {
             char what[96];
