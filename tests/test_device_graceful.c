@@ -16,6 +16,10 @@
  *                         KERAC_BINARY_DIR), cuBLAS left reachable: the message names
  *                         libcudnn.so.9. Skipped, saying why, when the module's RUNPATH
  *                         itself holds a cuDNN (nothing can hide it then).
+ *   real_without_cudnn_cnn  the real module beside this machine's libcudnn.so.9 and its graph
+ *                         and ops libraries but not libcudnn_cnn.so.9 (links in a temporary
+ *                         directory): start-up loads cuDNN's sub-libraries before it looks
+ *                         for a driver, so it fails naming libcudnn_cnn.so.9, GPU or not.
  *   no_driver             the real module, loaded here: with no libcuda.so.1 on the machine
  *                         its initialisation says "no NVIDIA driver" and names libcuda.so.1;
  *                         with a GPU it opens, and a device index that does not exist lists
@@ -32,6 +36,7 @@
 #include <link.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -308,8 +313,36 @@ static void test_stub_without_cudnn(void **state) {
     EXPECT_WORD(out, "libcudnn.so.9");
 }
 
-static void test_real_without_cudnn(void **state) {
-    (void)state;
+/* Whether the module's own RUNPATH holds a libcudnn.so.9 (the loader cannot be kept from it). */
+static bool runpath_holds_cudnn(const char *mod_path, char *rp, size_t n) {
+    assert_int_equal(elf_runpath(mod_path, rp, n), 0);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", rp);
+    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/libcudnn.so.9", d);
+        if (file_exists(probe)) return true;
+    }
+    return false;
+}
+
+/* The folder of a library the loader finds here ("" when none). It stays loaded: unloading
+ * cuBLAS drops memory it keeps for the life of the process, which LeakSanitizer reports. */
+static void loaded_dir(const char *soname, char *dir, size_t n) {
+    dir[0] = '\0';
+    void *h = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+    struct link_map *lm = NULL;
+    if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name) return;
+    snprintf(dir, n, "%s", lm->l_name);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else dir[0] = '\0';
+}
+
+/* The real module started in a child whose loader finds only the links made in a temporary
+ * folder: cuBLAS's files (so that the first library missed is cuDNN's) and `dnn_files` from
+ * dnn_dir. Skips, saying why, when this cannot be arranged here. */
+static void real_module_child(const char *dnn_dir, const char *dnn_files, char *out, size_t n) {
     char bin[4096];
     if (!real_module_dir(bin, sizeof bin)) {
         print_message("    SKIP: this build has no libkerac_cuda.so (no CUDA toolkit); the stub case covers the "
@@ -318,48 +351,54 @@ static void test_real_without_cudnn(void **state) {
     }
     char mod_path[4200], rp[4096];
     snprintf(mod_path, sizeof mod_path, "%s/libkerac_cuda.so", bin);
-    assert_int_equal(elf_runpath(mod_path, rp, sizeof rp), 0);
-    if (rp[0]) { /* a cuDNN in the module's own RUNPATH cannot be hidden from the loader */
-        char buf[4096];
-        snprintf(buf, sizeof buf, "%s", rp);
-        for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-            char probe[4200];
-            snprintf(probe, sizeof probe, "%s/libcudnn.so.9", d);
-            if (file_exists(probe)) {
-                print_message("    SKIP: the module's RUNPATH (%s) holds libcudnn.so.9; the stub case covers the "
-                              "message\n", rp);
-                skip();
-            }
-        }
-    }
-    /* cuBLAS stays reachable (symlinks in a temporary directory), so the first library the
-     * loader misses is cuDNN */
-    void *blas = dlopen("libcublas.so.13", RTLD_LAZY | RTLD_LOCAL);
-    if (!blas) blas = dlopen("libcublas.so.12", RTLD_LAZY | RTLD_LOCAL);
-    if (!blas) {
-        print_message("    SKIP: libcublas cannot be loaded here (%s)\n", dlerror());
+    if (runpath_holds_cudnn(mod_path, rp, sizeof rp)) {
+        print_message("    SKIP: the module's RUNPATH (%s) holds libcudnn.so.9; the stub case covers the message\n", rp);
         skip();
     }
-    struct link_map *lm = NULL;
-    char blas_dir[4096] = "";
-    if (dlinfo(blas, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) snprintf(blas_dir, sizeof blas_dir, "%s", lm->l_name);
-    /* blas stays loaded: unloading cuBLAS drops memory it keeps for the life of the process,
-     * which LeakSanitizer then reports */
-    char *slash = strrchr(blas_dir, '/');
-    assert_non_null(slash);
-    *slash = '\0';
+    char blas_dir[4096];
+    loaded_dir("libcublas.so.13", blas_dir, sizeof blas_dir);
+    if (!blas_dir[0]) loaded_dir("libcublas.so.12", blas_dir, sizeof blas_dir);
+    if (!blas_dir[0]) {
+        print_message("    SKIP: libcublas cannot be loaded here\n");
+        skip();
+    }
     char dir[4096], cmd[16384];
     make_temp_dir(dir, sizeof dir, "blas");
     snprintf(cmd, sizeof cmd, "for f in '%s'/libcublas*.so*; do ln -s \"$f\" '%s'/; done", blas_dir, dir);
+    if (dnn_files[0])
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " && for f in %s; do ln -s '%s'/\"$f\" '%s'/; done",
+                 dnn_files, dnn_dir, dir);
     assert_int_equal(system(cmd), 0);
-    char libpath[8192], out[4096];
+    char libpath[8192];
     filtered_library_path(libpath, sizeof libpath, dir);
-    int rc = run_child(bin, libpath, "cuda", out, sizeof out);
+    int rc = run_child(bin, libpath, "cuda", out, n);
     remove_tree(dir);
     print_message("    child: %s", out);
     if (rc != 0) fail_msg("the child process did not run: %s", out);
+}
+
+static void test_real_without_cudnn(void **state) {
+    (void)state;
+    char out[4096];
+    real_module_child("/nonexistent", "", out, sizeof out);
     EXPECT_WORD(out, "FAILED");
     EXPECT_WORD(out, "libcudnn.so.9");
+}
+
+static void test_real_without_cudnn_cnn(void **state) {
+    (void)state;
+    char dnn_dir[4096], probe[4200];
+    loaded_dir("libcudnn.so.9", dnn_dir, sizeof dnn_dir);
+    snprintf(probe, sizeof probe, "%s/libcudnn_ops.so.9", dnn_dir);
+    if (!dnn_dir[0] || !file_exists(probe)) {
+        print_message("    SKIP: no cuDNN 9 with its sub-libraries here (%s)\n", dnn_dir[0] ? dnn_dir : "none found");
+        skip();
+    }
+    char out[4096];
+    real_module_child(dnn_dir, "libcudnn.so.9 libcudnn_graph.so.9 libcudnn_ops.so.9", out, sizeof out);
+    EXPECT_WORD(out, "FAILED");
+    EXPECT_WORD(out, "cannot load its cnn library libcudnn_cnn.so.9 (cudnnCnnVersionCheck: ");
+    EXPECT_WORD(out, "install the complete cuDNN 9");
 }
 
 static void test_no_driver(void **state) {
@@ -489,6 +528,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_module_missing),
         cmocka_unit_test(test_stub_without_cudnn),
         cmocka_unit_test(test_real_without_cudnn),
+        cmocka_unit_test(test_real_without_cudnn_cnn),
         cmocka_unit_test(test_no_driver),
         cmocka_unit_test(test_model_auto_and_cuda),
     };

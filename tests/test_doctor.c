@@ -260,6 +260,11 @@ static const scenario scenarios[] = {
      {"KC_STUB_GPUS=" H200, "KC_STUB_CUDNN9_VERSION=90100", "KC_STUB_CUDNN9_CUDART=12080"}, 2, "cpu",
      "cuDNN 9.1.0 at ", "cudnn", KC_CHECK_PROBLEM, "install the cuDNN 9 build for CUDA 13",
      "is built for CUDA 12.8, but kerac's module uses CUDA 13.0"},
+    {"cuDNN without its convolution library", "cuda nvml cudnn9 cublas13", {"KC_STUB_GPUS=" H200, "KC_STUB_CUDNN9_CNN=3009"},
+     2, "cpu",
+     "cannot load its convolution library (cudnnCnnVersionCheck: CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE: "
+     "Invalid handle. Cannot load symbol cudnnCnnVersionCheck)", "cudnn", KC_CHECK_PROBLEM,
+     "install the complete cuDNN 9 (libcudnn_cnn.so.9 and the other libcudnn_*.so.9 files beside ", NULL},
     {"cuDNN missing", "cuda nvml cublas13", {"KC_STUB_GPUS=" H200}, 2, "cpu",
      "cuDNN 9 not found: libcudnn.so.9: cannot open shared object file", "cudnn", KC_CHECK_PROBLEM,
      "install cuDNN 9 for CUDA 13", "problem  module"},

@@ -318,6 +318,14 @@ static void check_lib(kc_doctor_report *r, const kc__lib *l, int major, kc__ver 
             l->path, l->what, V(l->version, a), l->what, V(built, b));
         return;
     }
+    if (l->part_error[0]) { /* cuDNN 9 without its convolution library: no Conv2D would run */
+        char fix2[KC_ENV_PATH + 256];
+        snprintf(fix2, sizeof fix2, "install the complete cuDNN %d (libcudnn_cnn.so.%d and the other libcudnn_*.so.%d "
+                 "files beside %s; they need libz.so.1)", major, major, major, l->path);
+        add(r, id, KC_CHECK_PROBLEM, fix2, "%s %s at %s cannot load its convolution library (%s)", l->what,
+            V(l->version, a), l->path, l->part_error);
+        return;
+    }
     if (kc__ver_known(l->cuda) && kc__ver_known(m->cuda) && l->cuda.major != m->cuda.major) {
         char fix2[1600];
         if (!strcmp(l->what, "cuDNN"))

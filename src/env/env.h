@@ -174,6 +174,7 @@ typedef struct kc__lib {
     kc__ver version;
     kc__ver cuda;            /* the CUDA it was built for (unknown for NCCL) */
     char error[512];         /* why it was not found */
+    char part_error[512];    /* cuDNN 9: why its convolution library cannot load (cudnnCnnVersionCheck) */
     /* another major version found when soname was not */
     char other_soname[64];
     char other_path[KC_ENV_PATH];

@@ -2,7 +2,7 @@
  * (the copy already loaded by the CUDA module when there is one, else what dlopen finds
  * now), its version and the CUDA version it was built for, read from the library itself
  * (cudnnGetVersion / cudnnGetCudartVersion, cublasGetProperty / cublasGetCudartVersion,
- * ncclGetVersion). */
+ * ncclGetVersion); for cuDNN 9, whether its convolution library loads (cudnnCnnVersionCheck). */
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +31,24 @@ static void read_cudnn(void *h, kc__ver *version, kc__ver *cuda) {
     *cuda = rt ? kc__ver_from_cuda_int((long)rt()) : kc__ver_none();
 }
 
+typedef int (*status_fn)(void);
+typedef const char *(*status_text_fn)(int);
+typedef void (*last_error_fn)(char *, size_t);
+
+/* cuDNN 9 loads its convolution library (libcudnn_cnn.so.9, which needs libz) at first use;
+ * its version check loads it now, as the CUDA module does at start-up. */
+static void read_cudnn_cnn(void *h, char *err, size_t n) {
+    status_fn check = (status_fn)kc__dl_sym(h, "cudnnCnnVersionCheck");
+    if (!check) return; /* not cuDNN 9 */
+    int st = check();
+    if (st == 0) return;
+    status_text_fn text = (status_text_fn)kc__dl_sym(h, "cudnnGetErrorString");
+    last_error_fn last = (last_error_fn)kc__dl_sym(h, "cudnnGetLastErrorString");
+    char detail[256] = "";
+    if (last) last(detail, sizeof detail);
+    snprintf(err, n, "cudnnCnnVersionCheck: %s%s%s", text ? text(st) : "failed", detail[0] ? ": " : "", detail);
+}
+
 void kc__lib_cudnn(int major, kc__lib *out) {
     memset(out, 0, sizeof *out);
     out->what = "cuDNN";
@@ -40,6 +58,7 @@ void kc__lib_cudnn(int major, kc__lib *out) {
     if (h) {
         out->found = true;
         read_cudnn(h, &out->version, &out->cuda);
+        if (out->version.major == major) read_cudnn_cnn(h, out->part_error, sizeof out->part_error);
         return;
     }
     /* another major version, to say what is there instead */

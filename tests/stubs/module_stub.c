@@ -1,7 +1,8 @@
 /* module_stub.c — a stand-in libkerac_cuda.so for the doctor's tests: it needs
  * libcudnn.so.9 and libcublas.so.13 (so that a missing cuDNN makes it fail to load as the
  * real module does), carries the real module's kind of build string, and "starts" by
- * asking the stand-in driver for cuda:0's name: a kc_backend with no operations.
+ * asking the stand-in driver for cuda:0's name (after cuDNN's cnn library check, as the
+ * real module does): a kc_backend with no operations.
  *   KC_STUB_MODULE_INFO         kc_backend_module_info's answer (default: the string below)
  *   KC_STUB_MODULE_INIT_ERROR   make kc_backend_module_init fail with this message */
 #include <dlfcn.h>
@@ -14,6 +15,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 extern size_t cudnnGetVersion(void);
+extern int cudnnCnnVersionCheck(void);
 extern int cublasGetProperty(int type, int *value);
 
 static const char k_info[] = "kerac_cuda 0.1.0: CUDA 13.0.88, cuDNN 9.19.0, cuBLAS 13.1.0, architectures 80-real "
@@ -35,6 +37,10 @@ EXPORT kc_status kc_backend_module_init(int abi, const char *device, kc_backend 
     }
     int blas_major = 0; /* both calls keep the dependencies real */
     if (cudnnGetVersion() == 0 || cublasGetProperty(0, &blas_major) != 0) return KC_STATUS_DEVICE;
+    if (cudnnCnnVersionCheck() != 0) { /* as the real module's start-up */
+        snprintf(err, n, "cuDNN cannot load its cnn library libcudnn_cnn.so.9 (stub module)");
+        return KC_STATUS_DEVICE;
+    }
     void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     int (*init)(unsigned) = cu ? (int (*)(unsigned))dlsym(cu, "cuInit") : NULL;
     int (*name)(char *, int, int) = cu ? (int (*)(char *, int, int))dlsym(cu, "cuDeviceGetName") : NULL;

@@ -289,6 +289,8 @@ void kc__cu_free(kc_backend *be, void *p) {
     kc_cu_block b = a->live[i];
     a->live[i] = a->live[--a->n_live];
     a->in_use -= b.size;
+    /* the block may next serve compute work, then come back as a feed destination */
+    kc__cu_feed_forget(&kc__cu(be)->feed_marks, b.ptr, b.size);
     if (a->mode == KC_CU_MEM_PREALLOCATE) {
         pool_give(a, b.ptr, b.size);
         return;

@@ -5,7 +5,8 @@
  * Start-up order, each step with its own message when it fails (the loader prefixes "the
  * cuda backend cannot start: "):
  *   1. ABI and device name ("cuda", "cuda:N")
- *   2. cuDNN: the loaded libcudnn's major version and the CUDA it was built for
+ *   2. cuDNN: the loaded libcudnn's major version and the CUDA it was built for, and its
+ *      sub-libraries (graph, ops, cnn: loaded now, not at the first convolution)
  *   3. cuBLAS: the loaded libcublas's major version
  *   4. the driver: cudaGetDeviceCount (cudart is linked statically and loads libcuda.so.1
  *      itself, so "no driver" is an error here, not a failure to load the module)
@@ -16,7 +17,8 @@
  *
  * Copies: to_device stages up to 64 MiB through one of two pinned host buffers and
  * returns at once (the source may be reused right away); to_host waits for the stream.
- * The host synchronises only in to_host, sync, mem_info and destroy. */
+ * The host synchronises only in to_host, sync and destroy (mem_info's cudaMemGetInfo does
+ * not wait for the stream). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -247,6 +249,33 @@ static kc_status driver_problem(cudaError_t e, char *err, size_t n) {
                      cvd ? cvd : "", cvd ? "'" : "");
 }
 
+/* cuDNN 9's libcudnn.so.9 is a shim that loads its sub-libraries at first use (graph, ops,
+ * and cnn for the convolutions, which needs libz). Loading them here (the version checks
+ * do, without a GPU: a missing libcudnn_cnn.so.9 is CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_
+ * UNAVAILABLE) makes a machine that lacks one fail at start-up, where `kerac doctor` and
+ * --device auto report it, rather than at the first Conv2D. */
+static kc_status dnn_sublibraries(char *err, size_t n) {
+    static const struct {
+        const char *name, *call;
+        cudnnStatus_t (*check)(void);
+    } part[] = {{"graph", "cudnnGraphVersionCheck", cudnnGraphVersionCheck},
+                {"ops", "cudnnOpsVersionCheck", cudnnOpsVersionCheck},
+                {"cnn", "cudnnCnnVersionCheck", cudnnCnnVersionCheck}};
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        cudnnStatus_t st = part[i].check();
+        if (st == CUDNN_STATUS_SUCCESS) continue;
+        char detail[256] = "";
+        cudnnGetLastErrorString(detail, sizeof detail);
+        return init_fail(err, n, KC_STATUS_DEVICE,
+                         "cuDNN at %s cannot load its %s library libcudnn_%s.so.%d (%s: %s%s%s): install the complete "
+                         "cuDNN %d for CUDA %d (its libcudnn_*.so.%d files side by side; they need libz.so.1)",
+                         lib_path((void *)cudnnGetVersion), part[i].name, part[i].name, CUDNN_MAJOR, part[i].call,
+                         cudnnGetErrorString(st), detail[0] ? ": " : "", detail, CUDNN_MAJOR, CUDART_VERSION / 1000,
+                         CUDNN_MAJOR);
+    }
+    return KC_STATUS_OK;
+}
+
 __attribute__((visibility("default"))) const char *kc_backend_module_info(void) {
     return "kerac_cuda " KC_CUDA_BUILD_KERAC_VERSION ": CUDA " KC_CUDA_BUILD_CUDA_VERSION ", cuDNN " KC_CUDA_BUILD_CUDNN_VERSION
            ", cuBLAS " KC_CUDA_BUILD_CUBLAS_VERSION ", architectures " KC_CUDA_BUILD_ARCHS;
@@ -298,6 +327,8 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
                          lib_path((void *)cudnnGetVersion), dnn_v / 10000, (dnn_v % 10000) / 100, dnn_v % 100,
                          dnn_rt / 1000, (dnn_rt % 1000) / 10, CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10,
                          CUDNN_MAJOR, CUDART_VERSION / 1000, CUDART_VERSION / 1000);
+    kc_status s = dnn_sublibraries(err, err_size);
+    if (s != KC_STATUS_OK) return s;
 
     /* 3. cuBLAS */
     int blas_major = 0;
@@ -365,7 +396,7 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     c->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     c->total_mem = prop.totalGlobalMem;
     snprintf(be->device, sizeof be->device, "cuda:%d (%.48s)", idx, prop.name);
-    kc_status s = KC_STATUS_DEVICE;
+    s = KC_STATUS_DEVICE;
 #define STEP_CUDA(what, call)                                                                                      \
     do {                                                                                                           \
         cudaError_t e_ = (call);                                                                                   \

@@ -12,21 +12,37 @@
  * gives, the input is copied into a zero-padded (or cropped) buffer in the workspace and
  * the convolution runs unpadded; backward-data crops its result back.
  *
- * Algorithms: chosen once per shape (the whole kc_conv2d_desc, batch included) when
- * conv2d_workspace first sees it, by cuDNN's heuristics (cudnnGet*_v7) or, with
- * KERAC_CUDNN_BENCHMARK=1, by timing every algorithm (cudnnFind*). KERAC_DETERMINISTIC=1
- * keeps deterministic ones only; unless KERAC_TF32=1, tensor-op results are skipped and
+ * Algorithms: ranked once per shape (the whole kc_conv2d_desc, batch included) when
+ * conv2d_workspace first sees it, by cuDNN's heuristics (cudnnGet*_v7). With
+ * KERAC_CUDNN_BENCHMARK=1 a shape is then measured (cudnnFind*Ex: every algorithm timed,
+ * in the workspace kerac's plan gave, so nothing is allocated behind the allocator's
+ * back) at its first run, once, and only at the batch size planned last for its geometry:
+ * not for each size --batch-size auto probes, nor for a short last batch.
+ * KERAC_DETERMINISTIC=1 keeps deterministic ones only (without it cuDNN may rank backward
+ * algorithms that use atomics first, and measuring picks by time: results may differ in
+ * the last bits from run to run); unless KERAC_TF32=1, tensor-op results are skipped and
  * the math type is CUDNN_FMA_MATH (plain fp32: CUDNN_DEFAULT_MATH lets Ampere and newer
  * use TF32). Each candidate must report a workspace size for the final math type and fit
  * KERAC_CUDNN_WORKSPACE_LIMIT; the accepted ones are kept in order. A call runs the first
- * of them (from the one in use) that fits the workspace the caller gave (ws_bytes): the
+ * that cuDNN has not refused and that fits the workspace the caller gave (ws_bytes): the
  * short last batch of an epoch gets a workspace planned for the full batch, and cuDNN may
- * rank for it an algorithm that needs more. A call that cuDNN refuses at run time
- * (NOT_SUPPORTED) moves on to the next one that fits. The choice is logged at debug level
- * (KERAC_LOG_LEVEL=debug).
+ * rank for it an algorithm that needs more. A refusal at run time (any status of the
+ * NOT_SUPPORTED group) moves on to the next one, for good (cuda_rules.c: kc__cu_pick).
+ * When none left fits (the plan predates a refusal, or a set-up that ran out of memory),
+ * the call takes the workspace from the allocator (stream-ordered, freed after the call)
+ * rather than fail; out of memory there is KC_STATUS_OUT_OF_MEMORY, and fit's recovery
+ * re-plans. The choice is logged at debug level (KERAC_LOG_LEVEL=debug).
+ *
+ * Statuses: cuDNN's failed allocations (host 4003, device 4004) are out of memory: the
+ * shape is not remembered as broken, and fit's recovery runs. Every other set-up failure
+ * is remembered and repeated by each later call of that shape. At most KC_CU_CONV_CACHE
+ * shapes are kept; the one used least recently goes first.
  *
  * Workspace (conv2d_workspace), from a 256-byte aligned start:
- *   [kernel (F, K) transposed][padded input (N, HP, WP, C), only when padded][cuDNN's] */
+ *   [kernel (F, K) transposed][padded input (N, HP, WP, C), only when padded][cuDNN's]
+ * cuDNN's part is the largest need of the three directions: the best-ranked candidate not
+ * refused (under KERAC_CUDNN_BENCHMARK before measuring: the largest, so that measuring
+ * can try every candidate); it is recomputed after a refusal or a measurement. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,18 +50,17 @@
 
 #include "cuda_internal.h"
 
-#define KC_CU_MAX_CAND 16
+_Static_assert((int)KC_DNN_NOT_SUPPORTED == (int)CUDNN_STATUS_NOT_SUPPORTED &&
+                   KC_DNN_CATEGORY((int)CUDNN_STATUS_NOT_SUPPORTED_PADDING) == (int)CUDNN_STATUS_NOT_SUPPORTED &&
+                   (int)KC_DNN_HOST_ALLOCATION_FAILED == (int)CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED &&
+                   (int)KC_DNN_DEVICE_ALLOCATION_FAILED == (int)CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED &&
+                   (int)KC_DNN_SUBLIBRARY_LOADING_FAILED == (int)CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED,
+               "cuda_rules.h's cuDNN statuses differ from cudnn_graph_v9.h");
 
 enum { DIR_FWD = 0, DIR_BWD_DATA = 1, DIR_BWD_FILTER = 2 };
 static const char *dir_name[3] = {"forward", "backward-data", "backward-filter"};
 
-typedef struct conv_dir {
-    int n;                                /* accepted candidates, best first */
-    int algo[KC_CU_MAX_CAND];
-    cudnnMathType_t math[KC_CU_MAX_CAND];
-    size_t ws[KC_CU_MAX_CAND];
-    bool refused[KC_CU_MAX_CAND];         /* cuDNN said NOT_SUPPORTED at run time */
-} conv_dir;
+typedef kc_cu_dir conv_dir; /* cuda_rules.h */
 
 struct kc_cu_conv {
     kc_conv2d_desc d; /* the key */
@@ -55,7 +70,9 @@ struct kc_cu_conv {
     bool padded;
     int hp, wp;       /* padded input size */
     conv_dir dir[3];
-    size_t off_pad, off_algo, algo_ws, total;
+    size_t off_pad, off_algo, total;
+    uint64_t last_use, plan_stamp; /* ctx clocks: last call, last conv2d_workspace */
+    bool warned_borrow;
     kc_status status; /* a failure while setting up: repeated by every call */
     char msg[512];
 };
@@ -136,16 +153,11 @@ static kc_status entry_fail(kc_backend *be, kc_cu_conv *e, kc_status s, const ch
     return kc__cu_fail(be, s, "%s", e->msg);
 }
 
-/* cuDNN's failure as a status: its allocation failures are out-of-memory (not remembered) */
-static kc_status dnn_status(cudnnStatus_t st) {
-    return st == CUDNN_STATUS_ALLOC_FAILED ? KC_STATUS_OUT_OF_MEMORY : KC_STATUS_DEVICE;
-}
-
 #define DNN(e_, what, call)                                                                                       \
     do {                                                                                                          \
         cudnnStatus_t st_ = (call);                                                                               \
         if (st_ != CUDNN_STATUS_SUCCESS)                                                                          \
-            return entry_fail(be, (e_), dnn_status(st_), "%s: cuDNN %s failed: %s", be->device, what,            \
+            return entry_fail(be, (e_), kc__cu_dnn_status((int)st_), "%s: cuDNN %s failed: %s", be->device, what,  \
                               cudnnGetErrorString(st_));                                                          \
     } while (0)
 
@@ -184,30 +196,40 @@ static kc_status make_descriptors(kc_backend *be, kc_cu_conv *e) {
                       d->oh, d->ow);
 }
 
-/* cuDNN's ranked list of algorithms for one direction: heuristics or measured. */
-static cudnnStatus_t query(kc_cu_ctx *c, kc_cu_conv *e, int dir, bool find, perf *out, int *n) {
+/* The buffers of one call (cudnnFind*Ex runs the convolution on them). */
+typedef struct conv_bufs {
+    const void *in0, *in1; /* forward: x, w; backward-data: w, dy; backward-filter: x, dy */
+    void *out;             /* y, dx, dw */
+    void *ws;
+    size_t ws_bytes;
+} conv_bufs;
+
+/* cuDNN's ranked list of algorithms for one direction: its heuristics (b NULL), or timed
+ * on the call's buffers in its workspace (b). */
+static cudnnStatus_t rank(kc_cu_ctx *c, kc_cu_conv *e, int dir, const conv_bufs *b, perf *out, int *n) {
     int got = 0;
     cudnnStatus_t st;
     *n = 0;
     if (dir == DIR_FWD) {
         cudnnConvolutionFwdAlgoPerf_t p[KC_CU_MAX_CAND];
-        st = find ? cudnnFindConvolutionForwardAlgorithm(c->dnn, e->xd, e->wd, e->cd, e->yd, KC_CU_MAX_CAND, &got, p)
-                  : cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, e->xd, e->wd, e->cd, e->yd, KC_CU_MAX_CAND, &got, p);
+        st = b ? cudnnFindConvolutionForwardAlgorithmEx(c->dnn, e->xd, b->in0, e->wd, b->in1, e->cd, e->yd, b->out,
+                                                        KC_CU_MAX_CAND, &got, p, b->ws, b->ws_bytes)
+               : cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, e->xd, e->wd, e->cd, e->yd, KC_CU_MAX_CAND, &got, p);
         for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got; i++)
             out[i] = (perf){(int)p[i].algo, p[i].status, p[i].time, p[i].memory, p[i].determinism, p[i].mathType};
     } else if (dir == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t p[KC_CU_MAX_CAND];
-        st = find ? cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, e->wd, e->yd, e->cd, e->xd, KC_CU_MAX_CAND, &got, p)
-                  : cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, e->wd, e->yd, e->cd, e->xd, KC_CU_MAX_CAND, &got,
-                                                                p);
+        st = b ? cudnnFindConvolutionBackwardDataAlgorithmEx(c->dnn, e->wd, b->in0, e->yd, b->in1, e->cd, e->xd, b->out,
+                                                             KC_CU_MAX_CAND, &got, p, b->ws, b->ws_bytes)
+               : cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, e->wd, e->yd, e->cd, e->xd, KC_CU_MAX_CAND, &got, p);
         for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got; i++)
             out[i] = (perf){(int)p[i].algo, p[i].status, p[i].time, p[i].memory, p[i].determinism, p[i].mathType};
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t p[KC_CU_MAX_CAND];
-        st = find ? cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, e->xd, e->yd, e->cd, e->wd, KC_CU_MAX_CAND, &got,
-                                                                p)
-                  : cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, e->xd, e->yd, e->cd, e->wd, KC_CU_MAX_CAND,
-                                                                  &got, p);
+        st = b ? cudnnFindConvolutionBackwardFilterAlgorithmEx(c->dnn, e->xd, b->in0, e->yd, b->in1, e->cd, e->wd,
+                                                               b->out, KC_CU_MAX_CAND, &got, p, b->ws, b->ws_bytes)
+               : cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, e->xd, e->yd, e->cd, e->wd, KC_CU_MAX_CAND, &got,
+                                                               p);
         for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got; i++)
             out[i] = (perf){(int)p[i].algo, p[i].status, p[i].time, p[i].memory, p[i].determinism, p[i].mathType};
     }
@@ -228,9 +250,9 @@ static cudnnStatus_t ws_size(kc_cu_ctx *c, kc_cu_conv *e, int dir, int algo, siz
 }
 
 /* Keep the ranked candidates of one direction that pass the filters (status, determinism,
- * math type) and report a workspace size within the limit, in cuDNN's order. */
-static void accept(kc_backend *be, kc_cu_conv *e, int dir, const perf *p, int np, int pass, int *skipped_det,
-                   int *skipped_ws) {
+ * math type) and report a workspace size within cap, in cuDNN's order. */
+static void accept(kc_backend *be, kc_cu_conv *e, int dir, const perf *p, int np, int pass, size_t cap,
+                   int *skipped_det, int *skipped_ws) {
     kc_cu_ctx *c = kc__cu(be);
     conv_dir *cd = &e->dir[dir];
     for (int i = 0; i < np && cd->n < KC_CU_MAX_CAND; i++) {
@@ -243,20 +265,63 @@ static void accept(kc_backend *be, kc_cu_conv *e, int dir, const perf *p, int np
             continue;
         const cudnnMathType_t math = c->tf32 ? p[i].math : pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
         bool dup = false;
-        for (int k = 0; k < cd->n; k++) dup = dup || (cd->algo[k] == p[i].algo && cd->math[k] == math);
+        for (int k = 0; k < cd->n; k++) dup = dup || (cd->algo[k] == p[i].algo && cd->math[k] == (int)math);
         if (dup) continue;
         size_t sz = 0;
         if (cudnnSetConvolutionMathType(e->cd, math) != CUDNN_STATUS_SUCCESS) continue;
         if (ws_size(c, e, dir, p[i].algo, &sz) != CUDNN_STATUS_SUCCESS) continue;
-        if (sz > c->ws_limit) {
+        if (sz > cap) {
             (*skipped_ws)++;
             continue;
         }
         cd->algo[cd->n] = p[i].algo;
-        cd->math[cd->n] = math;
+        cd->math[cd->n] = (int)math;
         cd->ws[cd->n] = sz;
         cd->n++;
     }
+}
+
+/* Accept from a ranking: plain fp32 (FMA math) unless TF32 is allowed; only when that
+ * finds nothing, cuDNN's default math for fp32 (which may use TF32 on Ampere and newer),
+ * with a warning, rather than no convolution at all. */
+static void accept_ranked(kc_backend *be, kc_cu_conv *e, int dir, const perf *p, int np, size_t cap, int *skipped_det,
+                          int *skipped_ws) {
+    kc_cu_ctx *c = kc__cu(be);
+    accept(be, e, dir, p, np, 0, cap, skipped_det, skipped_ws);
+    if (e->dir[dir].n > 0 || c->tf32) return;
+    kc__cu_log(be, KC_LOG_WARNING,
+               "%s: cuDNN has no plain-fp32 (FMA) %s algorithm for convolution input %dx%dx%dx%d, kernel %dx%d, %d "
+               "filters; using its default math, which may round through TF32",
+               be->device, dir_name[dir], e->d.n, e->d.h, e->d.w, e->d.c, e->d.kh, e->d.kw, e->d.f);
+    accept(be, e, dir, p, np, 1, cap, skipped_det, skipped_ws);
+}
+
+/* What conv2d_workspace reports, from the candidates not refused (cuda_rules.c). */
+static void update_total(kc_cu_ctx *c, kc_cu_conv *e) {
+    size_t need[3];
+    for (int dir = 0; dir < 3; dir++) need[dir] = kc__cu_dir_need(&e->dir[dir], c->benchmark);
+    e->total = kc__cu_conv_total(e->off_algo, need);
+}
+
+static void log_choice(kc_backend *be, const kc_cu_conv *e, const char *how) {
+    kc_cu_ctx *c = kc__cu(be);
+    const kc_conv2d_desc *d = &e->d;
+    char w[3][32], wt[32];
+    int k[3];
+    for (int i = 0; i < 3; i++) { /* the best-ranked candidate not refused */
+        k[i] = 0;
+        while (k[i] < e->dir[i].n - 1 && e->dir[i].refused[k[i]]) k[i]++;
+        kc__cu_bytes(e->dir[i].ws[k[i]], w[i], sizeof w[i]);
+    }
+    kc__cu_log(be, KC_LOG_DEBUG,
+               "%s conv2d N=%d %dx%dx%d -> %dx%dx%d (kernel %dx%d, strides %dx%d, dilation %dx%d, pad %d,%d%s): "
+               "forward %s [%s, %s], backward-data %s [%s, %s], backward-filter %s [%s, %s]; %s%s; workspace %s",
+               be->device, d->n, d->h, d->w, d->c, d->oh, d->ow, d->f, d->kh, d->kw, d->sh, d->sw, d->dh, d->dw,
+               d->pad_top, d->pad_left, e->padded ? ", explicit asymmetric padding" : "",
+               algo_name(0, e->dir[0].algo[k[0]]), math_name((cudnnMathType_t)e->dir[0].math[k[0]]), w[0],
+               algo_name(1, e->dir[1].algo[k[1]]), math_name((cudnnMathType_t)e->dir[1].math[k[1]]), w[1],
+               algo_name(2, e->dir[2].algo[k[2]]), math_name((cudnnMathType_t)e->dir[2].math[k[2]]), w[2], how,
+               c->deterministic ? ", deterministic only" : "", kc__cu_bytes(e->total, wt, sizeof wt));
 }
 
 static kc_status choose(kc_backend *be, kc_cu_conv *e) {
@@ -268,23 +333,13 @@ static kc_status choose(kc_backend *be, kc_cu_conv *e) {
         perf p[KC_CU_MAX_CAND];
         int np = 0;
         DNN(e, "cudnnSetConvolutionMathType", cudnnSetConvolutionMathType(e->cd, base_math));
-        cudnnStatus_t st = query(c, e, dir, c->benchmark, p, &np);
+        cudnnStatus_t st = rank(c, e, dir, NULL, p, &np);
         if (st != CUDNN_STATUS_SUCCESS)
-            return entry_fail(be, e, dnn_status(st), "%s: cuDNN could not rank the %s convolution algorithms (%s): %s",
-                              be->device, dir_name[dir], c->benchmark ? "cudnnFind*, KERAC_CUDNN_BENCHMARK=1" : "cudnnGet*_v7",
-                              cudnnGetErrorString(st));
+            return entry_fail(be, e, kc__cu_dnn_status((int)st),
+                              "%s: cuDNN could not rank the %s convolution algorithms (cudnnGet*_v7): %s", be->device,
+                              dir_name[dir], cudnnGetErrorString(st));
         int skipped_det = 0, skipped_ws = 0;
-        /* pass 0: plain fp32 (FMA math) unless TF32 is allowed; pass 1, only when pass 0
-         * found nothing: cuDNN's default math for fp32 (which may use TF32 on Ampere and
-         * newer), with a warning, rather than no convolution at all */
-        accept(be, e, dir, p, np, 0, &skipped_det, &skipped_ws);
-        if (cd->n == 0 && !c->tf32) {
-            kc__cu_log(be, KC_LOG_WARNING,
-                       "%s: cuDNN has no plain-fp32 (FMA) %s algorithm for convolution input %dx%dx%dx%d, kernel "
-                       "%dx%d, %d filters; using its default math, which may round through TF32",
-                       be->device, dir_name[dir], e->d.n, e->d.h, e->d.w, e->d.c, e->d.kh, e->d.kw, e->d.f);
-            accept(be, e, dir, p, np, 1, &skipped_det, &skipped_ws);
-        }
+        accept_ranked(be, e, dir, p, np, c->ws_limit, &skipped_det, &skipped_ws);
         if (cd->n == 0)
             return entry_fail(be, e, KC_STATUS_UNSUPPORTED,
                               "%s: cuDNN offers no usable %s algorithm for convolution input %dx%dx%dx%d, kernel "
@@ -295,22 +350,37 @@ static kc_status choose(kc_backend *be, kc_cu_conv *e) {
                               skipped_ws ? "; some need more workspace than KERAC_CUDNN_WORKSPACE_LIMIT allows" : "");
     }
     const kc_conv2d_desc *d = &e->d;
-    const size_t kdim = (size_t)d->kh * d->kw * d->c;
-    e->off_pad = kc__cu_align(kdim * (size_t)d->f * sizeof(float));
-    e->off_algo = e->off_pad + (e->padded ? kc__cu_align((size_t)d->n * e->hp * e->wp * d->c * sizeof(float)) : 0);
-    e->algo_ws = KC_CU_MAX(e->dir[0].ws[0], KC_CU_MAX(e->dir[1].ws[0], e->dir[2].ws[0]));
-    e->total = KC_CU_ALIGN + e->off_algo + kc__cu_align(e->algo_ws);
-    char w0[32], w1[32], w2[32], wt[32];
-    kc__cu_log(be, KC_LOG_DEBUG,
-               "%s conv2d N=%d %dx%dx%d -> %dx%dx%d (kernel %dx%d, strides %dx%d, dilation %dx%d, pad %d,%d%s): "
-               "forward %s [%s, %s], backward-data %s [%s, %s], backward-filter %s [%s, %s]; %s%s; workspace %s",
-               be->device, d->n, d->h, d->w, d->c, d->oh, d->ow, d->f, d->kh, d->kw, d->sh, d->sw, d->dh, d->dw,
-               d->pad_top, d->pad_left, e->padded ? ", explicit asymmetric padding" : "",
-               algo_name(0, e->dir[0].algo[0]), math_name(e->dir[0].math[0]), kc__cu_bytes(e->dir[0].ws[0], w0, sizeof w0),
-               algo_name(1, e->dir[1].algo[0]), math_name(e->dir[1].math[0]), kc__cu_bytes(e->dir[1].ws[0], w1, sizeof w1),
-               algo_name(2, e->dir[2].algo[0]), math_name(e->dir[2].math[0]), kc__cu_bytes(e->dir[2].ws[0], w2, sizeof w2),
-               c->benchmark ? "measured (KERAC_CUDNN_BENCHMARK)" : "cuDNN heuristics",
-               c->deterministic ? ", deterministic only" : "", kc__cu_bytes(e->total, wt, sizeof wt));
+    e->off_pad = kc__cu_conv_fixed(d->n, d->c, d->f, d->kh, d->kw, false, 0, 0);
+    e->off_algo = kc__cu_conv_fixed(d->n, d->c, d->f, d->kh, d->kw, e->padded, e->hp, e->wp);
+    update_total(c, e);
+    log_choice(be, e, c->benchmark ? "cuDNN heuristics, measured at the first run (KERAC_CUDNN_BENCHMARK)"
+                                   : "cuDNN heuristics");
+    return KC_STATUS_OK;
+}
+
+/* The same convolution but for the batch size. */
+static bool same_geometry(const kc_conv2d_desc *a, const kc_conv2d_desc *b) {
+    kc_conv2d_desc x = *a, y = *b;
+    x.n = y.n = 0;
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* Room for one more entry: the least recently used goes when the cache is full. */
+static kc_status entry_room(kc_backend *be) {
+    kc_cu_ctx *c = kc__cu(be);
+    if (c->n_conv >= KC_CU_CONV_CACHE) {
+        uint64_t use[KC_CU_CONV_CACHE];
+        for (int i = 0; i < c->n_conv; i++) use[i] = c->conv[i]->last_use;
+        int v = kc__cu_lru_victim(use, c->n_conv, -1);
+        entry_free(c->conv[v]);
+        c->conv[v] = c->conv[--c->n_conv];
+    }
+    if (c->n_conv < c->cap_conv) return KC_STATUS_OK;
+    int nc = c->cap_conv ? 2 * c->cap_conv : 16;
+    kc_cu_conv **p = realloc(c->conv, (size_t)nc * sizeof *p);
+    if (!p) return kc__cu_fail(be, KC_STATUS_OUT_OF_MEMORY, "out of host memory caching convolution shapes");
+    c->conv = p;
+    c->cap_conv = nc;
     return KC_STATUS_OK;
 }
 
@@ -321,21 +391,17 @@ static kc_status entry_get(kc_backend *be, const kc_conv2d_desc *d, kc_cu_conv *
     for (int i = 0; i < c->n_conv; i++)
         if (memcmp(&c->conv[i]->d, d, sizeof *d) == 0) {
             kc_cu_conv *e = c->conv[i];
+            e->last_use = ++c->conv_clock;
             if (e->status != KC_STATUS_OK) return kc__cu_fail(be, e->status, "%s", e->msg);
             *out = e;
             return KC_STATUS_OK;
         }
-    if (c->n_conv == c->cap_conv) {
-        int nc = c->cap_conv ? 2 * c->cap_conv : 16;
-        kc_cu_conv **p = realloc(c->conv, (size_t)nc * sizeof *p);
-        if (!p) return kc__cu_fail(be, KC_STATUS_OUT_OF_MEMORY, "out of host memory caching convolution shapes");
-        c->conv = p;
-        c->cap_conv = nc;
-    }
+    KC_TRY(entry_room(be));
     KC_TRY(kc__cu_enter(be));
     kc_cu_conv *e = calloc(1, sizeof *e);
     if (!e) return kc__cu_fail(be, KC_STATUS_OUT_OF_MEMORY, "out of host memory caching convolution shapes");
     e->d = *d;
+    e->last_use = ++c->conv_clock;
     c->conv[c->n_conv++] = e; /* kept when set-up fails: the failure is remembered ... */
     kc_status s = make_descriptors(be, e);
     if (s == KC_STATUS_OK) s = choose(be, e);
@@ -353,95 +419,163 @@ size_t kc__cu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
         d->oh <= 0 || d->ow <= 0)
         return 0;
     kc_cu_conv *e = NULL;
-    if (entry_get(be, d, &e) != KC_STATUS_OK) return 0; /* the calls will report the failure */
-    return e->total;
+    kc_status s = entry_get(be, d, &e);
+    if (s == KC_STATUS_OK) {
+        e->plan_stamp = ++kc__cu(be)->plan_clock; /* the batch size a measurement is for */
+        return e->total;
+    }
+    if (s != KC_STATUS_OUT_OF_MEMORY) return 0; /* the calls will report the failure */
+    /* out of memory setting up: it may pass later. Reserve the slices kerac knows without
+     * cuDNN (padding assumed); a call takes cuDNN's part from the allocator if it must */
+    int hp = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
+    return KC_CU_ALIGN + kc__cu_conv_fixed(d->n, d->c, d->f, d->kh, d->kw, true, KC_CU_MAX(hp, d->h),
+                                           KC_CU_MAX(wp, d->w));
 }
 
-/* Workspace slices of an entry, and the bytes left for cuDNN's own (*avail); fails when the
- * caller gave none, or too little for the transposed kernel and the padded input. */
-static kc_status slices(kc_backend *be, kc_cu_conv *e, void *ws, size_t ws_bytes, const char *what, float **wt,
-                        float **pad, void **algo_ws, size_t *avail) {
-    if (!ws)
-        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
-                           "cuda %s: no workspace given (needs %zu bytes from conv2d_workspace)", what, e->total);
-    char *base = (char *)(((uintptr_t)ws + KC_CU_ALIGN - 1) & ~(uintptr_t)(KC_CU_ALIGN - 1));
-    size_t fixed = (size_t)(base - (char *)ws) + e->off_algo;
-    if (ws_bytes < fixed)
-        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
-                           "cuda %s: a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this "
-                           "convolution)", what, ws_bytes, e->total);
-    *wt = (float *)base;
-    *pad = (float *)(base + e->off_pad);
-    *algo_ws = base + e->off_algo;
-    *avail = ws_bytes - fixed;
+/* ---------------------------------------------------------------- one call */
+
+typedef struct conv_call {
+    kc_cu_conv *e;
+    float *wt, *pad;   /* the transposed kernel (or its gradient), the padded input */
+    void *algo_ws;     /* cuDNN's part of the caller's workspace */
+    size_t avail;      /* its bytes */
+    void *borrowed[2]; /* blocks taken from the allocator for this call: slices, cuDNN's */
+} conv_call;
+
+/* A block of the allocator for this call (the previous one in that place goes back; the
+ * allocator is stream-ordered, so later work only reuses it after this call's). */
+static kc_status borrow(kc_backend *be, conv_call *cc, int which, size_t bytes, const char *why) {
+    kc__cu_free(be, cc->borrowed[which]);
+    cc->borrowed[which] = NULL;
+    KC_TRY(kc__cu_alloc(be, KC_CU_MAX(bytes, (size_t)1), &cc->borrowed[which]));
+    if (!cc->e->warned_borrow) {
+        char b[32];
+        cc->e->warned_borrow = true;
+        kc__cu_log(be, KC_LOG_WARNING,
+                   "%s: convolution N=%d %dx%dx%d -> %dx%dx%d needs more workspace than planned (%s: %s); taking it "
+                   "from the allocator for each call until the model is planned again",
+                   be->device, cc->e->d.n, cc->e->d.h, cc->e->d.w, cc->e->d.c, cc->e->d.oh, cc->e->d.ow, cc->e->d.f,
+                   why, kc__cu_bytes(bytes, b, sizeof b));
+    }
     return KC_STATUS_OK;
 }
 
-static cudnnStatus_t run(kc_cu_ctx *c, kc_cu_conv *e, int dir, int k, const void *in0, const void *in1, void *out,
-                         void *algo_ws) {
+static void call_end(kc_backend *be, conv_call *cc) {
+    for (int i = 0; i < 2; i++) kc__cu_free(be, cc->borrowed[i]);
+}
+
+/* The entry and the workspace slices of a call; the caller's workspace when it holds the
+ * transposed kernel and the padded input, else (a plan made before the set-up could ask
+ * cuDNN) a block from the allocator. */
+static kc_status call_begin(kc_backend *be, const kc_conv2d_desc *d, void *ws, size_t ws_bytes, conv_call *cc) {
+    memset(cc, 0, sizeof *cc);
+    KC_TRY(entry_get(be, d, &cc->e));
+    kc_cu_conv *e = cc->e;
+    char *base = ws ? (char *)(((uintptr_t)ws + KC_CU_ALIGN - 1) & ~(uintptr_t)(KC_CU_ALIGN - 1)) : NULL;
+    size_t fixed = base ? (size_t)(base - (char *)ws) + e->off_algo : SIZE_MAX;
+    if (!base || ws_bytes < fixed) {
+        KC_TRY(borrow(be, cc, 0, e->off_algo, ws ? "the workspace given is smaller than the kernel and padding slices"
+                                                 : "no workspace given"));
+        base = cc->borrowed[0]; /* the allocator's blocks start on 256 bytes */
+        fixed = e->off_algo;
+        ws_bytes = fixed;
+    }
+    cc->wt = (float *)base;
+    cc->pad = (float *)(base + e->off_pad);
+    cc->algo_ws = base + e->off_algo;
+    cc->avail = ws_bytes - fixed;
+    return KC_STATUS_OK;
+}
+
+static cudnnStatus_t run(kc_cu_ctx *c, kc_cu_conv *e, int dir, int k, const conv_bufs *b) {
     const float one = 1.0f, zero = 0.0f;
     conv_dir *cd = &e->dir[dir];
-    cudnnStatus_t st = cudnnSetConvolutionMathType(e->cd, cd->math[k]);
+    cudnnStatus_t st = cudnnSetConvolutionMathType(e->cd, (cudnnMathType_t)cd->math[k]);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     if (dir == DIR_FWD) /* in0 = x, in1 = w */
-        return cudnnConvolutionForward(c->dnn, &one, e->xd, in0, e->wd, in1, e->cd,
-                                       (cudnnConvolutionFwdAlgo_t)cd->algo[k], algo_ws, cd->ws[k], &zero, e->yd, out);
+        return cudnnConvolutionForward(c->dnn, &one, e->xd, b->in0, e->wd, b->in1, e->cd,
+                                       (cudnnConvolutionFwdAlgo_t)cd->algo[k], b->ws, cd->ws[k], &zero, e->yd, b->out);
     if (dir == DIR_BWD_DATA) /* in0 = w, in1 = dy */
-        return cudnnConvolutionBackwardData(c->dnn, &one, e->wd, in0, e->yd, in1, e->cd,
-                                            (cudnnConvolutionBwdDataAlgo_t)cd->algo[k], algo_ws, cd->ws[k], &zero, e->xd,
-                                            out);
+        return cudnnConvolutionBackwardData(c->dnn, &one, e->wd, b->in0, e->yd, b->in1, e->cd,
+                                            (cudnnConvolutionBwdDataAlgo_t)cd->algo[k], b->ws, cd->ws[k], &zero, e->xd,
+                                            b->out);
     /* in0 = x, in1 = dy */
-    return cudnnConvolutionBackwardFilter(c->dnn, &one, e->xd, in0, e->yd, in1, e->cd,
-                                          (cudnnConvolutionBwdFilterAlgo_t)cd->algo[k], algo_ws, cd->ws[k], &zero, e->wd,
-                                          out);
+    return cudnnConvolutionBackwardFilter(c->dnn, &one, e->xd, b->in0, e->yd, b->in1, e->cd,
+                                          (cudnnConvolutionBwdFilterAlgo_t)cd->algo[k], b->ws, cd->ws[k], &zero, e->wd,
+                                          b->out);
 }
 
-/* The best-ranked candidate from `from` on that cuDNN has not refused and whose workspace
- * fits avail bytes (-1: none). */
-static int fitting(const conv_dir *cd, int from, size_t avail) {
-    for (int k = from; k < cd->n; k++)
-        if (!cd->refused[k] && cd->ws[k] <= avail) return k;
-    return -1;
-}
-
-/* Run one direction with the best-ranked algorithm that fits the caller's workspace; one
- * that cuDNN refuses (NOT_SUPPORTED) is not tried again. */
-static kc_status run_dir(kc_backend *be, kc_cu_conv *e, int dir, const void *in0, const void *in1, void *out,
-                         void *algo_ws, size_t avail) {
+/* KERAC_CUDNN_BENCHMARK: time the direction's algorithms on this call's buffers, in the
+ * workspace the plan gave; the measured ranking replaces the heuristics' (kept when
+ * measuring fails or finds nothing usable). Once per entry, whatever the outcome. */
+static void measure(kc_backend *be, kc_cu_conv *e, int dir, const conv_bufs *b) {
     kc_cu_ctx *c = kc__cu(be);
     conv_dir *cd = &e->dir[dir];
-    int k = fitting(cd, 0, avail);
-    if (k < 0) {
-        char b1[32], b2[32];
-        size_t least = cd->ws[0];
-        int refused = 0;
-        for (int i = 0; i < cd->n; i++) {
-            least = KC_CU_MIN(least, cd->ws[i]);
-            refused += cd->refused[i];
-        }
-        return kc__cu_fail(be, refused == cd->n ? KC_STATUS_DEVICE : KC_STATUS_INVALID_ARGUMENT,
-                           "%s: no %s convolution algorithm for batch %d fits the %s of workspace left (the smallest "
-                           "needs %s; %d of %d refused by cuDNN at run time); report this with the "
-                           "KERAC_LOG_LEVEL=debug output",
-                           be->device, dir_name[dir], e->d.n, kc__cu_bytes(avail, b1, sizeof b1),
-                           kc__cu_bytes(least, b2, sizeof b2), refused, cd->n);
+    cd->measured = true;
+    perf p[KC_CU_MAX_CAND];
+    int np = 0, skipped_det = 0, skipped_ws = 0;
+    cudnnStatus_t st = cudnnSetConvolutionMathType(e->cd, c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    if (st == CUDNN_STATUS_SUCCESS) st = rank(c, e, dir, b, p, &np);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        kc__cu_log(be, KC_LOG_WARNING, "%s: KERAC_CUDNN_BENCHMARK: measuring the %s convolution algorithms failed (%s); "
+                   "cuDNN's heuristics stay", be->device, dir_name[dir], cudnnGetErrorString(st));
+        return;
     }
-    cudnnStatus_t st = run(c, e, dir, k, in0, in1, out, algo_ws);
-    while (st == CUDNN_STATUS_NOT_SUPPORTED) {
-        int next = fitting(cd, k + 1, avail);
-        if (next < 0) break;
-        kc__cu_log(be, KC_LOG_WARNING, "%s: cuDNN refused the %s convolution algorithm %s at run time; using %s",
-                   be->device, dir_name[dir], algo_name(dir, cd->algo[k]), algo_name(dir, cd->algo[next]));
+    conv_dir keep = *cd;
+    memset(cd, 0, sizeof *cd);
+    cd->measured = true;
+    accept_ranked(be, e, dir, p, np, KC_CU_MIN(c->ws_limit, b->ws_bytes), &skipped_det, &skipped_ws);
+    if (cd->n == 0) *cd = keep;
+    update_total(c, e);
+    log_choice(be, e, "measured (KERAC_CUDNN_BENCHMARK)");
+}
+
+/* Whether the entry is measured now: the batch size planned last for its geometry. */
+static bool measure_now(kc_cu_ctx *c, const kc_cu_conv *e, int dir) {
+    if (!c->benchmark || e->dir[dir].measured) return false;
+    uint64_t newest = 0;
+    for (int i = 0; i < c->n_conv; i++)
+        if (same_geometry(&c->conv[i]->d, &e->d)) newest = KC_CU_MAX(newest, c->conv[i]->plan_stamp);
+    return kc__cu_find_now(c->benchmark, e->dir[dir].measured, e->plan_stamp, newest);
+}
+
+/* Run one direction with the best-ranked algorithm not refused that fits the workspace
+ * (cuda_rules.c: kc__cu_pick); a refusal moves on to the next, for good. */
+static kc_status run_dir(kc_backend *be, conv_call *cc, int dir, const void *in0, const void *in1, void *out) {
+    kc_cu_ctx *c = kc__cu(be);
+    kc_cu_conv *e = cc->e;
+    conv_dir *cd = &e->dir[dir];
+    conv_bufs b = {in0, in1, out, cc->algo_ws, cc->avail};
+    if (measure_now(c, e, dir)) measure(be, e, dir, &b);
+    size_t more = 0;
+    int k = kc__cu_pick(cd, cc->avail, &more), last = -1;
+    cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+    while (k >= 0) {
+        b.ws = cc->algo_ws;
+        if (more) {
+            KC_TRY(borrow(be, cc, 1, more, "the plan predates a refused algorithm or a set-up retried"));
+            b.ws = cc->borrowed[1];
+        }
+        st = run(c, e, dir, last = k, &b);
+        if (!kc__cu_dnn_refused((int)st)) break;
         cd->refused[k] = true;
-        k = next;
-        st = run(c, e, dir, k, in0, in1, out, algo_ws);
+        update_total(c, e); /* the next plan reserves what the remaining ones need */
+        k = kc__cu_pick(cd, cc->avail, &more);
+        kc__cu_log(be, KC_LOG_WARNING, "%s: cuDNN refused the %s convolution algorithm %s at run time (%s)%s%s",
+                   be->device, dir_name[dir], algo_name(dir, cd->algo[last]), cudnnGetErrorString(st),
+                   k >= 0 ? "; using " : "", k >= 0 ? algo_name(dir, cd->algo[k]) : "");
     }
     if (st != CUDNN_STATUS_SUCCESS) {
         char detail[256] = "";
         cudnnGetLastErrorString(detail, sizeof detail);
-        return kc__cu_fail(be, KC_STATUS_DEVICE, "%s: cuDNN convolution %s (%s) failed: %s%s%s", be->device,
-                           dir_name[dir], algo_name(dir, cd->algo[k]), cudnnGetErrorString(st),
-                           detail[0] ? ": " : "", detail);
+        kc_status s = kc__cu_dnn_status((int)st);
+        return kc__cu_fail(be, s, "%s: cuDNN convolution %s (%s%s) failed: %s%s%s%s", be->device, dir_name[dir],
+                           last >= 0 ? algo_name(dir, cd->algo[last]) : "no algorithm",
+                           k < 0 ? ", every candidate refused" : "", cudnnGetErrorString(st), detail[0] ? ": " : "",
+                           detail,
+                           s == KC_STATUS_OUT_OF_MEMORY ? "; lower the batch size"
+                           : k < 0                      ? "; report this with the KERAC_LOG_LEVEL=debug output"
+                                                        : "");
     }
     return kc__cu_launched(be, dir == DIR_FWD ? "convolution forward"
                                : dir == DIR_BWD_DATA ? "convolution backward-data" : "convolution backward-filter",
@@ -452,23 +586,20 @@ kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const f
                                 const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(be, d, "conv2d_forward"));
     if (!x || !w || !y) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_forward: NULL x, kernel or y");
-    kc_cu_conv *e = NULL;
-    KC_TRY(entry_get(be, d, &e));
-    float *wt = NULL, *pad = NULL;
-    void *algo_ws = NULL;
-    size_t avail = 0;
-    KC_TRY(slices(be, e, ws, ws_bytes, "conv2d_forward", &wt, &pad, &algo_ws, &avail));
+    conv_call cc;
+    KC_TRY(call_begin(be, d, ws, ws_bytes, &cc));
     const kc_cu_launch *L = &kc__cu(be)->L;
     const int kdim = d->kh * d->kw * d->c;
-    KC_TRY(kc__cu_launched(be, "conv2d forward: kernel transpose", kc__k_transpose(L, w, wt, kdim, d->f)));
+    kc_status s = kc__cu_launched(be, "conv2d forward: kernel transpose", kc__k_transpose(L, w, cc.wt, kdim, d->f));
     const float *xin = x;
-    if (e->padded) {
-        KC_TRY(kc__cu_launched(be, "conv2d forward: padding",
-                               kc__k_window_copy(L, x, pad, d->n, d->h, d->w, d->c, e->hp, e->wp, d->pad_top,
-                                                  d->pad_left)));
-        xin = pad;
+    if (s == KC_STATUS_OK && cc.e->padded) {
+        s = kc__cu_launched(be, "conv2d forward: padding", kc__k_window_copy(L, x, cc.pad, d->n, d->h, d->w, d->c,
+                                                                             cc.e->hp, cc.e->wp, d->pad_top, d->pad_left));
+        xin = cc.pad;
     }
-    KC_TRY(run_dir(be, e, DIR_FWD, xin, wt, y, algo_ws, avail));
+    if (s == KC_STATUS_OK) s = run_dir(be, &cc, DIR_FWD, xin, cc.wt, y);
+    call_end(be, &cc);
+    KC_TRY(s);
     const int64_t rows = (int64_t)d->n * d->oh * d->ow;
     if (b) KC_TRY(kc__cu_launched(be, "conv2d forward: bias", kc__k_bias_add(L, y, b, rows, d->f)));
     if (d->relu) /* the layer's fused ReLU: the activation kernel, in place */
@@ -481,21 +612,19 @@ kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, c
     KC_TRY(conv_check(be, d, "conv2d_backward_data"));
     if (!dy || !w || !dx)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_data: NULL dy, kernel or dx");
-    kc_cu_conv *e = NULL;
-    KC_TRY(entry_get(be, d, &e));
-    float *wt = NULL, *pad = NULL;
-    void *algo_ws = NULL;
-    size_t avail = 0;
-    KC_TRY(slices(be, e, ws, ws_bytes, "conv2d_backward_data", &wt, &pad, &algo_ws, &avail));
+    conv_call cc;
+    KC_TRY(call_begin(be, d, ws, ws_bytes, &cc));
     const kc_cu_launch *L = &kc__cu(be)->L;
     const int kdim = d->kh * d->kw * d->c;
-    KC_TRY(kc__cu_launched(be, "conv2d backward-data: kernel transpose", kc__k_transpose(L, w, wt, kdim, d->f)));
-    KC_TRY(run_dir(be, e, DIR_BWD_DATA, wt, dy, e->padded ? (void *)pad : (void *)dx, algo_ws, avail));
-    if (e->padded)
-        return kc__cu_launched(be, "conv2d backward-data: cropping",
-                               kc__k_window_crop(L, pad, dx, d->n, d->h, d->w, d->c, e->hp, e->wp, d->pad_top,
-                                                  d->pad_left));
-    return KC_STATUS_OK;
+    kc_status s = kc__cu_launched(be, "conv2d backward-data: kernel transpose",
+                                  kc__k_transpose(L, w, cc.wt, kdim, d->f));
+    if (s == KC_STATUS_OK) s = run_dir(be, &cc, DIR_BWD_DATA, cc.wt, dy, cc.e->padded ? (void *)cc.pad : (void *)dx);
+    if (s == KC_STATUS_OK && cc.e->padded)
+        s = kc__cu_launched(be, "conv2d backward-data: cropping", kc__k_window_crop(L, cc.pad, dx, d->n, d->h, d->w,
+                                                                                    d->c, cc.e->hp, cc.e->wp,
+                                                                                    d->pad_top, d->pad_left));
+    call_end(be, &cc);
+    return s;
 }
 
 kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
@@ -503,24 +632,24 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
     KC_TRY(conv_check(be, d, "conv2d_backward_filter"));
     if (!x || !dy || !dw)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_filter: NULL x, dy or dw");
-    kc_cu_conv *e = NULL;
-    KC_TRY(entry_get(be, d, &e));
-    float *dwt = NULL, *pad = NULL;
-    void *algo_ws = NULL;
-    size_t avail = 0;
-    KC_TRY(slices(be, e, ws, ws_bytes, "conv2d_backward_filter", &dwt, &pad, &algo_ws, &avail));
+    conv_call cc;
+    KC_TRY(call_begin(be, d, ws, ws_bytes, &cc));
     const kc_cu_launch *L = &kc__cu(be)->L;
     const float *xin = x;
-    if (e->padded) {
-        KC_TRY(kc__cu_launched(be, "conv2d backward-filter: padding",
-                               kc__k_window_copy(L, x, pad, d->n, d->h, d->w, d->c, e->hp, e->wp, d->pad_top,
-                                                  d->pad_left)));
-        xin = pad;
+    kc_status s = KC_STATUS_OK;
+    if (cc.e->padded) {
+        s = kc__cu_launched(be, "conv2d backward-filter: padding",
+                            kc__k_window_copy(L, x, cc.pad, d->n, d->h, d->w, d->c, cc.e->hp, cc.e->wp, d->pad_top,
+                                              d->pad_left));
+        xin = cc.pad;
     }
-    KC_TRY(run_dir(be, e, DIR_BWD_FILTER, xin, dy, dwt, algo_ws, avail));
+    if (s == KC_STATUS_OK) s = run_dir(be, &cc, DIR_BWD_FILTER, xin, dy, cc.wt);
     const int kdim = d->kh * d->kw * d->c;
     /* dW (K, F) = dW^T (F, K) transposed */
-    KC_TRY(kc__cu_launched(be, "conv2d backward-filter: kernel transpose", kc__k_transpose(L, dwt, dw, d->f, kdim)));
+    if (s == KC_STATUS_OK)
+        s = kc__cu_launched(be, "conv2d backward-filter: kernel transpose", kc__k_transpose(L, cc.wt, dw, d->f, kdim));
+    call_end(be, &cc);
+    KC_TRY(s);
     if (db) return kc__cu_bias_grad(be, dy, db, (int64_t)d->n * d->oh * d->ow, d->f);
     return KC_STATUS_OK;
 }

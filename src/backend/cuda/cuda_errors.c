@@ -89,8 +89,8 @@ kc_status kc__cu_launched(kc_backend *be, const char *what, cudaError_t e) {
 kc_status kc__cu_cudnn_fail(kc_backend *be, const char *what, cudnnStatus_t s) {
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof detail);
-    return kc__cu_fail(be, KC_STATUS_DEVICE, "%s: %s failed: %s%s%s", be->device, what, cudnnGetErrorString(s),
-                       detail[0] ? ": " : "", detail);
+    return kc__cu_fail(be, kc__cu_dnn_status((int)s), "%s: %s failed: %s%s%s", be->device, what,
+                       cudnnGetErrorString(s), detail[0] ? ": " : "", detail);
 }
 
 const char *kc__cu_cublas_status_text(cublasStatus_t s) {

@@ -8,7 +8,9 @@
  * so that the upload of batch k + 1 runs while step k computes and neither stream ever
  * waits for the host. The first upload into a destination the slot has not seen (a new
  * feed's buffers, which the allocator may have recycled from memory that queued compute
- * work still reads) also waits for everything enqueued on the compute stream so far. */
+ * work still reads) also waits for everything enqueued on the compute stream so far; the
+ * allocator forgets a destination when its block is freed (kc__cu_free), so a block that
+ * comes back as a destination after serving compute work waits again (cuda_rules.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,13 +124,13 @@ kc_status kc__cu_feed_upload(kc_backend *be, int slot, void *dst, const void *sr
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda feed_upload: NULL %s pointer for %zu bytes",
                            dst ? "source" : "destination", bytes);
     kc_cu_ctx *c = kc__cu(be);
-    bool seen = false;
-    for (int i = 0; i < 4; i++) seen = seen || c->feed_dst[slot][i] == dst;
-    if (!seen) { /* a new destination: after all compute work so far */
-        KC_CU_TRY_CUDA(be, "feed_upload (order)", cudaEventRecord(c->feed_order, c->stream));
-        KC_CU_TRY_CUDA(be, "feed_upload (order)", cudaStreamWaitEvent(c->copy_stream, c->feed_order, 0));
-        memmove(&c->feed_dst[slot][1], &c->feed_dst[slot][0], 3 * sizeof(void *));
-        c->feed_dst[slot][0] = dst;
+    if (kc__cu_feed_mark(&c->feed_marks, slot, dst)) { /* a new destination: after all compute work so far */
+        cudaError_t e = cudaEventRecord(c->feed_order, c->stream);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(c->copy_stream, c->feed_order, 0);
+        if (e != cudaSuccess) {
+            kc__cu_feed_forget(&c->feed_marks, dst, 1); /* not ordered: the next upload tries again */
+            return kc__cu_cuda_fail(be, "feed_upload (order)", e);
+        }
     }
     if (c->feed_free_set[slot]) /* the work that read this slot's last batch comes first */
         KC_CU_TRY_CUDA(be, "feed_upload (wait)", cudaStreamWaitEvent(c->copy_stream, c->feed_free[slot], 0));

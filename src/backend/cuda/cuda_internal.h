@@ -8,22 +8,27 @@
  *   cuda_alloc.c    the caching device allocator (KERAC_GPU_MEMORY modes)
  *   cuda_ops.c      GEMM (cuBLAS) and every non-convolution entry (own kernels)
  *   cuda_conv.c     convolutions through cuDNN (v7-style calls), algorithms cached per shape
+ *   cuda_rules.c    the decisions that need no GPU (cuda_rules.h; tested without CUDA)
  *   cuda_feed.c     the input feed: page-locked host memory, uploads on a copy stream
  *   kernels_*.cu    the kernels (cuda_kernels.h)
  *
  * Everything runs in order on one compute stream, except the input feed's uploads, which
  * run on a copy stream ordered against it by events (cuda_feed.c); the host waits only in
- * to_host, sync, mem_info and feed_wait (and when the allocator has to return memory to
- * the driver). The module is a separate
+ * to_host, sync and feed_wait (and when the allocator has to return memory to the driver;
+ * mem_info's cudaMemGetInfo does not wait for the stream). The module is a separate
  * shared object: it never calls libkerac's internals; errors and log lines go through the
  * host_fail / host_log pointers that the loader puts in the table.
  *
  * Environment (read once, when the backend is created):
  *   KERAC_GPU_MEMORY        grow (default) | preallocate[=FRACTION] (default 0.9 of free
  *                           memory) | limit=SIZE (K/M/G/T, powers of 1024)
- *   KERAC_CUDNN_BENCHMARK=1 choose convolution algorithms by timing them all (cudnnFind*),
- *                           once per convolution shape, instead of cuDNN's heuristics
- *   KERAC_DETERMINISTIC=1   only deterministic cuDNN algorithms (backward passes)
+ *   KERAC_CUDNN_BENCHMARK=1 choose convolution algorithms by timing them (cudnnFind*Ex, in
+ *                           the workspace kerac planned), once per convolution shape at its
+ *                           first run at the batch size planned last, instead of cuDNN's
+ *                           heuristics
+ *   KERAC_DETERMINISTIC=1   only deterministic cuDNN algorithms (backward passes); without it
+ *                           cuDNN may pick backward algorithms that use atomics, so GPU
+ *                           results can differ in the last bits from run to run
  *   KERAC_TF32=1            allow TF32 tensor cores in cuBLAS and cuDNN (default: off, plain
  *                           fp32, as the CPU backend computes)
  *   KERAC_CUDNN_WORKSPACE_LIMIT  the most workspace one convolution algorithm may use
@@ -42,6 +47,7 @@
 #include <cudnn.h>
 
 #include "cuda_kernels.h"
+#include "cuda_rules.h"
 #include "kerac_backend.h"
 
 #define KC_CU_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -123,16 +129,18 @@ typedef struct kc_cu_ctx {
     cudaEvent_t feed_free[KC_FEED_SLOTS];  /* compute stream: the slot's readers are done */
     bool feed_ready_set[KC_FEED_SLOTS], feed_free_set[KC_FEED_SLOTS];
     cudaEvent_t feed_order;                /* compute stream: before a new destination's first upload */
-    void *feed_dst[KC_FEED_SLOTS][4];      /* destinations already ordered so, per slot */
+    kc_cu_feed_marks feed_marks;           /* destinations already ordered so (cuda_rules.h);
+                                              kc__cu_free forgets a freed block */
     kc_cu_host_block *host_blocks;
     int n_host_blocks, cap_host_blocks;
     bool warned_pageable;
     /* options */
     bool benchmark, deterministic, tf32, debug_sync;
     size_t ws_limit;
-    /* convolution shapes seen */
+    /* convolution shapes seen (at most KC_CU_CONV_CACHE, least recently used go first) */
     kc_cu_conv **conv;
     int n_conv, cap_conv;
+    uint64_t conv_clock, plan_clock; /* stamps of last use, and of conv2d_workspace calls */
 } kc_cu_ctx;
 
 static inline kc_cu_ctx *kc__cu(kc_backend *be) { return (kc_cu_ctx *)be->ctx; }
