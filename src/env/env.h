@@ -16,7 +16,8 @@
  *   module.c     kerac's CUDA module: where it is, what it was built with (without
  *                loading it), its GPU code (SASS/PTX) against a compute capability
  *   tensorflow.c TensorFlow installations and their build_info.py
- *   doctor.c     the checks, the verdict and their text / JSON forms (kc_doctor_*)
+ *   doctor*.c    the checks, the verdict and their text / JSON forms (kc_doctor_*; the
+ *                files are listed in doctor.h)
  *   policy.c     the device policy's reason, the input-bound verdict, device placement
  */
 #ifndef KC_ENV_H
