@@ -105,6 +105,8 @@ static kc_conv2d_desc conv_desc(const kc_layer *l, int batch) {
                             .relu = c->act.kind == KC_ACT_RELU && !l->defer_act};
 }
 
+static void conv_backend_desc(const kc_layer *l, int batch, void *desc) { *(kc_conv2d_desc *)desc = conv_desc(l, batch); }
+
 static size_t conv_aux_bytes(const kc_layer *l, int batch) {
     const conv_cfg *c = l->cfg;
     if (!kc__act_needs_input(c->act.kind)) return 0;
@@ -172,6 +174,8 @@ const kc_layer_ops kc__conv2d_ops = {
     .opts_size = sizeof(kc_conv2d_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_CONV2D) | KC_OP_BIT(KC_OP_ACTIVATION) | KC_OP_BIT(KC_OP_GEMM),
+    .backend_desc = conv_backend_desc,
     .init = conv_init,
     .get_opts = conv_get_opts,
     .build = conv_build,

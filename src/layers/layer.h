@@ -94,6 +94,14 @@ typedef struct kc_layer_ops {
     /* Its Keras config keys (keras_keys.h; KC_KERAS_KEYS(table)); none for Add. */
     const kc__field *keras_keys;
     int n_keras_keys;
+    /* The backend operations forward and backward may call (KC_OP_BIT(KC_OP_...) of each;
+     * memory copies aside): the model checks them against the backend's supports when it
+     * is built and names the layer it cannot run. The lowest is the layer's main kernel,
+     * the one the placement log asks the backend to describe. */
+    unsigned backend_ops;
+    /* The main kernel's descriptor for a batch into desc (KC_OP_CONV2D: a kc_conv2d_desc,
+     * KC_OP_POOL2D: a kc_pool2d_desc), for the backend's describe; NULL when it takes none. */
+    void (*backend_desc)(const kc_layer *l, int batch, void *desc);
 } kc_layer_ops;
 
 struct kc_layer {

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "device.h"
 #include "model.h"
 
 kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in);
@@ -65,6 +66,7 @@ kc_status kc_compile(kc_model *m, const kc_compile_opts *opts) {
     kc_compile_opts defaults = {0};
     if (!opts) opts = &defaults;
     KC_TRY(kc__model_build(m));
+    KC_TRY(kc__model_check_backend(m, true)); /* the loss's and the optimizer's operations */
     kc_loss_kind loss = KC_LOSS_SPARSE_CCE;
     KC_TRY(parse_loss(opts->loss, &loss));
     kc_optimizer_state opt = {0};

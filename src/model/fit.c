@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "../data/loader.h"
-#include "../env/env.h"
 #include "../io/checkpoint.h"
+#include "device.h"
 #include "feed.h"
 #include "model.h"
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../env/env.h"
+#include "device.h"
 #include "model.h"
 
 #define KC_DEFAULT_SEED 1337u
@@ -305,6 +306,7 @@ kc_status kc__model_build(kc_model *m) {
             else nn += (w->size + 15) & ~15;
         }
     KC_TRY(kc__model_fail(m, ensure_backend(m)));
+    KC_TRY(kc__model_fail(m, kc__model_check_backend(m, false))); /* a layer the backend lacks: its name */
     m->n_trainable = nt;
     m->n_params = nt + nn;
     kc_status s = m->be->alloc(m->be, (size_t)(m->n_params ? m->n_params : 1) * sizeof(float), (void **)&m->params);

@@ -557,6 +557,9 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     be->set_memory_limit = kc__cu_set_memory_limit;
     be->release_cache = kc__cu_release_cache;
 
+    be->supports = kc__cu_supports;
+    be->describe = kc__cu_describe;
+
     *out = be;
     return KC_STATUS_OK;
 
