@@ -350,6 +350,33 @@ static void test_conv2d(void **state) {
     dfree(gx), dfree(gw), dfree(gy);
 }
 
+/* supports and describe: every operation is there, and a convolution's description names
+ * the cuDNN algorithm of each direction that fits the workspace given. */
+static void test_describe(void **state) {
+    (void)state;
+    for (int op = 0; op < KC_OP_COUNT; op++) assert_int_equal(G->supports(G, (kc_op)op), 1);
+    assert_int_equal(G->supports(G, KC_OP_COUNT), 0);
+    char text[512];
+    OK(G->describe(G, KC_OP_GEMM, NULL, 0, text, sizeof text));
+    assert_string_equal(text, "cuBLAS sgemm");
+    kc_conv2d_desc full = conv_desc(128, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false);
+    size_t ws = G->conv2d_workspace(G, &full);
+    OK(G->describe(G, KC_OP_CONV2D, &full, ws, text, sizeof text));
+    print_message("    %s\n", text);
+    const char *want[] = {"cuDNN forward ", ", backward-data ", ", backward-filter ", "; cuDNN heuristics"};
+    for (size_t i = 0; i < KC_ARRAY_LEN(want); i++)
+        if (!strstr(text, want[i])) fail_msg("expected \"%s\" in: %s", want[i], text);
+    assert_null(strstr(text, "none fits"));
+    kc_conv2d_desc tail = full; /* the short last batch in the full batch's workspace: as the call does */
+    tail.n = 7;
+    OK(G->describe(G, KC_OP_CONV2D, &tail, ws, text, sizeof text));
+    print_message("    batch 7: %s\n", text);
+    assert_null(strstr(text, "none fits"));
+    kc_conv2d_desc bad = full;
+    bad.f = 0;
+    assert_int_equal(G->describe(G, KC_OP_CONV2D, &bad, ws, text, sizeof text), KC_STATUS_INVALID_ARGUMENT);
+}
+
 /* ---------------------------------------------------------------- pooling */
 
 static void pool_case(const char *name, kc_pool_kind kind, int n, int h, int w, int c, int k, int s, bool same) {
@@ -1093,6 +1120,7 @@ int main(void) {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_bias_and_elementwise),
         cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_describe),
         cmocka_unit_test(test_pooling),
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_activations),
