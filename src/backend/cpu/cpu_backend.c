@@ -269,6 +269,10 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->optimizer_step = kc__cpu_optimizer_step;
     be->sum_squares = kc__cpu_sum_squares;
 
+    be->depthwise_forward = kc__cpu_depthwise_forward;
+    be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
+    be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
+
     *out = be;
     return KC_STATUS_OK;
 }

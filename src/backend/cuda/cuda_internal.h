@@ -249,4 +249,12 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
                                         float *dw, float *db, void *ws, size_t ws_bytes);
 void kc__cu_conv_shutdown(kc_backend *be);
 
+/* ---- cuda_depthwise.c */
+kc_status kc__cu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                   const float *b, float *y);
+kc_status kc__cu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                         float *dx);
+kc_status kc__cu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                           float *dw, float *db);
+
 #endif /* KC_CUDA_INTERNAL_H */
