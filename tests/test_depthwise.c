@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "core/core.h"
+#include "kerac.h"
 #include "layers/layer.h"
 
 static kc_backend *B;
@@ -195,12 +196,41 @@ static void test_layer(void **state) {
     }
 }
 
+/* Keras 3 refuses `groups` in a DepthwiseConv2D (tf-keras writes it; kerac reads it): the
+ * Keras 2 flavour (kerac's .h5) must not write it, or Keras 3 cannot load kerac's .h5. */
+static void test_json_no_groups(void **state) {
+    (void)state;
+    for (int flavour = 2; flavour <= 3; flavour++) {
+        kc_model *m = NULL;
+        assert_int_equal(kc_functional("dw", &m), KC_STATUS_OK);
+        kc_node x = kc_input(m, KC_INPUT(.shape = {6, 6, 3}));
+        kc_node y = kc_apply(m, KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .depth_multiplier = 2), x);
+        assert_int_equal(kc_set_output(m, y), KC_STATUS_OK);
+        assert_int_equal(kc_model_build(m), KC_STATUS_OK);
+        char *text = NULL;
+        assert_int_equal(kc_model_to_json(m, flavour, &text), KC_STATUS_OK);
+        assert_null(strstr(text, "\"groups\""));
+        assert_non_null(strstr(text, "\"depth_multiplier\": 2"));
+        assert_non_null(strstr(text, "\"depthwise_initializer\""));
+        char *with = malloc(strlen(text) + 32); /* and tf-keras's groups: 1 is read */
+        const char *at = strstr(text, "\"depth_multiplier\"");
+        sprintf(with, "%.*s\"groups\": 1, %s", (int)(at - text), text, at);
+        kc_model *back = NULL;
+        if (kc_model_from_json(with, strlen(with), &back) != KC_STATUS_OK) fail_msg("%s", kc_last_error());
+        kc_model_destroy(back);
+        free(with);
+        free(text);
+        kc_model_destroy(m);
+    }
+}
+
 int main(void) {
     if (kc_backend_cpu_create(&B) != KC_STATUS_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_layer),
+        cmocka_unit_test(test_json_no_groups),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     kc_backend_destroy(B);

@@ -46,20 +46,11 @@ static void conv_get_opts(const kc_layer *l, void *opts_) {
 
 static kc_status conv_build(kc_layer *l) {
     conv_cfg *c = l->cfg;
-    const kc_shape *in = &l->in_shape[0];
-    char b1[96];
     l->n_weights = 0;
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1));
-    c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
-    kc__conv_out_size(c->h, c->kh, c->sh, c->dh, c->same, &c->oh, &c->pad_top);
-    kc__conv_out_size(c->w, c->kw, c->sw, c->dw, c->same, &c->ow, &c->pad_left);
-    if (c->oh < 1 || c->ow < 1)
-        return kc__fail(KC_STATUS_SHAPE,
-                        "%s: input %s is smaller than the kernel (%d, %d) with dilation (%d, %d) and padding 'valid'; "
-                        "use padding 'same', a smaller kernel or a larger input",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1), c->kh, c->kw, c->dh, c->dw);
+    int hwc[3], out[2], pad[2];
+    KC_TRY(kc__conv_build_shape(l, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->same, hwc, out, pad));
+    c->h = hwc[0], c->w = hwc[1], c->c = hwc[2], c->oh = out[0], c->ow = out[1], c->pad_top = pad[0],
+    c->pad_left = pad[1];
     l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->filters});
     int64_t rf = (int64_t)c->kh * c->kw;
     KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, c->c, c->filters}), true,

@@ -49,24 +49,15 @@ static void dw_get_opts(const kc_layer *l, void *opts_) {
 
 static kc_status dw_build(kc_layer *l) {
     dw_cfg *c = l->cfg;
-    const kc_shape *in = &l->in_shape[0];
-    char b1[96];
     l->n_weights = 0;
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1));
-    c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
+    int hwc[3], out[2], pad[2];
+    KC_TRY(kc__conv_build_shape(l, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->same, hwc, out, pad));
+    c->h = hwc[0], c->w = hwc[1], c->c = hwc[2], c->oh = out[0], c->ow = out[1], c->pad_top = pad[0],
+    c->pad_left = pad[1];
     if ((int64_t)c->c * c->mult > (1 << 30))
         return kc__fail(KC_STATUS_SHAPE, "%s: %d channels x depth_multiplier %d is too many output channels",
                         kc__layer_label(l), c->c, c->mult);
     c->f = c->c * c->mult;
-    kc__conv_out_size(c->h, c->kh, c->sh, c->dh, c->same, &c->oh, &c->pad_top);
-    kc__conv_out_size(c->w, c->kw, c->sw, c->dw, c->same, &c->ow, &c->pad_left);
-    if (c->oh < 1 || c->ow < 1)
-        return kc__fail(KC_STATUS_SHAPE,
-                        "%s: input %s is smaller than the kernel (%d, %d) with dilation (%d, %d) and padding 'valid'; "
-                        "use padding 'same', a smaller kernel or a larger input",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1), c->kh, c->kw, c->dh, c->dw);
     l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->f});
     /* Keras's fans for a (KH, KW, C, M) kernel: receptive field x C in, x M out */
     int64_t rf = (int64_t)c->kh * c->kw;
@@ -124,8 +115,9 @@ static int64_t dw_flops(const kc_layer *l) {
     return 2 * (int64_t)c->oh * c->ow * c->f * c->kh * c->kw;
 }
 
-/* The Keras config keys (keras_keys.h), in the order Keras 3's get_config() writes them;
- * Keras 2 (a Conv2D subclass there) also writes groups. */
+/* The Keras config keys (keras_keys.h), in the order Keras 3's get_config() writes them.
+ * tf-keras (a Conv2D subclass there) also writes groups: read, never written, since Keras 3
+ * refuses it in a DepthwiseConv2D of a legacy .h5 and tf-keras does without it. */
 #define O(member) offsetof(kc_depthwise_conv2d_opts, member)
 static const kc__field k_keras_keys[] = {
     {"depth_multiplier", KC_F_INT, KC_F_W, O(depth_multiplier), NULL, 0},
@@ -134,7 +126,7 @@ static const kc__field k_keras_keys[] = {
     {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
     KC_KEY_CHANNELS_LAST(KC_F_W),
     {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
-    KC_KEY_FIXED("groups", "1", KC_F_W2),
+    KC_KEY_FIXED("groups", "1", 0),
     {"activation", KC_F_ACT, KC_F_W, O(activation), "linear", 0},
     {"use_bias", KC_F_BOOL, KC_F_W, O(use_bias), NULL, 1},
     {"depthwise_initializer", KC_F_INIT, KC_F_W, O(depthwise_initializer), "glorot_uniform", 0},
