@@ -25,6 +25,7 @@ static const char *const g_op_words[KC_OP_COUNT] = {
     [KC_OP_ELEMENTWISE] = "elementwise",
     [KC_OP_LOSS] = "loss",
     [KC_OP_OPTIMIZER] = "optimizer",
+    [KC_OP_DEPTHWISE] = "depthwise convolution",
 };
 
 static bool has_op(kc_backend *be, kc_op op) { return be->supports && be->supports(be, op); }
