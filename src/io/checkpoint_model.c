@@ -94,7 +94,8 @@ kc_status kc__ckpt_restore_model(const kc__ckpt_state *st, kc_model *m) {
     if (hash != st->config_hash) return different_model(path, m, st->layers);
     if (!m->compiled)
         return kc__fail(KC_STATUS_STATE, "model '%s' is not compiled; compile it with the checkpoint's optimizer (%s) "
-                        "before resuming from '%s', or use kc_checkpoint_load", m->name, kc__optimizer_name(st->opt_kind), path);
+                        "before resuming from '%s', or use kc_checkpoint_load", m->name,
+                        kc__optimizer_name(st->opt_kind), path);
     int want = kc__optimizer_slots(st->opt_kind, st->momentum);
     int have = kc__optimizer_slots(m->opt.kind, m->opt.opts.momentum);
     if (m->opt.kind != st->opt_kind || want != have)

@@ -325,10 +325,11 @@ static void read_model(reader *r, kc__ckpt_state *st) {
     int64_t version = get_int(r, root, "version");
     if (r->s == KC_STATUS_OK && strcmp(format, STATE_FORMAT) != 0)
         r->s = kc__fail(KC_STATUS_BAD_FILE, "'%s': " STATE_ENTRY " has format '%s', not '" STATE_FORMAT "'", r->path,
-                       format);
+                        format);
     if (r->s == KC_STATUS_OK && version != STATE_VERSION)
         r->s = kc__fail(KC_STATUS_UNSUPPORTED, "'%s': training state version %lld; this kerac (%s) reads version %d: "
-                       "resume with the kerac that wrote it", r->path, (long long)version, kc_version(), STATE_VERSION);
+                        "resume with the kerac that wrote it", r->path, (long long)version, kc_version(),
+                        STATE_VERSION);
 
     json_t *model = field(r, root, "model");
     snprintf(st->model_name, sizeof st->model_name, "%s", get_str(r, model, "name"));

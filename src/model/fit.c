@@ -421,7 +421,8 @@ static kc_status fit_start(fit_run *r) {
     snprintf(h->device, sizeof h->device, "%s", kc_model_device(m));
     snprintf(h->device_reason, sizeof h->device_reason, "%s", kc_model_device_reason(m));
     h->n_metrics = m->n_metrics;
-    for (int i = 0; i < m->n_metrics; i++) snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
+    for (int i = 0; i < m->n_metrics; i++)
+        snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
     r->seed = r->o.seed ? r->o.seed : m->seed;
     kc__rng_seed(&r->rng, r->seed);
     for (int64_t i = 0; i < r->n; i++) r->order[i] = i;
@@ -501,7 +502,8 @@ static kc_status end_epoch(fit_run *r, const epoch_run *e, double waited) {
         KC_TRY(run_eval(m, r->valp, r->mb, &r->feed, &va)); /* the micro-batch: known to fit */
         el.has_val = 1;
         el.val_loss = va.samples ? va.loss_sum / (double)va.samples : NAN;
-        for (int i = 0; i < m->n_metrics; i++) el.val_metrics[i] = va.samples ? va.correct[i] / (double)va.samples : NAN;
+        for (int i = 0; i < m->n_metrics; i++)
+            el.val_metrics[i] = va.samples ? va.correct[i] / (double)va.samples : NAN;
     }
     KC_TRY(history_append(r->h, &el));
     dispatch(r, CB_EPOCH_END, e->epoch, NULL, &el);

@@ -207,7 +207,8 @@ static kc_status plan_place(planner *q, size_t ws_max) {
     size_t ws_slot = KC_PLAN_NONE;
     if (ws_max) q->bufs[q->nb++] = (pbuf){align64(ws_max), 0, 2 * q->L + 1, &ws_slot, 0};
     size_t total = place_all(q->bufs, q->nb);
-    if (total == (size_t)-1) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", q->m->name);
+    if (total == (size_t)-1)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", q->m->name);
     for (int i = 0; i < q->L; i++) {
         if (q->group[i] != i) {
             p->y_off[i] = p->y_off[q->group[i]];
