@@ -25,8 +25,8 @@ fi
 BLAS_INC=/usr/include/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/openblas-openmp
 BLAS_LIB=/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/openblas-openmp
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1)
-read -r -a PKG_CFLAGS <<< "$(pkg-config --cflags jansson libzip hdf5-serial)"
-read -r -a PKG_LIBS <<< "$(pkg-config --libs jansson libzip hdf5-serial zlib)"
+read -r -a PKG_CFLAGS <<< "$(pkg-config --cflags jansson libzip hdf5-serial libturbojpeg libpng)"
+read -r -a PKG_LIBS <<< "$(pkg-config --libs jansson libzip hdf5-serial zlib libturbojpeg libpng) -lgif"
 CFLAGS=(-std=gnu11 -Ifuzz/include -Iinclude -Isrc -I"$BLAS_INC" "${PKG_CFLAGS[@]}" -Wall -Wno-unknown-pragmas
         -Wno-unused-parameter -Wno-missing-field-initializers -Wno-unused-command-line-argument
         -Wno-unused-variable -Wno-unused-but-set-variable

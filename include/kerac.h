@@ -396,6 +396,8 @@ typedef struct kc_dataset kc_dataset;
  *   "cifar10:DIR[:train|:test]"     CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin)
  *   "npy:X.npy,Y.npy"               uint8 or float32 images (N, H, W[, C]), integer labels (N,)
  *   "idx:IMAGES,LABELS"             a pair of IDX files
+ *   "images:DIR"                    a folder of images, one subfolder per class (default options
+ *                                   of kc_dataset_open_images)
  * uint8 images are scaled to [0, 1]. */
 kc_status kc_dataset_open(const char *spec, kc_dataset **out);
 /* A dataset from memory (copied): x is (n, shape...) float32, y is (n,) class indices. */
@@ -413,6 +415,60 @@ int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
 kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mapped);
 /* Copy examples [start, start + count) into x (count, shape...) and y (count), either may be NULL. */
 kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);
+
+/* ---- a folder of images (Keras's image_dataset_from_directory) */
+
+typedef enum kc_color_mode { KC_COLOR_RGB = 0, KC_COLOR_GRAYSCALE = 1, KC_COLOR_RGBA = 2 } kc_color_mode;
+typedef enum kc_interpolation {
+    KC_INTERP_BILINEAR = 0, KC_INTERP_NEAREST = 1, KC_INTERP_BICUBIC = 2, KC_INTERP_AREA = 3
+} kc_interpolation;
+typedef enum kc_label_mode { KC_LABEL_INT = 0, KC_LABEL_CATEGORICAL = 1, KC_LABEL_BINARY = 2 } kc_label_mode;
+
+typedef struct kc_image_opts {
+    int height, width;             /* 0: Keras's 256 x 256 */
+    kc_color_mode color_mode;      /* 1, 3 or 4 channels */
+    kc_interpolation interpolation; /* Keras's resize without antialiasing */
+    int crop_to_aspect_ratio;      /* central crop to the target's aspect ratio, then resize */
+    int pad_to_aspect_ratio;       /* pad with zeros to the target's aspect ratio, then resize */
+    kc_label_mode label_mode;      /* stored with the dataset; labels are class indices in all modes */
+    const char *const *class_names; /* NULL: the subfolders' names in sorted order; else their order */
+    int num_class_names;
+    int no_shuffle;                /* keep the sorted file order (Keras: shuffle=False) */
+    uint64_t seed;                 /* file order: numpy RandomState(seed).shuffle, as Keras (< 2^32) */
+    int follow_links;              /* descend into symlinked folders (loops are detected) */
+    int threads;                   /* decode threads; 0: one per core */
+    int64_t max_pixels;            /* refuse larger images (decompression bombs); 0: 100 million */
+    int skip_bad_images;           /* a corrupt image is a warning and is left out; else an error */
+    int dct_scaling;               /* JPEG: decode at 1/2, 1/4, 1/8 size in the DCT when the target
+                                    * is at most half the image's size (faster; not Keras's pixels) */
+} kc_image_opts;
+
+/* Decode every image under dir/<class>/... (.jpg .jpeg .png .bmp .gif, any case; other
+ * files are ignored) into memory with a pool of threads, resized as opts say, scaled to
+ * [0, 1]. Examples are in Keras's order: files sorted, then shuffled with the seed, so that
+ * the validation split of Keras's subset="both" is the tail (kc_dataset_split_tail).
+ * opts NULL: the defaults. The same seed gives the same dataset for any thread count. */
+kc_status kc_dataset_open_images(const char *dir, const kc_image_opts *opts, kc_dataset **out);
+/* Keras's validation split: the last int(fraction * n) examples are the validation set. */
+kc_status kc_dataset_split_tail(const kc_dataset *d, double fraction, kc_dataset **train, kc_dataset **val);
+/* Class i's name (subfolder) for datasets of images, else NULL. */
+const char *kc_dataset_class_name(const kc_dataset *d, int i);
+/* The image options a dataset of images was made with (0 for other datasets, 1 when filled). */
+int kc_dataset_image_opts(const kc_dataset *d, kc_image_opts *out);
+/* Images left out as corrupt (skip_bad_images). */
+int64_t kc_dataset_skipped(const kc_dataset *d);
+/* The path (relative to the folder) of example i of a dataset of images, else NULL. */
+const char *kc_dataset_file(const kc_dataset *d, int64_t i);
+/* One image file, decoded and resized as opts say: x gets height * width * channels floats in
+ * [0, 1] (HWC). */
+kc_status kc_image_load(const char *path, const kc_image_opts *opts, float *x);
+/* Parse "bilinear", "grayscale", "categorical"... -1 when unknown. */
+int kc_interpolation_parse(const char *s);
+int kc_color_mode_parse(const char *s);
+int kc_label_mode_parse(const char *s);
+const char *kc_interpolation_name(kc_interpolation i);
+const char *kc_color_mode_name(kc_color_mode c);
+const char *kc_label_mode_name(kc_label_mode l);
 
 /* ---------------------------------------------------------------- GPU doctor, monitoring, placement */
 

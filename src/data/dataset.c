@@ -15,7 +15,7 @@
 #define KC_FASHION_MNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 #define KC_SPEC_FORMS                                                                         \
     "fashion-mnist[:train|:test], fashion-mnist:DIR[:train|:test], mnist:DIR[:train|:test], " \
-    "cifar10:DIR[:train|:test], npy:X.npy,Y.npy, idx:IMAGES,LABELS"
+    "cifar10:DIR[:train|:test], npy:X.npy,Y.npy, idx:IMAGES,LABELS, images:DIR"
 
 /* ---------------------------------------------------------------- storage */
 
@@ -126,6 +126,7 @@ void kc__ds_storage_free(kc_ds_storage *st) {
         free(st->x_f32);
     }
     free(st->y);
+    kc__img_meta_free(st->img);
     free(st);
 }
 
@@ -362,6 +363,10 @@ kc_status kc_dataset_open(const char *spec, kc_dataset **out) {
     } else if (strcmp(kind, "npy") == 0) {
         KC_TRY(split_pair(spec, rest ? rest : "", "npy:X.npy,Y.npy", &a, &b));
         s = kc__npy_load(a, b, out);
+    } else if (strcmp(kind, "images") == 0) {
+        if (!rest || !*rest)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "dataset spec '%s' needs a folder: images:DIR", spec);
+        return kc_dataset_open_images(rest, NULL, out);
     } else if (strcmp(kind, "idx") == 0) {
         KC_TRY(split_pair(spec, rest ? rest : "", "idx:IMAGES,LABELS", &a, &b));
         s = kc__idx_load(a, b, "", out);

@@ -28,6 +28,7 @@ typedef struct kc_ds_storage {
     void *map;              /* a memory-mapped file holding x (x_u8/x_f32 point inside it), or NULL */
     size_t map_len;
     char source[512];       /* where it came from, for messages: "idx:'a','b'", "memory" */
+    struct kc_img_meta *img; /* a folder of images: files, class names, options (image.h); else NULL */
 } kc_ds_storage;
 
 struct kc_dataset {
@@ -51,6 +52,7 @@ kc_status kc__ds_storage_create_mapped(kc_ds_dtype dtype, int64_t n, kc_shape sh
                                        const char *path, int64_t offset, kc_ds_storage **out);
 /* Free a storage that no dataset views yet (refs == 0). NULL is fine. */
 void kc__ds_storage_free(kc_ds_storage *st);
+void kc__img_meta_free(struct kc_img_meta *m); /* image_load.c */
 
 /* Copy examples into x (n, example shape) floats (uint8 scaled by 1/255) and their labels
  * into y (n); either may be NULL. Example i is idx[i] when idx is given, else first + i;

@@ -171,6 +171,45 @@ void cli_device_apply(const cli_device_opts *d);
 /* Before the model is built: kc_model_set_device (0, or the exit code after printing why). */
 int cli_device_set(kc_model *m, const cli_device_opts *d);
 
+/* ---------------------------------------------------------------- images (image_opts.c) */
+
+#define CLI_MAX_CLASSES 1024
+
+typedef struct cli_image_opts {
+    kc_image_opts o;                       /* seed comes from --seed when the data is opened */
+    bool has_label_mode;
+    char class_buf[16384];
+    const char *class_ptrs[CLI_MAX_CLASSES];
+} cli_image_opts;
+
+#define CLI_IMAGE_USAGE                                                                                  \
+    "Folders of images (--data images:DIR, one subfolder per class; Keras's image_dataset_from_directory):\n" \
+    "  --image-size H,W        resize every image to H x W (default 256,256)\n"                         \
+    "  --color-mode M          grayscale, rgb (default) or rgba\n"                                       \
+    "  --interpolation I       bilinear (default), nearest, bicubic or area (no antialiasing)\n"          \
+    "  --crop-to-aspect-ratio  crop the centre to the target's aspect ratio before resizing\n"            \
+    "  --pad-to-aspect-ratio   pad with black to the target's aspect ratio before resizing\n"             \
+    "  --label-mode M          int (default), categorical or binary: picks the default loss\n"          \
+    "  --class-names A,B,...   the classes in this order (default: the subfolders, sorted)\n"            \
+    "  --loader-threads N      decode threads (default: one per core); any N gives the same data\n"      \
+    "  --on-bad-image A        error (default: stop, naming the file) or skip (warn and leave it out)\n" \
+    "  --max-pixels N          refuse larger images (default 100000000)\n"                              \
+    "  --follow-links          descend into symlinked folders (loops are reported)\n"                   \
+    "  --jpeg-dct-scaling      decode JPEGs at 1/2..1/8 size when the target is that small (faster,\n"   \
+    "                          pixels differ from Keras's)\n"
+
+bool cli_is_images_spec(const char *spec);
+/* The current option, if it is an image option: 0 when parsed, an exit code on error, -1
+ * when it is not one. */
+int cli_image_option(cli_args *a, cli_image_opts *io);
+/* kc_dataset_open, or for images:DIR kc_dataset_open_images with the options and seed. */
+kc_status cli_open_data(const char *spec, const cli_image_opts *io, uint64_t seed, kc_dataset **out);
+/* The loss that goes with Keras's label_mode. */
+const char *cli_label_mode_loss(kc_label_mode m);
+/* Keras's validation split of a dataset of images: *train becomes its head, *val its tail
+ * (0, or the exit code after printing why). */
+int cli_images_split(kc_dataset **train, double fraction, kc_dataset **val);
+
 /* ---------------------------------------------------------------- subcommands */
 
 int cli_cmd_train(int argc, char **argv);

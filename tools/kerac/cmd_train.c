@@ -22,9 +22,10 @@ static const char usage[] =
     "                          .h5) instead of the default CNN: fine-tune / resume training\n"
     "  --data SPEC             training data (default fashion-mnist):\n"
     "                            fashion-mnist[:DIR]  mnist:DIR  cifar10:DIR\n"
-    "                            npy:X.npy,Y.npy  idx:IMAGES,LABELS\n"
+    "                            npy:X.npy,Y.npy  idx:IMAGES,LABELS  images:DIR\n"
     "                          fashion-mnist, mnist and cifar10 are also evaluated on their\n"
-    "                          test split after training; npy and idx data have none\n"
+    "                          test split after training; npy, idx and images data have none\n"
+    "  --test-data SPEC        evaluate on this data after training (e.g. images:TESTDIR)\n"
     "  --epochs N              epochs (default 3)\n"
     "  --batch-size N|auto     examples per optimizer step (default 128); auto: the largest\n"
     "                          multiple of 8 whose planned memory fits the device's free memory\n"
@@ -73,6 +74,7 @@ static const char usage[] =
     "                          when there is a test split\n"
     "  --quiet                 no per-epoch output, only the final results\n"
     "  -h, --help              show this help\n"
+    "\n" CLI_IMAGE_USAGE
     "\n"
     "On a terminal a progress bar shows each epoch; otherwise one line per epoch is printed.\n"
     "Ctrl-C stops training after the current step; the model is still saved and evaluated,\n"
@@ -112,6 +114,9 @@ typedef struct train_args {
     long max_batch_size, grad_accum;
     const char *memory_limit;
     cli_device_opts dev;
+    cli_image_opts img;     /* --data images:DIR */
+    const char *test_data;  /* --test-data */
+    bool has_loss;
 } train_args;
 
 static int parse(int argc, char **argv, train_args *t) {
@@ -127,6 +132,10 @@ static int parse(int argc, char **argv, train_args *t) {
             t->model_path = a.arg;
         } else if (cli_is(&a, "--data")) {
             if ((rc = cli_value(&a, &t->data))) return rc;
+        } else if (cli_is(&a, "--test-data")) {
+            if ((rc = cli_value(&a, &t->test_data))) return rc;
+        } else if ((rc = cli_image_option(&a, &t->img)) >= 0) {
+            if (rc) return rc;
         } else if (cli_is(&a, "--init-from")) {
             if ((rc = cli_value(&a, &t->init_from))) return rc;
         } else if (cli_is(&a, "--epochs")) {
@@ -176,6 +185,7 @@ static int parse(int argc, char **argv, train_args *t) {
             if ((rc = cli_value(&a, &t->save))) return rc;
         } else if (cli_is(&a, "--loss")) {
             if ((rc = cli_value(&a, &t->loss))) return rc;
+            t->has_loss = true;
             t->has_compile = true;
         } else if (cli_is(&a, "--metrics")) {
             const char *v;
@@ -311,21 +321,22 @@ int cli_cmd_train(int argc, char **argv) {
     if (t.has_threads) kc_set_num_threads((int)t.threads);
     cli_device_apply(&t.dev);
 
-    kc_dataset *train = NULL, *test = NULL;
+    kc_dataset *train = NULL, *test = NULL, *val = NULL; /* val: images, Keras's split (the tail) */
     kc_model *m = NULL;
     kc_history *h = NULL;
     kc_status s;
     char test_buf[1024];
     char ckpt_file[4096] = "", ckpt_dir[4096] = ""; /* --resume */
     kc_checkpoint_info info = {0};
-    const char *test_spec = cli_test_spec(t.data, test_buf, sizeof test_buf);
+    const char *test_spec = t.test_data ? t.test_data : cli_test_spec(t.data, test_buf, sizeof test_buf);
+    if (!t.has_loss && t.img.has_label_mode) t.loss = cli_label_mode_loss(t.img.o.label_mode);
 
     /* open everything before training so that a bad file fails in seconds, not after */
-    if ((s = kc_dataset_open(t.data, &train))) {
+    if ((s = cli_open_data(t.data, &t.img, t.has_seed ? t.seed : 0, &train))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }
-    if (test_spec && (s = kc_dataset_open(test_spec, &test))) {
+    if (test_spec && (s = cli_open_data(test_spec, &t.img, t.has_seed ? t.seed : 0, &test))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }
@@ -400,6 +411,7 @@ int cli_cmd_train(int argc, char **argv) {
 
     cli_output mode = t.json ? CLI_OUT_JSON : isatty(fileno(stdout)) ? CLI_OUT_BAR : CLI_OUT_LINES;
     double split = t.has_validation_split ? t.validation_split : model_file || t.resume ? 0.0 : 0.1;
+    if (split > 0 && cli_is_images_spec(t.data) && (rc = cli_images_split(&train, split, &val))) goto done;
     if (mode != CLI_OUT_JSON && !t.quiet) {
         char p[32];
         int64_t params = 0;
@@ -427,6 +439,7 @@ int cli_cmd_train(int argc, char **argv) {
     kc_callback *cbs[1] = {cb};
     kc_fit_opts fo = {.epochs = (int)t.epochs, .batch_size = (int)t.batch_size, .validation_split = split,
                       .seed = t.has_seed ? t.seed : 0, .callbacks = cbs, .num_callbacks = 1};
+    if (val) fo.validation_data = val, fo.validation_split = 0;
     fo.checkpoint_dir = t.checkpoint ? t.checkpoint : t.resume ? ckpt_dir : NULL;
     fo.checkpoint_every_steps = t.every;
     fo.keep = (int)t.keep;
@@ -503,6 +516,7 @@ done:
     kc_history_destroy(h);
     kc_model_destroy(m);
     kc_dataset_destroy(test);
+    kc_dataset_destroy(val);
     kc_dataset_destroy(train);
     return rc;
 }

@@ -1,0 +1,126 @@
+/* image_opts.c — the options of folders of images (--data images:DIR), shared by train,
+ * evaluate and predict, and opening data specs with them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+bool cli_is_images_spec(const char *spec) { return spec && strncmp(spec, "images:", 7) == 0; }
+
+static int parse_size(cli_args *a, cli_image_opts *io) {
+    const char *v;
+    int rc = cli_value(a, &v);
+    if (rc) return rc;
+    char buf[64];
+    const char *parts[2];
+    int n = cli_split_list(v, buf, sizeof buf, parts, 2);
+    long h = 0, w = 0;
+    if (n < 1 || cli_parse_long(parts[0], 1, 16384, &h) || (n == 2 && cli_parse_long(parts[1], 1, 16384, &w)))
+        return cli_usage_error(a->cmd, "--image-size '%s' is not HEIGHT,WIDTH (or one number for both), each 1..16384",
+                               v);
+    io->o.height = (int)h;
+    io->o.width = (int)(n == 2 ? w : h);
+    return 0;
+}
+
+static int parse_named(cli_args *a, int (*parse)(const char *), const char *what, const char *choices, int *out) {
+    const char *v;
+    int rc = cli_value(a, &v);
+    if (rc) return rc;
+    int k = parse(v);
+    if (k < 0) return cli_usage_error(a->cmd, "%s '%s' is not one of %s", what, v, choices);
+    *out = k;
+    return 0;
+}
+
+static int parse_on_bad(const char *s) { return strcmp(s, "error") == 0 ? 0 : strcmp(s, "skip") == 0 ? 1 : -1; }
+
+static int parse_classes(cli_args *a, cli_image_opts *io) {
+    const char *v;
+    int rc = cli_value(a, &v);
+    if (rc) return rc;
+    int n = cli_split_list(v, io->class_buf, sizeof io->class_buf, io->class_ptrs, CLI_MAX_CLASSES);
+    if (n < 1) return cli_usage_error(a->cmd, "--class-names '%s': give NAME,NAME,... (at most %d, none empty)", v,
+                                      CLI_MAX_CLASSES);
+    io->o.class_names = io->class_ptrs;
+    io->o.num_class_names = n;
+    return 0;
+}
+
+int cli_image_option(cli_args *a, cli_image_opts *io) {
+    int rc, k = 0;
+    long n = 0;
+    if (cli_is(a, "--image-size")) return parse_size(a, io);
+    if (cli_is(a, "--color-mode")) {
+        rc = parse_named(a, kc_color_mode_parse, "--color-mode", "grayscale, rgb, rgba", &k);
+        io->o.color_mode = (kc_color_mode)k;
+        return rc;
+    }
+    if (cli_is(a, "--interpolation")) {
+        rc = parse_named(a, kc_interpolation_parse, "--interpolation", "bilinear, nearest, bicubic, area", &k);
+        io->o.interpolation = (kc_interpolation)k;
+        return rc;
+    }
+    if (cli_is(a, "--label-mode")) {
+        rc = parse_named(a, kc_label_mode_parse, "--label-mode", "int, categorical, binary", &k);
+        io->o.label_mode = (kc_label_mode)k;
+        io->has_label_mode = true;
+        return rc;
+    }
+    if (cli_is(a, "--on-bad-image")) {
+        rc = parse_named(a, parse_on_bad, "--on-bad-image", "error, skip", &k);
+        io->o.skip_bad_images = k;
+        return rc;
+    }
+    if (cli_is(a, "--class-names")) return parse_classes(a, io);
+    if (cli_is(a, "--crop-to-aspect-ratio") || cli_is(a, "--pad-to-aspect-ratio") || cli_is(a, "--follow-links") ||
+        cli_is(a, "--jpeg-dct-scaling")) {
+        if ((rc = cli_flag(a))) return rc;
+        const char *f = a->arg + 2;
+        if (f[0] == 'c') io->o.crop_to_aspect_ratio = 1;
+        else if (f[0] == 'p') io->o.pad_to_aspect_ratio = 1;
+        else if (f[0] == 'f') io->o.follow_links = 1;
+        else io->o.dct_scaling = 1;
+        if (io->o.crop_to_aspect_ratio && io->o.pad_to_aspect_ratio)
+            return cli_usage_error(a->cmd, "--crop-to-aspect-ratio and --pad-to-aspect-ratio cannot both be given");
+        return 0;
+    }
+    if (cli_is(a, "--loader-threads")) {
+        if ((rc = cli_int_value(a, 1, 256, &n))) return rc;
+        io->o.threads = (int)n;
+        return 0;
+    }
+    if (cli_is(a, "--max-pixels")) {
+        if ((rc = cli_int_value(a, 1, 1L << 40, &n))) return rc;
+        io->o.max_pixels = n;
+        return 0;
+    }
+    return -1;
+}
+
+kc_status cli_open_data(const char *spec, const cli_image_opts *io, uint64_t seed, kc_dataset **out) {
+    if (!cli_is_images_spec(spec)) return kc_dataset_open(spec, out);
+    kc_image_opts o = io ? io->o : (kc_image_opts){0};
+    o.seed = seed;
+    kc_status s = kc_dataset_open_images(spec + 7, &o, out);
+    if (s == KC_STATUS_OK && kc_dataset_skipped(*out) > 0)
+        fprintf(stderr, "kerac: %lld bad image%s skipped (--on-bad-image skip)\n", (long long)kc_dataset_skipped(*out),
+                kc_dataset_skipped(*out) == 1 ? "" : "s");
+    return s;
+}
+
+const char *cli_label_mode_loss(kc_label_mode m) {
+    return m == KC_LABEL_CATEGORICAL ? "categorical_crossentropy"
+           : m == KC_LABEL_BINARY    ? "binary_crossentropy"
+                                     : "sparse_categorical_crossentropy";
+}
+
+int cli_images_split(kc_dataset **train, double fraction, kc_dataset **val) {
+    kc_dataset *tr = NULL;
+    kc_status s = kc_dataset_split_tail(*train, fraction, &tr, val);
+    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+    kc_dataset_destroy(*train);
+    *train = tr;
+    return 0;
+}
