@@ -817,6 +817,13 @@ kc_status kc_model_to_json(kc_model *m, int flavour, char **out);
  * .weights.h5 (weights only). Saving is atomic: a failed save leaves no partial file. */
 kc_status kc_model_load(const char *path, kc_model **out);
 kc_status kc_model_save(kc_model *m, const char *path);
+/* A model trained on a folder of images keeps how its images were read (size, colour mode,
+ * interpolation, crop/pad, label mode) and its class names: kc_model_save writes them into
+ * the .keras file's metadata.json under "kerac_images" (a key Keras does not read, so Keras
+ * still loads the file) and kc_model_load reads them back. The options are copied. */
+kc_status kc_model_set_image_opts(kc_model *m, const kc_image_opts *opts);
+/* 1 and *out filled (class names owned by the model) when the model has them, else 0. */
+int kc_model_image_opts(const kc_model *m, kc_image_opts *out);
 /* Weights only, into / from a model of the same architecture (every shape is checked; on
  * failure the model keeps its weights). Load reads .weights.h5 (Keras 3 or Keras 2 layout),
  * .h5 (Keras 2 save_weights or a full model) and .keras; save writes .weights.h5 (Keras 3

@@ -44,6 +44,11 @@ const kc__model_format *kc__model_format_for_path(const char *path);
 /* .keras: a Keras 3 zip archive (metadata.json, config.json, model.weights.h5). */
 kc_status kc__keras_archive_load(const char *path, kc_model **out);
 kc_status kc__keras_archive_save(kc_model *m, const char *path);
+/* metadata.json of a .keras file: Keras's keys, and the image options of a model trained on
+ * a folder of images (image_meta.c). The text is malloc'd; NULL on failure. */
+char *kc__metadata_json(const kc_model *m, const char *keras_version, const char *date);
+/* Read the image options back from metadata.json, if it has them. */
+kc_status kc__metadata_read(kc_model *m, const char *path, const char *text, size_t len);
 /* The weights of a .keras archive into m (its config.json is not read). */
 kc_status kc__keras_archive_load_weights(kc_model *m, const char *path);
 /* .h5: a Keras 2 full-model HDF5 file (model_config + /model_weights). Load also reads the

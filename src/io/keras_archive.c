@@ -142,11 +142,13 @@ kc_status kc__keras_archive_load(const char *path, kc_model **out) {
         char *meta = NULL;
         size_t mlen = 0;
         bool has_meta = false;
-        if (read_entry(za, path, METADATA_ENTRY, &meta, &mlen, &has_meta) == KC_STATUS_OK && has_meta)
+        if (read_entry(za, path, METADATA_ENTRY, &meta, &mlen, &has_meta) == KC_STATUS_OK && has_meta) {
             kc__log(KC_LOG_DEBUG, "'%s': %s", path, meta);
+            s = kc__metadata_read(m, path, meta, mlen);
+        }
         free(meta);
-        kc__clear_error();
-        s = read_weights(za, path, m);
+        if (s == KC_STATUS_OK) kc__clear_error();
+        if (s == KC_STATUS_OK) s = read_weights(za, path, m);
     }
     free(config);
     zip_discard(za);
@@ -298,12 +300,17 @@ static kc_status archive_save(kc_model *m, const char *path, const kc__archive_e
         free(weights);
         return kc__wrap(s, "saving '%s': ", path);
     }
-    char meta[128], date[32];
+    char date[32];
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &tm);
-    snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}", KC_KERAS3_VERSION, date);
+    char *meta = kc__metadata_json(m, KC_KERAS3_VERSION, date);
+    if (!meta) {
+        free(config);
+        free(weights);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
     enum { MAX_ENTRIES = 8 };
     const char *names[MAX_ENTRIES] = {METADATA_ENTRY, CONFIG_ENTRY, WEIGHTS_ENTRY};
     const char *data[MAX_ENTRIES] = {meta, config, weights};
@@ -319,6 +326,7 @@ static kc_status archive_save(kc_model *m, const char *path, const kc__archive_e
     free(zipped);
     free(weights);
     free(config);
+    free(meta);
     return s;
 }
 

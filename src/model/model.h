@@ -75,6 +75,12 @@ struct kc_model {
     float *dev_scalars;      /* (KC_SCALAR_COUNT) the step's scalars on the device, by kc_scalar_slot */
     const float *batch_targets; /* targets of the rows being computed, (batch, target width),
                                    device memory of the input feed (feed.h) */
+
+    /* trained on a folder of images: how its images were read and its class names
+     * (kc_model_set_image_opts; saved in .keras metadata by src/io/image_meta.c) */
+    bool has_image_opts;
+    kc_image_opts image_opts;  /* class_names points to image_classes */
+    char **image_classes;      /* (image_opts.num_class_names) */
 };
 
 /* Sticky builder error: record the first failure in the model. Returns s. */

@@ -209,6 +209,17 @@ const char *cli_label_mode_loss(kc_label_mode m);
 /* Keras's validation split of a dataset of images: *train becomes its head, *val its tail
  * (0, or the exit code after printing why). */
 int cli_images_split(kc_dataset **train, double fraction, kc_dataset **val);
+/* Before training on a folder of images: the model's input channels match the colour mode
+ * (else the exit code after saying which --color-mode to use), and the model takes the
+ * image options and class names, to save them with it. */
+int cli_images_fit_model(kc_model *m, const kc_dataset *d, const char *spec);
+/* predict_images.c: is the path an image file (by extension) or a folder? */
+bool cli_is_image_path(const char *path);
+/* Print the top-k classes of each image (a file, or the images of a folder). Exit code. */
+int cli_predict_images(kc_model *m, const char *input, int top_k, bool json);
+/* How to read images for model m: as it was trained (its saved image options and class
+ * names), else sized from its input shape; *classes: its output size. Exit code. */
+int cli_model_image_opts(kc_model *m, kc_image_opts *o, int *classes);
 
 /* ---------------------------------------------------------------- subcommands */
 

@@ -13,6 +13,7 @@ static const char usage[] =
     "                        are the freshly initialised ones)\n"
     "  --data SPEC           the data: fashion-mnist[:DIR][:test]  mnist:DIR[:test]\n"
     "                        cifar10:DIR[:test]  npy:X.npy,Y.npy  idx:IMAGES,LABELS\n"
+    "                        images:DIR (read as the model was trained on its folder)\n"
     "  --batch-size N        examples per step (default 128)\n"
     "  --loss NAME           default sparse_categorical_crossentropy\n"
     "  --metrics A[,B...]    default accuracy\n"
@@ -79,7 +80,10 @@ int cli_cmd_evaluate(int argc, char **argv) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }
-    if ((s = kc_dataset_open(data, &d))) {
+    kc_image_opts io; /* images:DIR is read as the model was trained */
+    int classes;
+    if (cli_is_images_spec(data) && (rc = cli_model_image_opts(m, &io, &classes))) goto done;
+    if ((s = cli_is_images_spec(data) ? kc_dataset_open_images(data + 7, &io, &d) : kc_dataset_open(data, &d))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }

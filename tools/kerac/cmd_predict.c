@@ -7,8 +7,12 @@
 
 static const char usage[] =
     "usage: kerac predict MODEL --input X.npy --output Y.npy [--batch-size N]\n"
+    "       kerac predict MODEL --input photo.jpg|DIR [--top-k K] [--json]\n"
     "\n"
-    "Run a model on every example of X.npy and write the outputs to Y.npy (float32).\n"
+    "Run a model on every example of X.npy and write the outputs to Y.npy (float32); or on\n"
+    "an image (JPEG, PNG, BMP, GIF) or every image in a folder, read as the model was trained\n"
+    "(a model trained on images:DIR saved its image size, colour mode and class names; other\n"
+    "models: sized from their input), and print the top classes by name with probabilities.\n"
     "\n"
     "  MODEL              a model file: .keras (Keras 3) or .h5 (Keras 2 HDF5) with its\n"
     "                     weights, or .json (the model config only: its weights are the\n"
@@ -18,6 +22,9 @@ static const char usage[] =
     "                     1 may be left out: (N, 28, 28) for a (28, 28, 1) model\n"
     "  --output Y.npy     where to write the outputs, shape (N, <model output shape>)\n"
     "  --batch-size N     examples per step (default 128)\n"
+    "  --top-k K          images: the K most probable classes (default 3)\n"
+    "  --json             images: one JSON object per image: {\"file\", \"top\": [{\"class\",\n"
+    "                     \"index\", \"probability\"}]}\n"
     "  --quiet            do not print what was written\n"
     "  --device D         where to run: cpu, cuda, cuda:N or auto (default:\n"
     "                     KERAC_DEVICE, else cpu); auto uses the GPU when it\n"
@@ -34,7 +41,8 @@ int cli_cmd_predict(int argc, char **argv) {
     cli_args_init(&a, argc, argv, "predict");
     const char *path = NULL, *in_path = NULL, *out_path = NULL;
     long batch = 128;
-    bool quiet = false;
+    bool quiet = false, json = false;
+    long top_k = 3;
     cli_device_opts dev = {0};
     int rc;
     while (cli_args_next(&a)) {
@@ -50,6 +58,11 @@ int cli_cmd_predict(int argc, char **argv) {
             if ((rc = cli_value(&a, &out_path))) return rc;
         } else if (cli_is(&a, "--batch-size")) {
             if ((rc = cli_int_value(&a, 1, 1 << 20, &batch))) return rc;
+        } else if (cli_is(&a, "--top-k")) {
+            if ((rc = cli_int_value(&a, 1, 64, &top_k))) return rc;
+        } else if (cli_is(&a, "--json")) {
+            if ((rc = cli_flag(&a))) return rc;
+            json = true;
         } else if (cli_is(&a, "--quiet") || cli_is(&a, "-q")) {
             if ((rc = cli_flag(&a))) return rc;
             quiet = true;
@@ -61,7 +74,8 @@ int cli_cmd_predict(int argc, char **argv) {
     }
     if (!path) return cli_usage_error(a.cmd, "missing the MODEL file");
     if (!in_path) return cli_usage_error(a.cmd, "missing '--input X.npy'");
-    if (!out_path) return cli_usage_error(a.cmd, "missing '--output Y.npy'");
+    bool images = cli_is_image_path(in_path);
+    if (!out_path && !images) return cli_usage_error(a.cmd, "missing '--output Y.npy'");
 
     kc_model *m = NULL;
     cli_npy x = {0};
@@ -72,6 +86,10 @@ int cli_cmd_predict(int argc, char **argv) {
     if ((s = kc_model_load(path, &m)) == KC_STATUS_OK && (rc = cli_device_set(m, &dev))) goto done;
     if (s || (s = kc_model_build(m))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
+        goto done;
+    }
+    if (images) {
+        rc = cli_predict_images(m, in_path, (int)top_k, json);
         goto done;
     }
     if (cli_npy_read(in_path, &x, err, sizeof err)) {

@@ -366,6 +366,7 @@ int cli_cmd_train(int argc, char **argv) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }
+    if (cli_is_images_spec(t.data) && (rc = cli_images_fit_model(m, train, t.data))) goto done;
     if ((rc = cli_check_data_fits(m, train, t.data, t.loss))) goto done;
     if (test && (rc = cli_check_data_fits(m, test, test_spec, t.loss))) goto done;
 

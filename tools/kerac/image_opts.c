@@ -103,11 +103,7 @@ kc_status cli_open_data(const char *spec, const cli_image_opts *io, uint64_t see
     if (!cli_is_images_spec(spec)) return kc_dataset_open(spec, out);
     kc_image_opts o = io ? io->o : (kc_image_opts){0};
     o.seed = seed;
-    kc_status s = kc_dataset_open_images(spec + 7, &o, out);
-    if (s == KC_STATUS_OK && kc_dataset_skipped(*out) > 0)
-        fprintf(stderr, "kerac: %lld bad image%s skipped (--on-bad-image skip)\n", (long long)kc_dataset_skipped(*out),
-                kc_dataset_skipped(*out) == 1 ? "" : "s");
-    return s;
+    return kc_dataset_open_images(spec + 7, &o, out); /* it warns of each skipped file and the count */
 }
 
 const char *cli_label_mode_loss(kc_label_mode m) {
@@ -122,5 +118,22 @@ int cli_images_split(kc_dataset **train, double fraction, kc_dataset **val) {
     if (s) return cli_fail(s, CLI_PHASE_LOAD);
     kc_dataset_destroy(*train);
     *train = tr;
+    return 0;
+}
+
+int cli_images_fit_model(kc_model *m, const kc_dataset *d, const char *spec) {
+    kc_shape in, ds = kc_dataset_shape(d);
+    kc_image_opts o;
+    kc_status s = kc_model_input_shape(m, &in);
+    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+    int want = in.rank == 3 ? in.dim[2] : in.rank == 2 ? 1 : 0, have = ds.dim[2];
+    if (want && want != have) {
+        const char *mode = want == 1 ? "grayscale" : want == 3 ? "rgb" : want == 4 ? "rgba" : NULL;
+        return cli_error(CLI_EXIT_INPUT, "model '%s' takes images of %d channel%s but '%s' was read as %d (--color-mode "
+                         "%s)%s%s", kc_model_name(m), want, want == 1 ? "" : "s", spec, have,
+                         have == 1 ? "grayscale" : have == 3 ? "rgb" : "rgba", mode ? "; use --color-mode " : "",
+                         mode ? mode : "");
+    }
+    if (kc_dataset_image_opts(d, &o) && (s = kc_model_set_image_opts(m, &o))) return cli_fail(s, CLI_PHASE_RUN);
     return 0;
 }
