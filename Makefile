@@ -55,7 +55,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_RUNS ?= 2000
 .PHONY: fuzz fuzz-smoke
 fuzz-smoke: deps
-	FUZZ_SEED=1 FUZZ_RUNS=$(FUZZ_RUNS) fuzz/run.sh 0 json idx npy
+	FUZZ_SEED=1 FUZZ_RUNS=$(FUZZ_RUNS) fuzz/run.sh 0 json idx npy image
 	FUZZ_SEED=1 FUZZ_RUNS=0 fuzz/run.sh 0 keras
 fuzz: deps
 	fuzz/run.sh $(FUZZ_SECONDS)

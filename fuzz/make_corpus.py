@@ -73,6 +73,22 @@ def make_npy():
           npy(">f4", (2, 2, 2), struct.pack(">8f", *[0.5] * 8)) + SEP + npy(">i2", (2,), struct.pack(">2h", 0, 1)))
 
 
+# ---------------------------------------------------------------- images
+
+def make_image():
+    # the committed Keras fixture's mixed folder: one file of each format, each behind a
+    # selector byte (channels, interpolation, crop / pad, DCT scaling)
+    src = os.path.join(REPO, "tests", "fixtures", "images", "mixed")
+    sel = 0
+    for root, _, files in sorted(os.walk(src)):
+        for f in sorted(files):
+            if f.endswith(".txt"):
+                continue
+            with open(os.path.join(root, f), "rb") as fh:
+                write("image", f.replace(".", "_"), bytes([sel]) + fh.read())
+            sel = (sel * 37 + 53) % 256
+
+
 # ---------------------------------------------------------------- JSON configs
 
 def make_json():
@@ -161,11 +177,12 @@ def make_keras2():
 
 
 def main():
-    for t in ("json", "keras", "idx", "npy"):
+    for t in ("json", "keras", "idx", "npy", "image"):
         shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
         os.makedirs(os.path.join(CORPUS, t))
     make_idx()
     make_npy()
+    make_image()
     make_json()
     make_keras()
     make_keras2()

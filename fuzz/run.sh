@@ -4,7 +4,7 @@
 # fuzz/corpus/<target>/. New inputs it finds go to build-fuzz/corpus/<target>/ (kept
 # between runs, never committed). Fails on the first crash, leak, sanitizer report,
 # out-of-memory or timeout; the input is written to build-fuzz/artifacts/<target>/ (emptied
-# first). Targets: json (kc_model_from_json), keras (.keras and .h5 files), idx, npy
+# first). Targets: json (kc_model_from_json), keras (.keras and .h5 files), idx, npy, image
 # (kc_dataset_open).
 # FUZZ_SEED=N FUZZ_RUNS=M: a reproducible run instead (M inputs from random seed N, no time
 # limit): what `make test` uses, so that CI never fails on a libhdf5 bug a lucky run hits
@@ -15,7 +15,7 @@ OUT=${FUZZ_BUILD:-build-fuzz}
 SECS=${1:-${FUZZ_SECONDS:-20}}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(json keras idx npy)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(json keras idx npy image)
 
 fuzz/build.sh
 # an allocation over 1 GiB fails (returns NULL) as it would on a small machine: the readers'

@@ -141,7 +141,7 @@ static kc_status decode_png(const uint8_t *buf, size_t len, const char *name, in
     png_src src = {.buf = buf, .len = len};
     png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
     png_infop info = p ? png_create_info_struct(p) : NULL;
-    png_bytep *rows = NULL;
+    png_bytep *volatile rows = NULL; /* set after setjmp: volatile, so that a longjmp keeps it */
     if (!info) {
         png_destroy_read_struct(&p, NULL, NULL);
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "'%s': cannot start the PNG decoder", name);
