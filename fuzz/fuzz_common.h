@@ -92,6 +92,15 @@ static inline void fuzz_split(const uint8_t *data, size_t len, fuzz_part *parts,
 
 /* Every failure must come with a message: a status without one is a bug. KC_FUZZ_VERBOSE=1
  * prints the status and message of each input. */
+/* The libFuzzer start-up of a target that needs only fuzz_setup(). */
+#define KC_FUZZ_INITIALIZE                                    \
+    int LLVMFuzzerInitialize(int *argc, char ***argv) {      \
+        (void)argc;                                          \
+        (void)argv;                                          \
+        fuzz_setup();                                        \
+        return 0;                                            \
+    }
+
 static inline void fuzz_check_error(kc_status s) {
     if (getenv("KC_FUZZ_VERBOSE")) /* reproducing: what kerac said about the input */
         fprintf(stderr, "kerac: %s%s%s\n", kc_status_name(s), s ? ": " : "", s ? kc_last_error() : "");

@@ -10,12 +10,7 @@
 #include "data/image.h"
 #include "fuzz_common.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    fuzz_setup();
-    return 0;
-}
+KC_FUZZ_INITIALIZE
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
