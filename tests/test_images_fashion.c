@@ -29,6 +29,9 @@
 
 static const char *const class_names[10] = {"T-shirt_top", "Trouser", "Pullover", "Dress", "Coat",
                                             "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+#ifndef KC_FASHION_BATCH
+#define KC_FASHION_BATCH 16
+#endif
 static char g_tmp[256];
 
 static void write_png(const char *path, const uint8_t *px) {
@@ -147,7 +150,7 @@ static void test_fashion_from_folders(void **state) {
                                                       .metrics = {"accuracy"}}),
                      KC_STATUS_OK);
     kc_history *h = NULL;
-    assert_int_equal(kc_fit(m, train, &(kc_fit_opts){.epochs = epochs, .batch_size = 32, .seed = 7}, &h), KC_STATUS_OK);
+    assert_int_equal(kc_fit(m, train, &(kc_fit_opts){.epochs = epochs, .batch_size = KC_FASHION_BATCH, .seed = 7}, &h), KC_STATUS_OK);
     double acc = accuracy(m, test), acc_jpeg = accuracy(m, test_jpeg);
     print_message("%lld PNG images, %d epochs: test accuracy %.4f (PNG), %.4f (JPEG); bar %.2f\n",
                   (long long)n_train, epochs, acc, acc_jpeg, bar);
