@@ -46,6 +46,10 @@ PY
 run evaluate "$T/m.keras" --data "images:$F"
 grep -q "(12 examples" "$T/out" || fail "evaluate on the folder: $(cat "$T/out")"
 
+# summary: the decoded images are what the dataset holds in memory (12 x 64 x 64 x 3 floats)
+run summary --data "images:$F" --image-size 64,64
+grep -Eq "of which decoded images \(float32\) +576.00 KiB" "$T/out" || fail "summary --data images: $(cat "$T/out")"
+
 # the same training, to the printed digit, with 1 and 4 decode threads
 run "${TRAIN[@]}" --loader-threads 1 --json
 grep '"epoch"' "$T/out" | sed 's/"seconds".*//; s/"images_per_second": [0-9.e+-]*,//' > "$T/one"

@@ -23,7 +23,8 @@ static const char usage[] =
     "  --device D            the device to plan for (cpu, cuda, cuda:N, auto; default cpu):\n"
     "                        its kernels' workspaces differ\n"
     "  --data SPEC           also print the host memory of a dataset (held in memory, or\n"
-    "                        read on demand from a memory-mapped file)\n"
+    "                        read on demand from a memory-mapped file); images:DIR takes the\n"
+    "                        image options of train (--image-size, --color-mode, ...)\n"
     "  -h, --help            show this help\n";
 
 #define MAX_INPUT_LINES 8
@@ -218,9 +219,9 @@ static int print_memory(kc_model *m, long batch, long accum, const char *optimiz
 }
 
 /* The host memory of a dataset: what is held in memory and what is memory-mapped. */
-static int print_data_memory(const char *spec) {
+static int print_data_memory(const char *spec, const cli_image_opts *img) {
     kc_dataset *d = NULL;
-    kc_status s = kc_dataset_open(spec, &d);
+    kc_status s = cli_open_data(spec, img, 0, &d);
     if (s) return cli_fail(s, CLI_PHASE_LOAD);
     size_t resident = 0, mapped = 0;
     kc_dataset_memory(d, &resident, &mapped);
@@ -230,6 +231,8 @@ static int print_data_memory(const char *spec) {
            cli_shape_str(&shape, false, sh, sizeof sh));
     printf("  %-40s %12s\n", "held in memory", fmt_mem(resident, a, sizeof a));
     printf("  %-40s %12s\n", "memory-mapped (read on demand)", fmt_mem(mapped, b, sizeof b));
+    if (kc_dataset_image_opts(d, NULL)) /* the decoded images are the in-memory cache */
+        printf("  %-40s %12s\n", "of which decoded images (float32)", fmt_mem(resident - (size_t)kc_dataset_size(d) * 4, a, sizeof a));
     kc_dataset_destroy(d);
     return CLI_EXIT_OK;
 }
@@ -241,6 +244,7 @@ int cli_cmd_summary(int argc, char **argv) {
     long shape[3] = {28, 28, 1}, classes = 10, batch = 0, accum = 1;
     const char *optimizer = "adam", *data = NULL;
     cli_device_opts dev = {0};
+    static cli_image_opts img; /* --data images:DIR (static: it holds the class-name buffer) */
     bool defaults_changed = false;
     int rc;
     while (cli_args_next(&a)) {
@@ -271,6 +275,8 @@ int cli_cmd_summary(int argc, char **argv) {
             if ((rc = cli_value(&a, &optimizer))) return rc;
         } else if (cli_is(&a, "--data")) {
             if ((rc = cli_value(&a, &data))) return rc;
+        } else if ((rc = cli_image_option(&a, &img)) >= 0) {
+            if (rc) return rc;
         } else if ((rc = cli_device_option(&a, &dev)) >= 0) {
             if (rc) return rc;
         } else {
@@ -301,7 +307,7 @@ int cli_cmd_summary(int argc, char **argv) {
     }
     rc = summarize(m);
     if (!rc && batch) rc = print_memory(m, batch, accum, optimizer);
-    if (!rc && data) rc = print_data_memory(data);
+    if (!rc && data) rc = print_data_memory(data, &img);
     kc_model_destroy(m);
     return rc;
 }
