@@ -90,6 +90,10 @@ static void sl_free(strlist *l) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+static void sort_strs(char **v, int64_t n) {
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_str); /* v may be NULL when n == 0 */
+}
+
 static char *join(const char *a, const char *b) {
     size_t na = strlen(a), nb = strlen(b);
     char *s = malloc(na + nb + 2);
@@ -195,14 +199,14 @@ static kc_status list_files(const char *root, const char *rel, strlist *files) {
     }
     closedir(d);
     free(abs);
-    if (!s) qsort(files->v + first, (size_t)(files->n - first), sizeof(char *), cmp_str);
+    if (!s && files->n - first > 1) sort_strs(files->v + first, files->n - first);
     return s;
 }
 
 static kc_status list_class(const char *root, const char *cls, bool follow, strlist *files) {
     walk w = {.root = root, .follow = follow};
     kc_status s = walk_dir(&w, cls);
-    if (!s) qsort(w.dirs.v, (size_t)w.dirs.n, sizeof(char *), cmp_str);
+    if (!s) sort_strs(w.dirs.v, w.dirs.n);
     for (int64_t i = 0; !s && i < w.dirs.n; i++) s = list_files(root, w.dirs.v[i], files);
     sl_free(&w.dirs);
     return s;
@@ -229,7 +233,7 @@ static kc_status list_classes(const char *dir, strlist *out) {
         if (is_dir) s = sl_push(out, kc__strdup(e->d_name));
     }
     closedir(d);
-    if (!s) qsort(out->v, (size_t)out->n, sizeof(char *), cmp_str);
+    if (!s) sort_strs(out->v, out->n);
     return s;
 }
 
