@@ -441,6 +441,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
             skip = KC_MIN(per_epoch, step * bs);
         }
         s = kc__loader_create(trp, order + skip, per_epoch - skip, bs, o.prefetch, &ld);
+        if (s == KC_STATUS_OK && m->trace) kc__loader_set_trace(ld, m->trace);
         const kc_batch *b = NULL;
         int slot = -1, rows = 0;
         if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
@@ -448,11 +449,18 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         while (s == KC_STATUS_OK && !c.stop && b) {
             uint64_t step_seed = kc__hash64(seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
             int done = rows, next = -1;
+            double t_step = kc__trace_step_begin(m), tt;
             s = train_step_recovering(m, &feed, slot, done, &mb, bs, recover, step_seed);
             /* the next batch travels while this step computes; then the step's one wait */
+            tt = kc__trace_t0(m);
             if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
+            kc__trace_span(m, "wait for data", "data", tt);
+            tt = kc__trace_t0(m);
             if (s == KC_STATUS_OK && b) s = kc__feed_put(&feed, b->x, b->y, rows = b->n, &next);
+            kc__trace_span(m, "upload next batch", "copy", tt);
+            tt = kc__trace_t0(m);
             if (s == KC_STATUS_OK) s = read_step(m, done, mb, sums);
+            kc__trace_span(m, "wait for device", "sync", tt);
             if (s != KC_STATUS_OK) break;
             slot = next;
             seen += done;
@@ -461,16 +469,20 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
             for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = sums[1 + i] / (double)seen;
             kc__fit_env_step(&fe, m, mb, &bl);
             step++;
+            tt = kc__trace_t0(m);
             for (int k = 0; k < o.num_callbacks; k++)
                 if (o.callbacks[k]->on_batch_end &&
                     o.callbacks[k]->on_batch_end(m, &bl, o.callbacks[k]->user) == KC_STOP_TRAINING)
                     stop_by(&c, o.callbacks[k]);
+            kc__trace_span(m, "callbacks", "callbacks", tt);
+            kc__trace_step_end(m, t_step);
             if (ck) {
                 kc__fit_pos p = fit_pos(epoch, step, seen, sums, lr_epoch, mb, &rng_epoch);
                 s = kc__ckpt_after_step(ck, m, &p, &bl, h->epochs, h->n);
                 if (s != KC_STATUS_OK) break;
             }
         }
+        kc__trace_step_end(m, -1); /* a step cut short by an error leaves no span */
         double waited = ld ? kc__loader_wait_seconds(ld) : 0;
         kc__loader_destroy(ld);
         if (s != KC_STATUS_OK) break;

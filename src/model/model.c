@@ -56,6 +56,7 @@ void kc_model_destroy(kc_model *m) {
     free(m->prof_bwd);
     free(m->prof_fwd_n);
     free(m->prof_bwd_n);
+    kc__observe_free(m);
     free(m);
 }
 

@@ -171,6 +171,53 @@ void cli_device_apply(const cli_device_opts *d);
 /* Before the model is built: kc_model_set_device (0, or the exit code after printing why). */
 int cli_device_set(kc_model *m, const cli_device_opts *d);
 
+/* ---------------------------------------------------------------- observing a run (observe_opts.c) */
+
+typedef struct cli_observe_opts {
+    const char *csv;          /* --csv FILE */
+    bool csv_append;          /* --csv-append */
+    const char *tensorboard;  /* --tensorboard DIR */
+    long update_freq;         /* --tensorboard-update-freq: 0 = epoch */
+    bool has_update_freq;
+    long histogram_freq;      /* --histogram-freq */
+    bool check_numerics;      /* --check-numerics */
+    const char *profile;      /* --profile FILE */
+    long profile_first, profile_last; /* --profile-steps A:B (default 2:11) */
+    bool has_profile_steps;
+} cli_observe_opts;
+
+#define CLI_OBSERVE_USAGE                                                                              \
+    "  --csv FILE              a row per epoch in Keras's CSVLogger format (epoch, then the\n"        \
+    "                          history keys sorted: accuracy, loss, val_accuracy, val_loss)\n"      \
+    "  --csv-append            add the rows to an existing --csv file\n"                            \
+    "  --tensorboard DIR       TensorBoard event files as Keras writes them: DIR/train and\n"      \
+    "                          DIR/validation, epoch_loss, epoch_accuracy, epoch_learning_rate,\n" \
+    "                          epoch_images_per_second, ... (tensorboard --logdir DIR)\n"           \
+    "  --tensorboard-update-freq N|batch|epoch  also batch_loss, ... every N steps\n"              \
+    "  --histogram-freq N      weight histograms every N epochs (with --tensorboard)\n"            \
+    "  --check-numerics        stop at the first layer whose forward or backward output holds\n"  \
+    "                          NaN or Inf, naming the layer, the step and the tensor (slow)\n"     \
+    "  --profile FILE          Chrome trace-event JSON of the steps of --profile-steps: each\n"    \
+    "                          layer's forward and backward, loss, optimizer, data waits and\n"    \
+    "                          copies, one track per thread (open in ui.perfetto.dev)\n"           \
+    "  --profile-steps A:B     the steps to trace, counted from 1 (default 2:11)\n"
+
+typedef struct cli_observe {
+    kc_callback *cbs[4];
+    int n;
+} cli_observe;
+
+/* The current option, if it is one of these: 0 when parsed, an exit code on error, -1 when
+ * it is not one. */
+int cli_observe_option(cli_args *a, cli_observe_opts *o);
+/* After parsing: options that need another one. 0 or the exit code. */
+int cli_observe_check(const char *cmd, const cli_observe_opts *o);
+/* Before fit: the callbacks (ob->cbs, ob->n) and model settings. 0 or the exit code. */
+int cli_observe_start(const cli_observe_opts *o, kc_model *m, cli_observe *ob);
+/* After fit: the trace (and report) files. 0 or the exit code. */
+int cli_observe_finish(const cli_observe_opts *o, kc_model *m, const kc_history *h, cli_observe *ob, bool quiet);
+void cli_observe_end(cli_observe *ob);
+
 /* ---------------------------------------------------------------- subcommands */
 
 int cli_cmd_train(int argc, char **argv);
