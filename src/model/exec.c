@@ -21,7 +21,7 @@ static void prof_stop(kc_model *m, double t0, double *acc, const char *name, con
     m->be->sync(m->be);
     double t1 = kc__now();
     if (m->profiling && acc) *acc += t1 - t0;
-    if (m->tracing) kc__trace_add(m->trace, name, cat, t0, t1, m->opt.iterations + 1);
+    if (m->tracing) kc__trace_add(m->trace, name, cat, t0, t1, m->trace_step);
 }
 static void prof_layer(kc_model *m, double t0, int i, bool fwd) {
     prof_stop(m, t0, !m->prof_fwd ? NULL : fwd ? &m->prof_fwd[i] : &m->prof_bwd[i], m->layers[i]->name,

@@ -68,7 +68,7 @@ struct kc_model {
     /* tracing (kc_model_trace_steps, observe.c): spans of the optimizer steps trace_first..
      * trace_last (1-based); `tracing` is true inside a traced step */
     kc__trace *trace;
-    int64_t trace_first, trace_last;
+    int64_t trace_first, trace_last, trace_step;
     bool tracing;
     bool check_numerics;     /* kc_model_set_check_numerics */
 
@@ -127,7 +127,7 @@ double kc__trace_step_begin(kc_model *m);
 void kc__trace_step_end(kc_model *m, double t0);
 /* A span [t0, now] of the traced step on the calling thread; nothing when not tracing. */
 static inline void kc__trace_span(kc_model *m, const char *name, const char *cat, double t0) {
-    if (m->tracing) kc__trace_add(m->trace, name, cat, t0, kc__now(), m->opt.iterations + 1);
+    if (m->tracing) kc__trace_add(m->trace, name, cat, t0, kc__now(), m->trace_step);
 }
 static inline double kc__trace_t0(const kc_model *m) { return m->tracing ? kc__now() : 0; }
 /* check_numerics: KC_STATUS_NUMERIC naming layer, step and tensor when the layer's forward

@@ -50,6 +50,7 @@ void kc__observe_free(kc_model *m) {
 double kc__trace_step_begin(kc_model *m) {
     if (!m->trace) return 0;
     int64_t step = m->opt.iterations + 1;
+    m->trace_step = step;
     m->tracing = step >= m->trace_first && step <= m->trace_last;
     kc__trace_set_open(m->trace, m->tracing);
     return m->tracing ? kc__now() : 0;
@@ -62,8 +63,7 @@ void kc__trace_step_end(kc_model *m, double t0) {
         kc__trace_set_open(m->trace, false);
         return;
     }
-    /* the step's number: iterations has moved on by one during the step */
-    kc__trace_add(m->trace, "step", "step", t0, kc__now(), m->opt.iterations);
+    kc__trace_add(m->trace, "step", "step", t0, kc__now(), m->trace_step);
     m->tracing = false;
     kc__trace_set_open(m->trace, false);
 }

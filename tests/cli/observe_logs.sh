@@ -9,12 +9,7 @@
 #    a flipped byte in a record is refused (the CRC is checked).
 # Skips (77) without numpy to make the data, or when PyPI cannot be reached.
 set -u
-K=${1:?usage: observe_logs.sh PATH/TO/kerac}
-PY=/usr/bin/python3
-"$PY" -c 'import numpy' 2>/dev/null || { echo "SKIP: $PY with numpy is needed to make the data"; exit 77; }
-T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib/observe_common.bash"
 
 "$PY" - "$T" <<'PY' || fail "could not make the data"
 import sys, os
