@@ -227,5 +227,6 @@ int cli_cmd_summary(int argc, char **argv);
 int cli_cmd_convert(int argc, char **argv);
 int cli_cmd_doctor(int argc, char **argv);  /* exit code: the verdict (0 GPU, 1 CPU, 2 broken) */
 int cli_cmd_monitor(int argc, char **argv);
+int cli_cmd_profile(int argc, char **argv);
 
 #endif /* KERAC_CLI_H */
