@@ -61,6 +61,10 @@ int cli_u64_value(cli_args *a, uint64_t *out);
 int cli_double_value(cli_args *a, double min, double max, bool min_exclusive, double *out);
 /* A flag must not carry "=value". */
 int cli_flag(cli_args *a);
+/* --help / -h (prints usage, sets *help) or the command's one positional argument (into
+ * *slot; a second one is an error): 0 when handled, an exit code on error, -1 when the
+ * argument is an option. */
+int cli_help_or_positional(cli_args *a, const char *usage, const char **slot, bool *help);
 /* Messages for an unknown option / an unexpected extra positional argument. */
 int cli_unknown(const cli_args *a);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -184,6 +188,8 @@ typedef struct cli_observe_opts {
     const char *profile;      /* --profile FILE */
     long profile_first, profile_last; /* --profile-steps A:B (default 2:11) */
     bool has_profile_steps;
+    const char *report;       /* --report FILE */
+    const char *data;         /* the training data's spec, for the report */
 } cli_observe_opts;
 
 #define CLI_OBSERVE_USAGE                                                                              \
@@ -200,11 +206,16 @@ typedef struct cli_observe_opts {
     "  --profile FILE          Chrome trace-event JSON of the steps of --profile-steps: each\n"    \
     "                          layer's forward and backward, loss, optimizer, data waits and\n"    \
     "                          copies, one track per thread (open in ui.perfetto.dev)\n"           \
-    "  --profile-steps A:B     the steps to trace, counted from 1 (default 2:11)\n"
+    "  --profile-steps A:B     the steps to trace, counted from 1 (default 2:11)\n"                \
+    "  --report FILE           a self-contained HTML report of the run (curves, per-layer cost,\n" \
+    "                          model, device, memory plan); its data goes to run.json in FILE's\n" \
+    "                          folder, from which `kerac report DIR` draws it again\n"
 
+struct cli_report;
 typedef struct cli_observe {
     kc_callback *cbs[4];
     int n;
+    struct cli_report *report;
 } cli_observe;
 
 /* The current option, if it is one of these: 0 when parsed, an exit code on error, -1 when
@@ -228,5 +239,6 @@ int cli_cmd_convert(int argc, char **argv);
 int cli_cmd_doctor(int argc, char **argv);  /* exit code: the verdict (0 GPU, 1 CPU, 2 broken) */
 int cli_cmd_monitor(int argc, char **argv);
 int cli_cmd_profile(int argc, char **argv);
+int cli_cmd_report(int argc, char **argv);
 
 #endif /* KERAC_CLI_H */

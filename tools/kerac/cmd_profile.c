@@ -60,12 +60,9 @@ static int parse(int argc, char **argv, prof_args *p) {
     cli_args_init(&a, argc, argv, "profile");
     int rc;
     while (cli_args_next(&a)) {
-        if (cli_is_help(&a)) {
-            fputs(usage, stdout);
-            return -1;
-        } else if (a.positional) {
-            if (p->model_path) return cli_unknown(&a);
-            p->model_path = a.arg;
+        bool help = false;
+        if ((rc = cli_help_or_positional(&a, usage, &p->model_path, &help)) >= 0) {
+            if (rc || help) return rc ? rc : -1;
         } else if (cli_is(&a, "--batch-size")) {
             if ((rc = cli_int_value(&a, 1, 1 << 16, &p->batch))) return rc;
         } else if (cli_is(&a, "--steps")) {

@@ -431,6 +431,7 @@ int cli_cmd_train(int argc, char **argv) {
     cli_progress prog;
     kc_callback *cb = cli_progress_init(&prog, mode, t.quiet, (int)t.epochs, &interrupted);
     kc_callback *cbs[1 + sizeof obs.cbs / sizeof obs.cbs[0]] = {cb};
+    t.obs.data = t.data;
     if ((rc = cli_observe_start(&t.obs, m, &obs))) goto done;
     for (int i = 0; i < obs.n; i++) cbs[1 + i] = obs.cbs[i];
     kc_fit_opts fo = {.epochs = (int)t.epochs, .batch_size = (int)t.batch_size, .validation_split = split,

@@ -4,12 +4,14 @@
  *     [--tensorboard-update-freq N|epoch] [--histogram-freq N]
  *   --check-numerics                      stop at the first layer with NaN/Inf
  *   --profile FILE [--profile-steps A:B]  Chrome trace of steps A..B
+ *   --report FILE                         a self-contained HTML run report (report_*.c)
  * Parsed here, turned into callbacks and model settings before fit, and the files written
  * after it, so that cmd_train.c only calls in. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "report.h"
 
 int cli_observe_option(cli_args *a, cli_observe_opts *o) {
     int rc;
@@ -38,6 +40,7 @@ int cli_observe_option(cli_args *a, cli_observe_opts *o) {
         return 0;
     }
     if (cli_is(a, "--profile")) return cli_value(a, &o->profile);
+    if (cli_is(a, "--report")) return cli_value(a, &o->report);
     if (cli_is(a, "--profile-steps")) {
         const char *v;
         if ((rc = cli_value(a, &v))) return rc;
@@ -82,6 +85,8 @@ int cli_observe_start(const cli_observe_opts *o, kc_model *m, cli_observe *ob) {
     if (s == KC_STATUS_OK && o->profile)
         s = kc_model_trace_steps(m, o->has_profile_steps ? o->profile_first : 2,
                                  o->has_profile_steps ? o->profile_last : 11);
+    if (s == KC_STATUS_OK && o->report && (s = cli_report_start(o->report, m, &ob->report)) == KC_STATUS_OK)
+        ob->cbs[ob->n++] = cli_report_callback(ob->report);
     if (s != KC_STATUS_OK) {
         int rc = cli_fail(s, CLI_PHASE_RUN);
         cli_observe_end(ob);
@@ -98,10 +103,17 @@ int cli_observe_finish(const cli_observe_opts *o, kc_model *m, const kc_history 
             printf("wrote the trace of %lld spans to '%s' (open it in https://ui.perfetto.dev or chrome://tracing)\n",
                    (long long)kc_model_trace_spans(m), o->profile);
     }
+    if (o->report && h) {
+        int rc = cli_report_finish(ob->report, m, h, o->data);
+        if (rc) return rc;
+        if (!quiet) printf("wrote the run report to '%s' (open it in a browser)\n", o->report);
+    }
     return 0;
 }
 
 void cli_observe_end(cli_observe *ob) {
-    for (int i = 0; i < ob->n; i++) kc_callback_destroy(ob->cbs[i]);
+    for (int i = 0; i < ob->n; i++) kc_callback_destroy(ob->cbs[i]); /* the report's has no destroy */
     ob->n = 0;
+    cli_report_free(ob->report);
+    ob->report = NULL;
 }
