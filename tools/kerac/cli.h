@@ -209,7 +209,8 @@ typedef struct cli_observe_opts {
     "  --profile-steps A:B     the steps to trace, counted from 1 (default 2:11)\n"                \
     "  --report FILE           a self-contained HTML report of the run (curves, per-layer cost,\n" \
     "                          model, device, memory plan); its data goes to run.json in FILE's\n" \
-    "                          folder, from which `kerac report DIR` draws it again\n"
+    "                          folder, from which `kerac report DIR` draws it again; times\n"    \
+    "                          every layer (on a GPU: a synchronise around each)\n"
 
 struct cli_report;
 typedef struct cli_observe {

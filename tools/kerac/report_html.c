@@ -71,21 +71,31 @@ static int decimals(double span) {
     return d < 0 ? 0 : d > 6 ? 6 : d;
 }
 
-static void axes(FILE *f, const char *xlabel, double x0, double x1, double y0, double y1) {
+/* Axes with 5 value ticks on y; on x, whole-number ticks for whole-number data (epochs,
+ * steps), else 5 evenly spaced. */
+static void axes(FILE *f, const char *xlabel, bool whole_x, double x0, double x1, double y0, double y1) {
     int pw = CW - ML - MR, ph = CH - MT - MB;
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" stroke=\"#999\"/>\n", ML, MT, pw, ph);
     for (int i = 0; i <= 4; i++) {
         double yv = y0 + (y1 - y0) * i / 4, py = MT + ph - ph * i / 4.0;
-        double xv = x0 + (x1 - x0) * i / 4, px = ML + pw * i / 4.0;
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>", ML, py, ML + pw, py);
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" class=\"tick\">%.*f</text>\n", ML - 6, py + 4,
                 decimals(y1 - y0), yv);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"tick\">%.*f</text>\n", px, CH - MB + 16,
-                decimals(x1 - x0), xv);
     }
+    double step = whole_x ? fmax(1, ceil((x1 - x0) / 5)) : (x1 - x0) / 4;
+    for (double xv = whole_x ? ceil(x0) : x0; xv <= x1 + 1e-9; xv += step)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"tick\">%.*f</text>\n",
+                ML + pw * (xv - x0) / (x1 - x0), CH - MB + 16, whole_x ? 0 : decimals(x1 - x0), xv);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">", ML + pw / 2, CH - 6);
     esc(f, xlabel);
     fputs("</text>\n", f);
+}
+
+static bool whole_numbers(const series *s, int ns) {
+    for (int k = 0; k < ns; k++)
+        for (int i = 0; i < s[k].n; i++)
+            if (isfinite(s[k].x[i]) && s[k].x[i] != floor(s[k].x[i])) return false;
+    return true;
 }
 
 /* One SVG line chart; every series a <path class="series"> (markers where there are few
@@ -100,7 +110,7 @@ static void chart(FILE *f, const char *id, const char *title, const char *xlabel
     fprintf(f, "</title>\n<text x=\"%d\" y=\"20\" class=\"title\">", ML);
     esc(f, title);
     fputs("</text>\n", f);
-    axes(f, xlabel, x0, x1, y0, y1);
+    axes(f, xlabel, whole_numbers(s, ns), x0, x1, y0, y1);
     for (int k = 0; k < ns; k++) {
         int drawn = 0;
         fprintf(f, "<path class=\"series\" data-name=\"");
@@ -122,8 +132,9 @@ static void chart(FILE *f, const char *id, const char *title, const char *xlabel
             if (isfinite(s[k].x[i]) && isfinite(s[k].y[i]))
                 fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", ML + pw * (s[k].x[i] - x0) / (x1 - x0),
                         MT + ph - ph * (s[k].y[i] - y0) / (y1 - y0), s[k].color);
+        int lx = CW - MR - 160 * (ns - k); /* the legend: a row above the plot, right-aligned */
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" class=\"tick\">",
-                CW - MR - 150, MT + 10 + 16 * k, s[k].color, CW - MR - 134, MT + 15 + 16 * k);
+                lx, 14, s[k].color, lx + 16, 19);
         esc(f, s[k].name);
         fputs("</text>\n", f);
     }
@@ -280,7 +291,7 @@ static const char css[] =
     "h1{font-size:22px}h2{font-size:18px;margin-top:28px}"
     "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}.kv th{background:#f6f6f6}"
-    ".bar{height:10px;background:#1f77b4}figure{display:inline-block;margin:8px}"
+    ".bar{height:10px;background:#1f77b4}figure{display:inline-block;margin:4px 4px 4px 0}"
     ".chart text{font-family:sans-serif}.tick{font-size:11px;fill:#555}.axis{font-size:12px;fill:#333}"
     ".title{font-size:14px;font-weight:bold;fill:#222}";
 
