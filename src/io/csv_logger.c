@@ -22,6 +22,7 @@ typedef struct csv_logger {
 } csv_logger;
 
 void kc__fmt_shortest(char *buf, size_t n, double v) {
+    if (!buf || n == 0) return;
     if (isnan(v)) {
         snprintf(buf, n, "nan");
         return;

@@ -233,17 +233,27 @@ static void run_table(FILE *f, json_t *run) {
     fputs("</table>\n", f);
 }
 
+static double layer_ms(json_t *c) { return jnum(c, "forward_ms") + jnum(c, "backward_ms"); }
+
+static int cmp_cost(const void *a, const void *b) {
+    double x = layer_ms(*(json_t *const *)a), y = layer_ms(*(json_t *const *)b);
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
 static void cost_table(FILE *f, json_t *run) {
     json_t *costs = json_object_get(run, "layer_costs");
-    size_t n = json_array_size(costs), i;
-    if (n == 0) return;
+    size_t n = json_array_size(costs);
+    json_t **rows = n ? calloc(n, sizeof *rows) : NULL;
+    if (!rows) return;
     double total = 0;
-    json_t *c;
-    json_array_foreach(costs, i, c) total += jnum(c, "forward_ms") + jnum(c, "backward_ms");
-    fputs("<h2>Per-layer cost</h2><p>Mean time per call over the run (forward calls include validation).</p>\n"
-          "<table><tr><th>layer (type)</th><th>forward ms</th><th>backward ms</th><th>share</th><th></th></tr>\n", f);
-    json_array_foreach(costs, i, c) {
-        double ms = jnum(c, "forward_ms") + jnum(c, "backward_ms"), share = total > 0 ? ms / total : 0;
+    for (size_t i = 0; i < n; i++) total += layer_ms(rows[i] = json_array_get(costs, i));
+    qsort(rows, n, sizeof *rows, cmp_cost);
+    fputs("<h2>Per-layer cost</h2><p>Mean time per call over the run, costliest first (forward calls include "
+          "validation).</p>\n<table><tr><th>layer (type)</th><th>forward ms</th><th>backward ms</th><th>share</th>"
+          "<th></th></tr>\n", f);
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = rows[i];
+        double share = total > 0 ? layer_ms(c) / total : 0;
         fputs("<tr><td>", f);
         esc(f, jstr(c, "name"));
         fputs(" (", f);
@@ -253,6 +263,7 @@ static void cost_table(FILE *f, json_t *run) {
                 jnum(c, "forward_ms"), jnum(c, "backward_ms"), 100 * share, 200 * share);
     }
     fputs("</table>\n", f);
+    free(rows);
 }
 
 static void summary_table(FILE *f, json_t *run) {
