@@ -147,6 +147,7 @@ typedef enum kc_op {
     KC_OP_ELEMENTWISE,     /* add, axpy, scale, copy_strided */
     KC_OP_LOSS,            /* loss_forward_backward, count_correct */
     KC_OP_OPTIMIZER,       /* optimizer_step, sum_squares */
+    KC_OP_DEPTHWISE,       /* depthwise_forward, _backward_data, _backward_filter */
     KC_OP_COUNT
 } kc_op;
 #define KC_OP_BIT(op) (1u << (op))
@@ -317,6 +318,18 @@ struct kc_backend {
      * debug level, ...) through libkerac's logger with host_log. */
     kc_status (*host_fail)(kc_status s, const char *fmt, ...);
     void (*host_log)(kc_log_level level, const char *fmt, ...);
+
+    /* ---- depthwise convolution (DepthwiseConv2D), NHWC. The descriptor is Conv2D's with
+     * f = c * M (M: the depth multiplier); the kernel is Keras's (KH, KW, C, M), i.e.
+     * (KH, KW, F), and output channel k reads input channel k / M only. No workspace.
+     * forward: y = dwconv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
+     * backward_data: dx overwritten; backward_filter: dw and db (may be NULL) overwritten. */
+    kc_status (*depthwise_forward)(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                   const float *b, float *y);
+    kc_status (*depthwise_backward_data)(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
+                                         const float *w, float *dx);
+    kc_status (*depthwise_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
+                                           const float *dy, float *dw, float *db);
 };
 
 /* The CPU backend (always available). */

@@ -163,8 +163,8 @@ static bool decide(kc_doctor_report *r) {
 
 static void check_backend(kc_doctor_report *r) {
     r->start_tried = true;
-    char saved[KC_ERROR_MAX];
-    snprintf(saved, sizeof saved, "%s", kc_last_error());
+    kc__saved_error saved;
+    kc__error_save(&saved);
     kc_backend *be = NULL;
     kc_status s = kc_backend_open("cuda", &be);
     if (s == KC_STATUS_OK && be) {
@@ -179,7 +179,7 @@ static void check_backend(kc_doctor_report *r) {
             "version, fix that; otherwise report this output",
             "the CUDA backend does not start: %s", r->start_error);
     }
-    kc__fail(KC_STATUS_OK, "%s", saved);
+    kc__error_restore(&saved);
 }
 
 /* ---------------------------------------------------------------- run */
@@ -267,14 +267,14 @@ const char *kc__env_fallback_reason(const char *module_error, char *buf, size_t 
         snprintf(buf, n, "%s", me);
         return buf;
     }
-    char saved[KC_ERROR_MAX];
-    snprintf(saved, sizeof saved, "%s", kc_last_error());
+    kc__saved_error saved;
+    kc__error_save(&saved);
     kc_doctor_opts o = {.tensorflow_search = KC_FALSE, .start_backend = KC_FALSE};
     diagnose(r, &o, true);
     if (r->verdict != KC_DOCTOR_GPU && r->reason[0]) snprintf(buf, n, "%s", r->reason);
     else snprintf(buf, n, "%s", me);
     kc_doctor_report_destroy(r);
-    kc__fail(KC_STATUS_OK, "%s", saved);
+    kc__error_restore(&saved);
     return buf;
 }
 

@@ -83,10 +83,10 @@ void kc__doc_check_env(kc_doctor_report *r) {
         }
         if (!strcmp(name, "KERAC_LOG_LEVEL")) {
             kc_log_level l;
-            char saved[KC_ERROR_MAX];
-            snprintf(saved, sizeof saved, "%s", kc_last_error());
+            kc__saved_error saved;
+            kc__error_save(&saved);
             bool ok = kc_log_level_parse(val, &l) == KC_STATUS_OK;
-            kc__fail(KC_STATUS_OK, "%s", saved);
+            kc__error_restore(&saved);
             if (!ok) {
                 kc__doc_add(r, "env", KC_CHECK_WARNING, "set KERAC_LOG_LEVEL to debug, info, warning or error (or 0-3)",
                     "KERAC_LOG_LEVEL='%s' is not a log level: kerac uses warning", val);

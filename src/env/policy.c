@@ -92,11 +92,11 @@ void kc__env_device_monitor(const char *device, kc_monitor **out) {
         kc__log(KC_LOG_DEBUG, "no GPU readings for %s: NVML (libnvidia-ml.so.1) does not list it", device);
         return;
     }
-    char saved[KC_ERROR_MAX];
-    snprintf(saved, sizeof saved, "%s", kc_last_error());
+    kc__saved_error saved;
+    kc__error_save(&saved);
     if (kc_monitor_start(idx, 0.5, out) != KC_STATUS_OK) {
         kc__log(KC_LOG_DEBUG, "no GPU readings for %s: %s", device, kc_last_error());
         *out = NULL;
     }
-    kc__fail(KC_STATUS_OK, "%s", saved);
+    kc__error_restore(&saved);
 }

@@ -167,6 +167,17 @@ kc_status kc__padding_parse(const kc_layer *l, const char *padding, bool *same);
 /* Output size and leading pad of one spatial axis, as Keras/TensorFlow compute them. */
 void kc__conv_out_size(int in, int k, int stride, int dilation, bool same, int *out, int *pad_before);
 
+/* Kernel size, strides and dilation of a convolution (Conv2D, DepthwiseConv2D) from their
+ * public options (an int n for (n, n); zero strides / dilation for Keras's (1, 1)),
+ * validated as Keras does. */
+kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const int strides[2],
+                            const int dilation_rate[2], int k[2], int s[2], int d[2]);
+
+/* The input (H, W, C) of a convolution (in_shape[0], checked to be rank 3), its output
+ * (OH, OW) and leading padding (top, left); a clear error when the input is too small. */
+kc_status kc__conv_build_shape(const kc_layer *l, int kh, int kw, int sh, int sw, int dh, int dw, bool same,
+                               int hwc[3], int out[2], int pad[2]);
+
 /* ---- helpers shared by the layer files (additive, layers helper) */
 /* "Conv2D 'c1'" (or "Conv2D" while the layer has no name yet), for error messages;
  * thread-local rotating buffers, valid until a few more calls. */

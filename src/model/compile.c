@@ -7,9 +7,6 @@
 #include "device.h"
 #include "model.h"
 
-kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in);
-int kc__optimizer_slots(kc_opt_kind kind, double momentum);
-
 /* By Keras name or short name (KC_LOSS_KINDS in kerac_backend.h), case-insensitive. */
 static kc_status parse_loss(const char *name, kc_loss_kind *out) {
     static const char *const k_short[KC_LOSS_COUNT] = {

@@ -25,6 +25,7 @@ static const char *const g_op_words[KC_OP_COUNT] = {
     [KC_OP_ELEMENTWISE] = "elementwise",
     [KC_OP_LOSS] = "loss",
     [KC_OP_OPTIMIZER] = "optimizer",
+    [KC_OP_DEPTHWISE] = "depthwise convolution",
 };
 
 static bool has_op(kc_backend *be, kc_op op) { return be->supports && be->supports(be, op); }
@@ -88,11 +89,11 @@ static void kernel_words(kc_backend *be, const kc_layer *l, int batch, size_t ws
         snprintf(buf, n, "%s (the backend does not describe its kernels)", g_op_words[op]);
         return;
     }
-    char saved[KC_ERROR_MAX];
-    snprintf(saved, sizeof saved, "%s", kc_last_error());
+    kc__saved_error saved;
+    kc__error_save(&saved);
     if (be->describe(be, op, d, ws_bytes, buf, n) != KC_STATUS_OK)
         snprintf(buf, n, "%s, not described: %s", g_op_words[op], kc_last_error());
-    kc__fail(KC_STATUS_OK, "%s", saved);
+    kc__error_restore(&saved);
 }
 
 const char *kc__placement_describe(kc_backend *be, const kc_layer *l, int batch, size_t ws_bytes, char *buf, size_t n) {

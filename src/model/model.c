@@ -228,8 +228,6 @@ int kc__model_output(const kc_model *m) { return m->output >= 0 ? m->output : m-
 
 /* ---------------------------------------------------------------- build */
 
-kc_status kc__model_apply_env_limit(kc_model *m);
-
 static kc_status ensure_backend(kc_model *m) {
     if (m->be) return KC_STATUS_OK;
     const char *dev = m->device_req[0] ? m->device_req : getenv("KERAC_DEVICE");

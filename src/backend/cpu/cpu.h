@@ -76,6 +76,14 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
+/* ---- cpu_depthwise.c */
+kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                    const float *b, float *y);
+kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                          float *dx);
+kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                            float *dw, float *db);
+
 /* ---- cpu_pool.c */
 kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,
                                  int32_t *mask);

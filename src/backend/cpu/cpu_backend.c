@@ -202,7 +202,7 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
         [KC_OP_GLOBAL_AVG_POOL] = "cpu global average pooling", [KC_OP_GEMM] = "cpu gemm (OpenBLAS)",
         [KC_OP_BATCHNORM] = "cpu batch norm", [KC_OP_DROPOUT] = "cpu dropout", [KC_OP_PAD2D] = "cpu zero padding",
         [KC_OP_ACTIVATION] = "cpu activation", [KC_OP_ELEMENTWISE] = "cpu elementwise", [KC_OP_LOSS] = "cpu loss",
-        [KC_OP_OPTIMIZER] = "cpu fused optimizer update",
+        [KC_OP_OPTIMIZER] = "cpu fused optimizer update", [KC_OP_DEPTHWISE] = "cpu direct depthwise conv",
     };
     if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
     buf[0] = '\0';
@@ -301,6 +301,10 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->count_correct = kc__cpu_count_correct;
     be->optimizer_step = kc__cpu_optimizer_step;
     be->sum_squares = kc__cpu_sum_squares;
+
+    be->depthwise_forward = kc__cpu_depthwise_forward;
+    be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
+    be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
 
     *out = be;
     return KC_STATUS_OK;

@@ -16,7 +16,7 @@ kc_status kc__cu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_
         [KC_OP_GLOBAL_AVG_POOL] = "global average pooling", [KC_OP_GEMM] = "cuBLAS sgemm",
         [KC_OP_BATCHNORM] = "batch norm", [KC_OP_DROPOUT] = "dropout", [KC_OP_PAD2D] = "zero padding",
         [KC_OP_ACTIVATION] = "activation", [KC_OP_ELEMENTWISE] = "elementwise", [KC_OP_LOSS] = "loss",
-        [KC_OP_OPTIMIZER] = "fused optimizer update",
+        [KC_OP_OPTIMIZER] = "fused optimizer update", [KC_OP_DEPTHWISE] = "depthwise conv",
     };
     if (!buf || !n) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda describe: no buffer");
     buf[0] = '\0';
