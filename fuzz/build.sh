@@ -25,15 +25,20 @@ fi
 BLAS_INC=/usr/include/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/openblas-openmp
 BLAS_LIB=/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/openblas-openmp
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1)
-read -r -a PKG_CFLAGS <<< "$(pkg-config --cflags jansson libzip hdf5-serial libturbojpeg libpng)"
-read -r -a PKG_LIBS <<< "$(pkg-config --libs jansson libzip hdf5-serial zlib libturbojpeg libpng) -lgif"
-CFLAGS=(-std=gnu11 -Ifuzz/include -Iinclude -Isrc -I"$BLAS_INC" "${PKG_CFLAGS[@]}" -Wall -Wno-unknown-pragmas
+read -r -a PKG_CFLAGS <<< "$(pkg-config --cflags jansson libzip hdf5-serial libturbojpeg libpng libprotobuf-c)"
+read -r -a PKG_LIBS <<< "$(pkg-config --libs jansson libzip hdf5-serial zlib libturbojpeg libpng libprotobuf-c) -lgif"
+# the TensorBoard event messages' encoder, generated from src/io/tb_event.proto
+mkdir -p "$OUT/gen"
+if [ ! -f "$OUT/gen/tb_event.pb-c.c" ] || [ src/io/tb_event.proto -nt "$OUT/gen/tb_event.pb-c.c" ]; then
+  protoc-c --c_out="$OUT/gen" -Isrc/io src/io/tb_event.proto
+fi
+CFLAGS=(-std=gnu11 -Ifuzz/include -Iinclude -Isrc -I"$OUT/gen" -I"$BLAS_INC" "${PKG_CFLAGS[@]}" -Wall -Wno-unknown-pragmas
         -Wno-unused-parameter -Wno-missing-field-initializers -Wno-unused-command-line-argument
         -Wno-unused-variable -Wno-unused-but-set-variable
         -DKC_FUZZ_BUILD=1)
 
 # library objects: src/ without the CUDA module, rebuilt when the source or a header it includes changed
-mapfile -t SRCS < <(find src -name '*.c' -not -path 'src/backend/cuda/*' | sort)
+mapfile -t SRCS < <( (find src -name '*.c' -not -path 'src/backend/cuda/*'; echo "$OUT/gen/tb_event.pb-c.c") | sort)
 stale() { # $1 object, $2 dependency file
   [ -f "$1" ] && [ -f "$2" ] || return 0
   local deps

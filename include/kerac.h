@@ -307,6 +307,24 @@ kc_status kc_model_layer_timing(const kc_model *m, int index, kc_layer_timing *o
 /* Time spent outside the layers in training steps: loss, optimizer, batch copies. */
 kc_status kc_model_step_overhead(const kc_model *m, double *loss_seconds, double *optimizer_seconds);
 
+/* Chrome trace-event JSON of training steps first..last (1-based, counted over the run,
+ * inclusive): per thread one track with spans of the step, each layer's forward and
+ * backward, the loss, the optimizer update, waiting for data, uploading the next batch,
+ * waiting for the device and the callbacks; the loader thread's "load batch". Call before
+ * kc_fit; the traced steps are timed like kc_model_set_profiling (the backend is
+ * synchronised around each layer). kc_model_write_trace writes what was recorded (it
+ * opens in Perfetto or chrome://tracing); kc_model_trace_spans counts it. */
+kc_status kc_model_trace_steps(kc_model *m, int64_t first, int64_t last);
+kc_status kc_model_write_trace(const kc_model *m, const char *path);
+int64_t kc_model_trace_spans(const kc_model *m);
+
+/* Check numerics (like tf.debugging.enable_check_numerics): every layer's forward output
+ * and, in training, its input and weight gradients are checked for NaN and Inf; the first
+ * one found fails the call (fit, evaluate, predict) with KC_STATUS_NUMERIC naming the
+ * layer, the training step and the tensor. Each output is copied to the host: slow, for
+ * debugging. Off by default (TerminateOnNaN then stops at a non-finite loss). */
+kc_status kc_model_set_check_numerics(kc_model *m, int on);
+
 /* ---------------------------------------------------------------- memory */
 
 /* What one training (or inference) step needs on the model's device, computed from the
@@ -681,6 +699,28 @@ kc_status kc_early_stopping(const kc_early_stopping_opts *opts, kc_callback **ou
 kc_status kc_reduce_lr_on_plateau(const kc_reduce_lr_opts *opts, kc_callback **out);
 kc_status kc_terminate_on_nan(kc_callback **out);
 void kc_callback_destroy(kc_callback *cb);
+
+/* Keras's CSVLogger: a row per epoch ("epoch" 0-based, then the history keys sorted by
+ * name: accuracy, loss, val_accuracy, val_loss, ...; "NA" where an epoch has no value).
+ * append: add rows to an existing file (its header is kept). The file is opened here:
+ * KC_STATUS_IO when it cannot be. */
+kc_status kc_csv_logger(const char *path, int append, kc_callback **out);
+
+/* Keras's TensorBoard callback: event files in log_dir/train and log_dir/validation that
+ * TensorBoard reads. Per epoch (step = the 0-based epoch): epoch_loss, epoch_<metric>,
+ * epoch_learning_rate, epoch_images_per_second, epoch_seconds, epoch_input_wait_seconds,
+ * epoch_gpu_utilization and epoch_gpu_memory_used (bytes; on a GPU with NVML); validation
+ * epoch_loss and epoch_<metric> in log_dir/validation. */
+typedef struct kc_tensorboard_opts {
+    const char *log_dir;      /* made if missing */
+    /* 0: per epoch only (Keras's "epoch"); N: also batch_loss, batch_<metric>,
+     * batch_images_per_second (and the GPU's) every N optimizer steps, step = the 1-based
+     * step counted over the run */
+    int64_t update_freq;
+    /* N > 0: a histogram of every weight ("<layer>/<weight>/histogram") every N epochs */
+    int histogram_freq;
+} kc_tensorboard_opts;
+kc_status kc_tensorboard(const kc_tensorboard_opts *opts, kc_callback **out);
 
 typedef struct kc_history kc_history;
 int kc_history_epochs(const kc_history *h);

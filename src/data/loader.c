@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/trace.h"
 #include "dataset.h"
 #include "loader.h"
 
@@ -43,10 +44,12 @@ struct kc_loader {
     char error_msg[KC_ERROR_MAX];
 
     double wait_seconds;     /* consumer only */
+    kc__trace *trace;        /* kc__loader_set_trace; read atomically by the producer */
 };
 
 static void *producer(void *arg) {
     kc_loader *l = arg;
+    bool named = false; /* this thread's trace track */
     for (int64_t b = 0; b < l->nbatches; b++) {
         pthread_mutex_lock(&l->mu);
         while (!l->stop && l->produced - (l->consumed - (l->holding ? 1 : 0)) >= l->nslots)
@@ -61,7 +64,14 @@ static void *producer(void *arg) {
         int n = (int)KC_MIN((int64_t)l->batch_size, l->count - first);
         float *x = l->x + (size_t)k * (size_t)l->batch_size * (size_t)l->example_size; /* (n, example) */
         int32_t *y = l->y + (size_t)k * (size_t)l->batch_size;                         /* (n) */
+        kc__trace *tr = __atomic_load_n(&l->trace, __ATOMIC_ACQUIRE);
+        double t0 = kc__trace_is_open(tr) ? kc__now() : 0;
         kc_status s = kc__dataset_gather(l->d, l->order + first, 0, n, x, y);
+        if (t0 > 0) {
+            if (!named) kc__trace_name_thread(tr, "loader");
+            named = true;
+            kc__trace_add(tr, "load batch", "data", t0, kc__now(), b);
+        }
 
         pthread_mutex_lock(&l->mu);
         if (s != KC_STATUS_OK) {
@@ -166,6 +176,10 @@ kc_status kc__loader_next(kc_loader *l, const kc_batch **out) {
     memcpy(msg, l->error_msg, sizeof msg);
     pthread_mutex_unlock(&l->mu);
     return kc__fail(s, "%s", msg);
+}
+
+void kc__loader_set_trace(kc_loader *l, kc__trace *t) {
+    if (l) __atomic_store_n(&l->trace, t, __ATOMIC_RELEASE);
 }
 
 double kc__loader_wait_seconds(const kc_loader *l) { return l ? l->wait_seconds : 0.0; }

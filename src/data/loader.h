@@ -25,6 +25,9 @@ kc_status kc__loader_create(const kc_dataset *d, const int64_t *order, int64_t c
 kc_status kc__loader_next(kc_loader *l, const kc_batch **out);
 /* Seconds the consumer spent waiting in kc__loader_next (input-bound diagnostics). */
 double kc__loader_wait_seconds(const kc_loader *l);
+/* Spans of the loader thread's work ("load batch") go to t while it is open (NULL: none). */
+struct kc__trace;
+void kc__loader_set_trace(kc_loader *l, struct kc__trace *t);
 /* Stops the thread (also mid-epoch) and frees everything. NULL is fine. */
 void kc__loader_destroy(kc_loader *l);
 

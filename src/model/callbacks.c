@@ -11,9 +11,9 @@ void kc_callback_destroy(kc_callback *cb) {
     if (cb && cb->destroy) cb->destroy(cb);
 }
 
-/* The value of a monitored quantity in epoch logs ("loss", "val_loss", "accuracy",
+/* The value of a monitored quantity in epoch logs (model.h) ("loss", "val_loss", "accuracy",
  * "val_accuracy", any compiled metric name with or without "val_"). */
-static bool monitor_value(const kc_model *m, const kc_epoch_logs *e, const char *name, double *out) {
+bool kc__epoch_logs_value(const kc_model *m, const kc_epoch_logs *e, const char *name, double *out) {
     bool val = strncmp(name, "val_", 4) == 0;
     const char *base = val ? name + 4 : name;
     if (val && !e->has_val) return false;
@@ -91,7 +91,7 @@ static void es_set_state(kc_model *m, void *user, const double *v, int n) {
 static kc_callback_action es_epoch_end(kc_model *m, const kc_epoch_logs *e, void *user) {
     early_stopping *es = user;
     double v;
-    if (!monitor_value(m, e, es->monitor, &v)) {
+    if (!kc__epoch_logs_value(m, e, es->monitor, &v)) {
         if (!es->warned)
             kc__log_always(KC_LOG_WARNING, "EarlyStopping: '%s' is not available (no validation data?); it does nothing",
                            es->monitor);
@@ -197,7 +197,7 @@ static void rl_set_state(kc_model *m, void *user, const double *v, int n) {
 static kc_callback_action rl_epoch_end(kc_model *m, const kc_epoch_logs *e, void *user) {
     reduce_lr *r = user;
     double v;
-    if (!monitor_value(m, e, r->monitor, &v)) {
+    if (!kc__epoch_logs_value(m, e, r->monitor, &v)) {
         if (!r->warned)
             kc__log_always(KC_LOG_WARNING, "ReduceLROnPlateau: '%s' is not available (no validation data?); it does nothing",
                            r->monitor);

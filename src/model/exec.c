@@ -9,15 +9,24 @@
 #define AT(off) ((float *)((char *)m->arena + (off)))
 #define AT_OR_NULL(off) ((off) == KC_PLAN_NONE ? NULL : (void *)((char *)m->arena + (off)))
 
-/* ---- profiling: synchronise so that asynchronous backends are timed per layer */
+/* ---- profiling and tracing: synchronise so that asynchronous backends are timed per
+ * layer. Both off, a step pays one test of two flags per layer. */
+static inline bool timed(const kc_model *m) { return m->profiling || m->tracing; }
 static double prof_start(kc_model *m) {
     m->be->sync(m->be);
     return kc__now();
 }
-static void prof_stop(kc_model *m, double t0, double *acc, int64_t *calls) {
+/* The span since t0: added to *acc (profiling) and to the trace (tracing) as name/cat. */
+static void prof_stop(kc_model *m, double t0, double *acc, const char *name, const char *cat) {
     m->be->sync(m->be);
-    *acc += kc__now() - t0;
-    if (calls) (*calls)++;
+    double t1 = kc__now();
+    if (m->profiling && acc) *acc += t1 - t0;
+    if (m->tracing) kc__trace_add(m->trace, name, cat, t0, t1, m->trace_step);
+}
+static void prof_layer(kc_model *m, double t0, int i, bool fwd) {
+    prof_stop(m, t0, !m->prof_fwd ? NULL : fwd ? &m->prof_fwd[i] : &m->prof_bwd[i], m->layers[i]->name,
+              fwd ? "forward" : "backward");
+    if (m->profiling && m->prof_fwd) (fwd ? m->prof_fwd_n : m->prof_bwd_n)[i]++;
 }
 
 kc_status kc_model_set_profiling(kc_model *m, int on) {
@@ -79,6 +88,7 @@ float *kc__model_output_buffer(kc_model *m) { return AT(m->plan.y_off[kc__model_
 
 kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step_seed) {
     const kc_plan *p = &m->plan;
+    double tf = kc__trace_t0(m);
     for (int i = 1; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
         if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, training)) continue;
@@ -87,11 +97,13 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
                     .ws_bytes = p->ws_off[i] == KC_PLAN_NONE ? 0 : p->workspace_bytes,
                     .seed = kc__hash64(step_seed ^ l->seed)};
         for (int k = 0; k < l->n_in; k++) a.x[k] = AT(p->y_off[l->in[k]]);
-        double t0 = m->profiling ? prof_start(m) : 0;
+        double t0 = timed(m) ? prof_start(m) : 0;
         kc_status s = l->ops->forward(l, &a);
-        if (m->profiling) prof_stop(m, t0, &m->prof_fwd[i], &m->prof_fwd_n[i]);
+        if (timed(m)) prof_layer(m, t0, i, true);
         if (s != KC_STATUS_OK) return kc__wrap(s, "forward of layer '%s': ", l->name);
+        if (m->check_numerics) KC_TRY(kc__numerics_forward(m, i, batch, training, a.y));
     }
+    kc__trace_span(m, "forward", "pass", tf);
     return KC_STATUS_OK;
 }
 
@@ -122,6 +134,7 @@ kc_status kc__model_accumulate_metrics(kc_model *m, int batch) {
 static kc_status backward(kc_model *m, int batch) {
     const kc_plan *p = &m->plan;
     int in_group = p->group[0];
+    double tb = kc__trace_t0(m);
     for (int j = m->n_layers - 1; j >= 1; j--) {
         kc_layer *l = m->layers[j];
         if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
@@ -136,10 +149,11 @@ static kc_status backward(kc_model *m, int batch) {
             else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
             else a.dx[k] = AT(p->dy_off[src]);
         }
-        double t0 = m->profiling ? prof_start(m) : 0;
+        double t0 = timed(m) ? prof_start(m) : 0;
         kc_status s = l->ops->backward(l, &a);
-        if (m->profiling) prof_stop(m, t0, &m->prof_bwd[j], &m->prof_bwd_n[j]);
+        if (timed(m)) prof_layer(m, t0, j, false);
         if (s != KC_STATUS_OK) return kc__wrap(s, "backward of layer '%s': ", l->name);
+        if (m->check_numerics) KC_TRY(kc__numerics_backward(m, j, batch, &a));
         for (int k = 0; k < l->n_in; k++) {
             size_t tmp = p->dx_tmp_off[j * KC_MAX_INPUTS + k];
             if (tmp == KC_PLAN_NONE || !a.dx[k]) continue;
@@ -148,17 +162,18 @@ static kc_status backward(kc_model *m, int batch) {
             KC_TRY(m->be->add(m->be, AT(p->dy_off[src]), AT(p->dy_off[src]), AT(tmp), n));
         }
     }
+    kc__trace_span(m, "backward", "pass", tb);
     return KC_STATUS_OK;
 }
 
 kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply) {
     kc_loss_desc d = loss_desc(m, batch);
     int out = kc__model_output(m);
-    double t0 = m->profiling ? prof_start(m) : 0;
+    double t0 = timed(m) ? prof_start(m) : 0;
     KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets,
                                         m->dev_scalars + KC_SCALAR_LOSS, AT(m->plan.dy_off[out]), grad_n));
     KC_TRY(add_metrics(m, batch));
-    if (m->profiling) prof_stop(m, t0, &m->prof_loss, NULL);
+    if (timed(m)) prof_stop(m, t0, &m->prof_loss, "loss", "loss");
     KC_TRY(backward(m, batch));
     if (!apply || m->n_trainable == 0) return KC_STATUS_OK;
     return kc__model_apply_gradients(m, m->grads);
@@ -175,7 +190,7 @@ kc_status kc__model_prepare_update(kc_model *m) {
 
 kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
     kc_optimizer_state *o = &m->opt;
-    double t0 = m->profiling ? prof_start(m) : 0;
+    double t0 = timed(m) ? prof_start(m) : 0;
     kc_opt_step st = {.kind = o->kind, .lr = (float)kc__optimizer_lr(o, o->iterations),
                       .momentum = (float)o->opts.momentum, .nesterov = o->opts.nesterov > 0,
                       .beta_1 = (float)o->opts.beta_1, .beta_2 = (float)o->opts.beta_2,
@@ -204,8 +219,8 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
         }
         KC_TRY(m->be->optimizer_step(m->be, &st, m->params, grads, m->slot0, m->slot1, m->n_trainable));
     }
+    if (timed(m)) prof_stop(m, t0, &m->prof_opt, "optimizer update", "optimizer");
     o->iterations++;
-    if (m->profiling) prof_stop(m, t0, &m->prof_opt, NULL);
     return KC_STATUS_OK;
 }
 

@@ -454,6 +454,7 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
     int64_t skip = KC_MIN(r->per_epoch, e->step * r->bs);
     kc_loader *ld = NULL;
     kc_status s = kc__loader_create(r->trp, r->order + skip, r->per_epoch - skip, r->bs, r->o.prefetch, &ld);
+    if (s == KC_STATUS_OK && m->trace) kc__loader_set_trace(ld, m->trace);
     const kc_batch *b = NULL;
     int slot = -1, rows = 0;
     if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
@@ -461,11 +462,18 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
     while (s == KC_STATUS_OK && !r->stop && b) {
         uint64_t step_seed = kc__hash64(r->seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
         int done = rows, next = -1;
+        double t_step = kc__trace_step_begin(m), tt;
         s = train_step_recovering(m, &r->feed, slot, done, &r->mb, r->bs, r->recover, step_seed);
         /* the next batch travels while this step computes; then the step's one wait */
+        tt = kc__trace_t0(m);
         if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
+        kc__trace_span(m, "wait for data", "data", tt);
+        tt = kc__trace_t0(m);
         if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, rows = b->n, &next);
+        kc__trace_span(m, "upload next batch", "copy", tt);
+        tt = kc__trace_t0(m);
         if (s == KC_STATUS_OK) s = read_step(m, done, r->mb, e->sums);
+        kc__trace_span(m, "wait for device", "sync", tt);
         if (s != KC_STATUS_OK) break;
         slot = next;
         e->seen += done;
@@ -474,12 +482,16 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
         for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = e->sums[1 + i] / (double)e->seen;
         kc__fit_env_step(&r->fe, m, r->mb, &bl);
         e->step++;
+        tt = kc__trace_t0(m);
         dispatch(r, CB_BATCH_END, e->epoch, &bl, NULL);
+        kc__trace_span(m, "callbacks", "callbacks", tt);
+        kc__trace_step_end(m, t_step);
         if (r->hrun && r->hooks->after_step) {
             kc__fit_pos p = fit_pos(e->epoch, e->step, e->seen, e->sums, e->lr, r->mb, &e->rng_start);
             s = r->hooks->after_step(r->hrun, m, &p, &bl, r->h->epochs, r->h->n);
         }
     }
+    kc__trace_step_end(m, -1); /* a step cut short by an error leaves no span */
     *waited = ld ? kc__loader_wait_seconds(ld) : 0;
     kc__loader_destroy(ld);
     return s;

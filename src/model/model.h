@@ -5,6 +5,7 @@
 #ifndef KC_MODEL_H
 #define KC_MODEL_H
 
+#include "../core/trace.h"
 #include "../layers/layer.h"
 #include "../train/train.h"
 #include "plan.h"
@@ -67,6 +68,12 @@ struct kc_model {
     double *prof_fwd, *prof_bwd;   /* (n_layers) */
     int64_t *prof_fwd_n, *prof_bwd_n;
     double prof_loss, prof_opt;
+    /* tracing (kc_model_trace_steps, observe.c): spans of the optimizer steps trace_first..
+     * trace_last (1-based); `tracing` is true inside a traced step */
+    kc__trace *trace;
+    int64_t trace_first, trace_last, trace_step;
+    bool tracing;
+    bool check_numerics;     /* kc_model_set_check_numerics */
 
     /* execution: the plan and its arena for the current (batch, mode) */
     kc_plan plan;
@@ -129,5 +136,25 @@ kc_status kc__auto_batch_size(kc_model *m, int cap, int grad_accum, int *out, ch
 int kc__model_target_width(const kc_model *m);
 /* Convert class labels (host) to the loss's target layout (host, (n, width)). */
 void kc__labels_to_targets(const kc_model *m, const int32_t *labels, int n, float *targets);
+
+/* ---- observe.c: traces and numerics checks */
+/* At a training step's start: opens the trace when this step is traced; returns its start. */
+double kc__trace_step_begin(kc_model *m);
+/* At its end: the step's span (when traced), and the trace closes. */
+void kc__trace_step_end(kc_model *m, double t0);
+/* A span [t0, now] of the traced step on the calling thread; nothing when not tracing. */
+static inline void kc__trace_span(kc_model *m, const char *name, const char *cat, double t0) {
+    if (m->tracing) kc__trace_add(m->trace, name, cat, t0, kc__now(), m->trace_step);
+}
+static inline double kc__trace_t0(const kc_model *m) { return m->tracing ? kc__now() : 0; }
+/* check_numerics: KC_STATUS_NUMERIC naming layer, step and tensor when the layer's forward
+ * output (or, for backward, its input gradients and weight gradients) holds NaN or Inf. */
+kc_status kc__numerics_forward(kc_model *m, int layer, int batch, bool training, const float *y);
+kc_status kc__numerics_backward(kc_model *m, int layer, int batch, const kc_bwd *a);
+void kc__observe_free(kc_model *m);
+
+/* The value of a history key ("loss", "val_loss", "accuracy", "val_<metric>") in an
+ * epoch's logs; false when the epoch has none (callbacks.c). */
+bool kc__epoch_logs_value(const kc_model *m, const kc_epoch_logs *e, const char *name, double *out);
 
 #endif /* KC_MODEL_H */

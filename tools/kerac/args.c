@@ -325,3 +325,15 @@ const char *cli_commas(int64_t v, char *buf, size_t n) {
     buf[len] = '\0';
     return buf;
 }
+
+int cli_help_or_positional(cli_args *a, const char *usage, const char **slot, bool *help) {
+    if (cli_is_help(a)) {
+        fputs(usage, stdout);
+        *help = true;
+        return 0;
+    }
+    if (!a->positional) return -1;
+    if (*slot) return cli_unknown(a);
+    *slot = a->arg;
+    return 0;
+}

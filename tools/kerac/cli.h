@@ -61,6 +61,10 @@ int cli_u64_value(cli_args *a, uint64_t *out);
 int cli_double_value(cli_args *a, double min, double max, bool min_exclusive, double *out);
 /* A flag must not carry "=value". */
 int cli_flag(cli_args *a);
+/* --help / -h (prints usage, sets *help) or the command's one positional argument (into
+ * *slot; a second one is an error): 0 when handled, an exit code on error, -1 when the
+ * argument is an option. */
+int cli_help_or_positional(cli_args *a, const char *usage, const char **slot, bool *help);
 /* Messages for an unknown option / an unexpected extra positional argument. */
 int cli_unknown(const cli_args *a);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -220,6 +224,60 @@ int cli_predict_images(kc_model *m, const char *input, int top_k, bool json);
 /* How to read images for model m: as it was trained (its saved image options and class
  * names), else sized from its input shape; *classes: its output size. Exit code. */
 int cli_model_image_opts(kc_model *m, kc_image_opts *o, int *classes);
+/* ---------------------------------------------------------------- observing a run (observe_opts.c) */
+
+typedef struct cli_observe_opts {
+    const char *csv;          /* --csv FILE */
+    bool csv_append;          /* --csv-append */
+    const char *tensorboard;  /* --tensorboard DIR */
+    long update_freq;         /* --tensorboard-update-freq: 0 = epoch */
+    bool has_update_freq;
+    long histogram_freq;      /* --histogram-freq */
+    bool check_numerics;      /* --check-numerics */
+    const char *profile;      /* --profile FILE */
+    long profile_first, profile_last; /* --profile-steps A:B (default 2:11) */
+    bool has_profile_steps;
+    const char *report;       /* --report FILE */
+    const char *data;         /* the training data's spec, for the report */
+} cli_observe_opts;
+
+#define CLI_OBSERVE_USAGE                                                                              \
+    "  --csv FILE              a row per epoch in Keras's CSVLogger format (epoch, then the\n"        \
+    "                          history keys sorted: accuracy, loss, val_accuracy, val_loss)\n"      \
+    "  --csv-append            add the rows to an existing --csv file\n"                            \
+    "  --tensorboard DIR       TensorBoard event files as Keras writes them: DIR/train and\n"      \
+    "                          DIR/validation, epoch_loss, epoch_accuracy, epoch_learning_rate,\n" \
+    "                          epoch_images_per_second, ... (tensorboard --logdir DIR)\n"           \
+    "  --tensorboard-update-freq N|batch|epoch  also batch_loss, ... every N steps\n"              \
+    "  --histogram-freq N      weight histograms every N epochs (with --tensorboard)\n"            \
+    "  --check-numerics        stop at the first layer whose forward or backward output holds\n"  \
+    "                          NaN or Inf, naming the layer, the step and the tensor (slow)\n"     \
+    "  --profile FILE          Chrome trace-event JSON of the steps of --profile-steps: each\n"    \
+    "                          layer's forward and backward, loss, optimizer, data waits and\n"    \
+    "                          copies, one track per thread (open in ui.perfetto.dev)\n"           \
+    "  --profile-steps A:B     the steps to trace, counted from 1 (default 2:11)\n"                \
+    "  --report FILE           a self-contained HTML report of the run (curves, per-layer cost,\n" \
+    "                          model, device, memory plan); its data goes to run.json in FILE's\n" \
+    "                          folder, from which `kerac report DIR` draws it again; times\n"    \
+    "                          every layer (on a GPU: a synchronise around each)\n"
+
+struct cli_report;
+typedef struct cli_observe {
+    kc_callback *cbs[4];
+    int n;
+    struct cli_report *report;
+} cli_observe;
+
+/* The current option, if it is one of these: 0 when parsed, an exit code on error, -1 when
+ * it is not one. */
+int cli_observe_option(cli_args *a, cli_observe_opts *o);
+/* After parsing: options that need another one. 0 or the exit code. */
+int cli_observe_check(const char *cmd, const cli_observe_opts *o);
+/* Before fit: the callbacks (ob->cbs, ob->n) and model settings. 0 or the exit code. */
+int cli_observe_start(const cli_observe_opts *o, kc_model *m, cli_observe *ob);
+/* After fit: the trace (and report) files. 0 or the exit code. */
+int cli_observe_finish(const cli_observe_opts *o, kc_model *m, const kc_history *h, cli_observe *ob, bool quiet);
+void cli_observe_end(cli_observe *ob);
 
 /* ---------------------------------------------------------------- subcommands */
 
@@ -230,5 +288,7 @@ int cli_cmd_summary(int argc, char **argv);
 int cli_cmd_convert(int argc, char **argv);
 int cli_cmd_doctor(int argc, char **argv);  /* exit code: the verdict (0 GPU, 1 CPU, 2 broken) */
 int cli_cmd_monitor(int argc, char **argv);
+int cli_cmd_profile(int argc, char **argv);
+int cli_cmd_report(int argc, char **argv);
 
 #endif /* KERAC_CLI_H */

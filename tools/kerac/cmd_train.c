@@ -48,6 +48,7 @@ static const char usage[] =
     "  --seed N                seed for weights, dropout and shuffling\n"
     "  --threads N             CPU threads (default: all cores; 0 = all)\n"
     CLI_DEVICE_USAGE
+    CLI_OBSERVE_USAGE
     "  --save FILE             save the trained model, format by extension: .keras (Keras 3),\n"
     "                          .h5 (Keras 2 HDF5), .weights.h5 (weights only) or .json\n"
     "                          (the model config only, no weights)\n"
@@ -117,6 +118,7 @@ typedef struct train_args {
     cli_image_opts img;     /* --data images:DIR */
     const char *test_data;  /* --test-data */
     bool has_loss;
+    cli_observe_opts obs;
 } train_args;
 
 static int parse(int argc, char **argv, train_args *t) {
@@ -223,10 +225,13 @@ static int parse(int argc, char **argv, train_args *t) {
             t->quiet = true;
         } else if ((rc = cli_device_option(&a, &t->dev)) >= 0) {
             if (rc) return rc;
+        } else if ((rc = cli_observe_option(&a, &t->obs)) >= 0) {
+            if (rc) return rc;
         } else {
             return cli_unknown(&a);
         }
     }
+    if ((rc = cli_observe_check(a.cmd, &t->obs))) return rc;
     if (t->init_from && t->model_path)
         return cli_usage_error(a.cmd, "give either a MODEL file or '--init-from FILE', not both");
     if (t->resume && (t->model_path || t->init_from))
@@ -324,6 +329,7 @@ int cli_cmd_train(int argc, char **argv) {
     kc_dataset *train = NULL, *test = NULL, *val = NULL; /* val: images, Keras's split (the tail) */
     kc_model *m = NULL;
     kc_history *h = NULL;
+    cli_observe obs = {0};
     kc_status s;
     char test_buf[1024];
     char ckpt_file[4096] = "", ckpt_dir[4096] = ""; /* --resume */
@@ -437,9 +443,12 @@ int cli_cmd_train(int argc, char **argv) {
 
     cli_progress prog;
     kc_callback *cb = cli_progress_init(&prog, mode, t.quiet, (int)t.epochs, &interrupted);
-    kc_callback *cbs[1] = {cb};
+    kc_callback *cbs[1 + sizeof obs.cbs / sizeof obs.cbs[0]] = {cb};
+    t.obs.data = t.data;
+    if ((rc = cli_observe_start(&t.obs, m, &obs))) goto done;
+    for (int i = 0; i < obs.n; i++) cbs[1 + i] = obs.cbs[i];
     kc_fit_opts fo = {.epochs = (int)t.epochs, .batch_size = (int)t.batch_size, .validation_split = split,
-                      .seed = t.has_seed ? t.seed : 0, .callbacks = cbs, .num_callbacks = 1};
+                      .seed = t.has_seed ? t.seed : 0, .callbacks = cbs, .num_callbacks = 1 + obs.n};
     if (val) fo.validation_data = val, fo.validation_split = 0;
     fo.checkpoint_dir = t.checkpoint ? t.checkpoint : t.resume ? ckpt_dir : NULL;
     fo.checkpoint_every_steps = t.every;
@@ -458,6 +467,7 @@ int cli_cmd_train(int argc, char **argv) {
         rc = cli_fail(s, CLI_PHASE_RUN);
         goto done;
     }
+    if ((rc = cli_observe_finish(&t.obs, m, h, &obs, mode == CLI_OUT_JSON || t.quiet))) goto done;
     if (mode == CLI_OUT_JSON && interrupted) {
         fprintf(stderr, "kerac: training interrupted (Ctrl-C) after %d epoch%s\n", h ? kc_history_epochs(h) : 0,
                 h && kc_history_epochs(h) == 1 ? "" : "s");
@@ -514,6 +524,7 @@ int cli_cmd_train(int argc, char **argv) {
     /* the model was saved and evaluated, but the run did not finish: say so to scripts */
     rc = interrupted ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
 done:
+    cli_observe_end(&obs);
     kc_history_destroy(h);
     kc_model_destroy(m);
     kc_dataset_destroy(test);

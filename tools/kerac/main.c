@@ -17,6 +17,8 @@ static const char usage[] =
     "  convert IN OUT            convert a model file (.keras, .h5, .json)\n"
     "  doctor [--json]           check the GPU stack: which device --device auto uses, and why\n"
     "  monitor                   live GPU readings (utilisation, memory, temperature, power)\n"
+    "  profile [MODEL]           per-layer cost of a training step and the bottleneck\n"
+    "  report RUN_DIR            the HTML report of a run trained with --report\n"
     "\n"
     "model files: .keras (Keras 3: config and weights), .h5 (Keras 2 HDF5: config and\n"
     "weights), .json (Keras config only: freshly initialised weights).\n"
@@ -48,6 +50,8 @@ static const command commands[] = {
     {"convert", cli_cmd_convert},
     {"doctor", cli_cmd_doctor},
     {"monitor", cli_cmd_monitor},
+    {"profile", cli_cmd_profile},
+    {"report", cli_cmd_report},
 };
 
 /* Options every command takes (--log-level L, --log-device-placement): applied here and
