@@ -44,7 +44,10 @@ typedef enum kc_status {
     KC_STATUS_DEVICE,           /* a device or backend problem */
     KC_STATUS_NUMERIC,          /* NaN/Inf where a finite value was needed */
     KC_STATUS_INTERRUPTED,      /* a callback asked training to stop with an error */
-    KC_STATUS_INTERNAL          /* a bug in kerac: please report it */
+    KC_STATUS_INTERNAL,         /* a bug in kerac: please report it */
+    KC_STATUS_STORAGE           /* writing failed for want of room or a failing disk: no space
+                                 * left, quota, file size limit, I/O error (the file that was
+                                 * being replaced is intact) */
 } kc_status;
 
 /* The message of the last failed call on this thread ("" when none). */

@@ -31,11 +31,13 @@
  *   history          the finished epochs' logs
  * Doubles are written with 17 significant digits, so they read back bit for bit.
  *
- * Files: DIR/ckpt-<seq>-e<epoch>-s<step>.keras, seq = 1 + the highest seq in DIR. Writes
- * go to "<file>.tmp", are fsynced and renamed (kc__write_file_atomic), then DIR is
- * fsynced; only then are checkpoints beyond `keep` deleted (lowest seq first). Stray
- * "ckpt-*.tmp" files (a crash mid-write) are ignored by readers and removed by the next
- * save. */
+ * Files: DIR/ckpt-<seq>-e<epoch>-s<step>.keras, seq = 1 + the highest seq in DIR. A run
+ * that writes checkpoints holds DIR's lock (dir_lock.c) from start to end: a second run is
+ * refused. Writes go to a temporary of their own, are fsynced and renamed
+ * (kc__write_file_atomic), then DIR is fsynced; only then are checkpoints beyond `keep`
+ * deleted (lowest seq first). Temporaries of a run that died are ignored by readers and
+ * removed by the next save (atomic_file.c). The newest checkpoint that reads (every zip
+ * entry's CRC checked) is the one resumed: a damaged newer one is skipped with a warning. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +52,7 @@
 #include <jansson.h>
 
 #include "checkpoint.h"
+#include "dir_lock.h"
 #include "h5util.h"
 
 #define STATE_ENTRY "kerac_training_state.json"
@@ -174,9 +177,12 @@ static bool parse_name(const char *name, ckpt_file *f) {
     return true;
 }
 
+/* A temporary left by a checkpoint writer that died: its process is gone (atomic_file.c),
+ * or it is an older kerac's "<checkpoint>.tmp". */
 static bool is_stray_tmp(const char *name) {
-    size_t n = strlen(name);
-    return strncmp(name, PREFIX, strlen(PREFIX)) == 0 && n > 4 && strcmp(name + n - 4, ".tmp") == 0;
+    size_t n = strlen(name), s = strlen(SUFFIX ".tmp");
+    if (strncmp(name, PREFIX, strlen(PREFIX)) != 0) return false;
+    return kc__tmp_is_stale(name, NULL) || (n > s && strcmp(name + n - s, SUFFIX ".tmp") == 0);
 }
 
 static int by_seq_desc(const void *a, const void *b) {
@@ -237,6 +243,22 @@ static char *join(const char *dir, const char *name) {
     return p;
 }
 
+/* The first of v (newest first) whose every zip entry reads with a matching CRC; -1, with
+ * the newest one's error, when none does. Skipping one is said always. */
+static int newest_readable(const char *dir, const ckpt_file *v, int count) {
+    char first[512] = "", path[4096];
+    for (int i = 0; i < count; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
+        kc_status s = kc__keras_archive_verify(path);
+        if (s == KC_STATUS_OK && i > 0)
+            kc__log_always(KC_LOG_WARNING, "resuming from '%s', the newest checkpoint that reads: %s", path, first);
+        if (s == KC_STATUS_OK) return i;
+        if (i == 0) snprintf(first, sizeof first, "%s", kc_last_error());
+    }
+    kc__fail(KC_STATUS_BAD_FILE, "%s; no checkpoint in '%s' reads", first, dir);
+    return -1;
+}
+
 kc_status kc_checkpoint_latest(const char *dir, char *path, size_t n) {
     if (!dir || !*dir || !path || n == 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_checkpoint_latest: the folder or the output is empty");
@@ -248,7 +270,12 @@ kc_status kc_checkpoint_latest(const char *dir, char *path, size_t n) {
         return kc__fail(KC_STATUS_IO, "no checkpoint in '%s' (no " PREFIX "*" SUFFIX " file); train with a checkpoint "
                         "folder first", dir);
     }
-    int w = snprintf(path, n, "%s/%s", dir, v[0].name);
+    int use = newest_readable(dir, v, count);
+    if (use < 0) {
+        free(v);
+        return KC_STATUS_BAD_FILE; /* the newest one's error */
+    }
+    int w = snprintf(path, n, "%s/%s", dir, v[use].name);
     free(v);
     if (w < 0 || (size_t)w >= n)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_checkpoint_latest: a path in '%s' is longer than %zu bytes",
@@ -660,6 +687,7 @@ struct kc__ckpt {
     int n_hist;
     ckpt_callback *saved_cbs; /* the checkpoint's callback states */
     int n_saved_cbs;
+    int lock_fd;              /* the folder's lock (dir_lock.c), or -1 */
 };
 
 static json_t *rng_json(const kc_rng *r) {
@@ -1371,6 +1399,7 @@ kc_status kc__ckpt_open(kc_model *m, const kc_fit_opts *o, const kc__fit_geom *g
     if (!o->checkpoint_dir && !o->resume_from) return KC_STATUS_OK;
     kc__ckpt *c = kc__calloc(1, sizeof *c, "checkpoint state");
     if (!c) return KC_STATUS_OUT_OF_MEMORY;
+    c->lock_fd = -1;
     c->geom = *g;
     c->cbs = o->callbacks;
     c->n_cbs = o->num_callbacks;
@@ -1378,6 +1407,7 @@ kc_status kc__ckpt_open(kc_model *m, const kc_fit_opts *o, const kc__fit_geom *g
     if (s == KC_STATUS_OK && o->checkpoint_dir) {
         c->dir = kc__strdup(o->checkpoint_dir);
         s = c->dir ? probe_dir(c->dir) : KC_STATUS_OUT_OF_MEMORY;
+        if (s == KC_STATUS_OK) s = kc__dir_lock(c->dir, &c->lock_fd);
     }
     if (s == KC_STATUS_OK && o->resume_from) {
         char *file = NULL;
@@ -1464,6 +1494,7 @@ void kc__ckpt_restore_callbacks(kc__ckpt *c, kc_model *m) {
 
 void kc__ckpt_close(kc__ckpt *c) {
     if (!c) return;
+    kc__dir_unlock(c->lock_fd);
     free(c->dir);
     free(c->saved_cbs);
     free(c->hist);

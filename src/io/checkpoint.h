@@ -91,6 +91,9 @@ typedef struct kc__archive_extras {
 
 /* kc__keras_archive_save with extras (NULL: the same as it). Atomic like it. */
 kc_status kc__keras_archive_save_ex(kc_model *m, const char *path, const kc__archive_extras *x);
+/* Read every entry of the .keras archive at path to its end: BAD_FILE naming the first
+ * entry whose CRC does not match (or that cannot be read). */
+kc_status kc__keras_archive_verify(const char *path);
 /* Entry `name` of the .keras archive at path (NUL-terminated, malloc'd); *present is
  * false (status OK) when there is no such entry. */
 kc_status kc__keras_archive_read_entry(const char *path, const char *name, char **data, size_t *len, bool *present);

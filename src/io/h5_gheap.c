@@ -7,10 +7,10 @@
  * collection's address (an address field) and the object's index (4 bytes). libhdf5 1.10
  * (Debian 12) checks none of it in a release build.
  *
- * The attribute's raw bytes are only reachable inside libhdf5's type conversion, so
- * kc__h5_read_vlen_strings registers, for the one H5Aread, a conversion function that
- * checks every string's reference and then hands the same call to libhdf5's own conversion
- * (found with H5Tfind beforehand). */
+ * The attribute's raw bytes are only reachable inside libhdf5's type conversion, so kerac
+ * registers a conversion function for variable-length strings from a file into memory that,
+ * during kc__h5_read_vlen_strings, checks every string's reference and then hands the same
+ * call to libhdf5's own conversion (found with H5Tfind beforehand). */
 #include <stdbool.h>
 #include <string.h>
 #include <stdio.h>
@@ -205,17 +205,27 @@ static bool file_bytes(hid_t obj, gheap_ctx *c) {
     return ok;
 }
 
+/* Registered once, for the life of the process: with no read of kerac's under way the
+ * function only hands each call on, so other HDF5 users in the process see libhdf5's
+ * behaviour. (Registering around every read would cost a pass over libhdf5's whole table of
+ * conversion paths each time, and that table only grows.) */
+static bool register_once(void) {
+    static bool done;
+    if (done) return true;
+    g_lib_conv = lib_vlen_conv();
+    hid_t t = H5Tcopy(H5T_C_S1);
+    done = g_lib_conv && t >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 &&
+           H5Tregister(H5T_PERS_SOFT, CONV_NAME, t, t, checked_conv) >= 0;
+    if (t >= 0) H5Tclose(t);
+    H5Eclear2(H5E_DEFAULT);
+    return done;
+}
+
 int kc__h5_read_vlen_strings(hid_t a, hid_t mt, char **out, char *why, size_t n) {
     gheap_ctx c = {.why = ""};
-    if (!g_lib_conv) g_lib_conv = lib_vlen_conv();
-    if (!g_lib_conv || !file_bytes(a, &c)) {
+    if (!register_once() || !file_bytes(a, &c)) {
         H5Eclear2(H5E_DEFAULT);
-        snprintf(why, n, "kerac cannot check its variable-length strings in this HDF5 file (driver or sizes)");
-        return -1;
-    }
-    if (H5Tregister(H5T_PERS_SOFT, CONV_NAME, mt, mt, checked_conv) < 0) {
-        H5Eclear2(H5E_DEFAULT);
-        snprintf(why, n, "HDF5: cannot register a type conversion");
+        snprintf(why, n, "kerac cannot check the variable-length strings of this HDF5 file (its driver or sizes)");
         return -1;
     }
     g_ctx = &c;
@@ -227,6 +237,5 @@ int kc__h5_read_vlen_strings(hid_t a, hid_t mt, char **out, char *why, size_t n)
     } else if (e < 0) {
         kc__h5_reason(why, n);
     }
-    H5Tunregister(H5T_PERS_SOFT, CONV_NAME, H5I_INVALID_HID, H5I_INVALID_HID, checked_conv);
     return e < 0 ? -1 : 0;
 }

@@ -139,40 +139,6 @@ kc_status kc__h5_open_image(const void *data, size_t len, hid_t *out) {
     return KC_STATUS_OK;
 }
 
-kc_status kc__h5_create_file(const char *path, size_t expected_bytes, bool big_attrs, hid_t *out) {
-    char why[400];
-    *out = H5I_INVALID_HID;
-    kc__h5_quiet();
-    FILE *probe = fopen(path, "wb"); /* a clear message for a missing folder or no permission */
-    if (!probe) return kc__fail(KC_STATUS_IO, "cannot create the file '%s': %s", path, strerror(errno));
-    fclose(probe);
-    size_t inc = expected_bytes + (1u << 16);
-    if (inc > ((size_t)1 << 30)) inc = (size_t)1 << 30;
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_fapl_core(fapl, inc, 1) < 0 ||
-#if H5_VERSION_GE(1, 10, 7)
-        H5Pset_file_locking(fapl, 0, 1) < 0 || /* a new private file: nobody else opens it */
-#endif
-        (big_attrs && H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0)) {
-        kc__h5_reason(why, sizeof why);
-        if (fapl >= 0) H5Pclose(fapl);
-        return kc__fail(KC_STATUS_INTERNAL, "HDF5: cannot set up file '%s' (%s)", path, why);
-    }
-    hid_t h = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    if (h < 0) kc__h5_reason(why, sizeof why);
-    H5Pclose(fapl);
-    if (h < 0) return kc__fail(KC_STATUS_IO, "HDF5: cannot create '%s' (%s)", path, why);
-    *out = h;
-    return KC_STATUS_OK;
-}
-
-kc_status kc__h5_close_file(hid_t file, const char *path) {
-    char why[400];
-    if (H5Fclose(file) < 0)
-        return kc__fail(KC_STATUS_IO, "HDF5: cannot write '%s' (%s)", path, kc__h5_reason(why, sizeof why));
-    return KC_STATUS_OK;
-}
-
 /* ---------------------------------------------------------------- objects */
 
 /* Every prefix of a relative path must exist for H5Lexists to answer instead of failing. */
