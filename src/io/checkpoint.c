@@ -688,6 +688,7 @@ struct kc__ckpt {
     ckpt_callback *saved_cbs; /* the checkpoint's callback states */
     int n_saved_cbs;
     int lock_fd;              /* the folder's lock (dir_lock.c), or -1 */
+    int64_t saved_at;         /* the global step of the last checkpoint written, or -1 */
 };
 
 static json_t *rng_json(const kc_rng *r) {
@@ -1400,6 +1401,7 @@ kc_status kc__ckpt_open(kc_model *m, const kc_fit_opts *o, const kc__fit_geom *g
     kc__ckpt *c = kc__calloc(1, sizeof *c, "checkpoint state");
     if (!c) return KC_STATUS_OUT_OF_MEMORY;
     c->lock_fd = -1;
+    c->saved_at = -1;
     c->geom = *g;
     c->cbs = o->callbacks;
     c->n_cbs = o->num_callbacks;
@@ -1535,6 +1537,7 @@ static kc_status save(kc__ckpt *c, kc_model *m, const kc__fit_pos *p, const kc_e
     }
     if (s == KC_STATUS_OK && removed) s = sync_dir(c->dir);
     if (s == KC_STATUS_OK) kc__log(KC_LOG_INFO, "checkpoint '%s' written", path);
+    if (s == KC_STATUS_OK) c->saved_at = (int64_t)p->epoch * c->geom.steps + p->step;
     free(old);
     free(path);
     free(state);
@@ -1575,10 +1578,15 @@ kc_status kc__ckpt_after_step(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, 
     return save(c, m, pos, hist, n_hist);
 }
 
-kc_status kc__ckpt_after_epoch(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, bool complete,
+kc_status kc__ckpt_after_epoch(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, bool complete, bool stopping,
                                const kc_epoch_logs *el, const kc_epoch_logs *hist, int n_hist) {
-    if (!c || !c->dir || c->every > 0) return KC_STATUS_OK;
-    if (!complete) return c->best_only ? KC_STATUS_OK : save(c, m, pos, hist, n_hist);
+    if (!c || !c->dir) return KC_STATUS_OK;
+    /* training stops (Ctrl-C, SIGTERM, a callback): a checkpoint where it stopped, in either
+     * mode, unless that very step was just written */
+    bool written = c->saved_at == (int64_t)pos->epoch * c->geom.steps + pos->step;
+    if (!complete || (stopping && c->every > 0))
+        return c->best_only || written ? KC_STATUS_OK : save(c, m, pos, hist, n_hist);
+    if (c->every > 0) return KC_STATUS_OK;
     if (c->best_only) {
         double v = monitor_value(c, m, NULL, el);
         if (!improved(c, v)) return KC_STATUS_OK;

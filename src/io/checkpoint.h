@@ -67,10 +67,11 @@ int kc__ckpt_history(const kc__ckpt *c, const kc_epoch_logs **out);
 
 /* After a step (pos: after it; bl: its running logs) and after an epoch's end callbacks
  * (complete: every step ran, pos is the start of the next epoch; else pos is where the
- * epoch was cut short). hist: the finished epochs, in order. Saves when due. */
+ * epoch was cut short; stopping: training ends there, before its last epoch: a checkpoint
+ * is written in every mode). hist: the finished epochs, in order. Saves when due. */
 kc_status kc__ckpt_after_step(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, const kc_batch_logs *bl,
                               const kc_epoch_logs *hist, int n_hist);
-kc_status kc__ckpt_after_epoch(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, bool complete,
+kc_status kc__ckpt_after_epoch(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, bool complete, bool stopping,
                                const kc_epoch_logs *el, const kc_epoch_logs *hist, int n_hist);
 void kc__ckpt_close(kc__ckpt *c);
 

@@ -499,7 +499,7 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
             double zero[1 + KC_MAX_METRICS] = {0};
             kc__fit_pos p = complete ? fit_pos(epoch + 1, 0, 0, zero, 0, mb, &rng)
                                      : fit_pos(epoch, step, seen, sums, lr_epoch, mb, &rng_epoch);
-            s = kc__ckpt_after_epoch(ck, m, &p, complete, &el, h->epochs, complete ? h->n : h->n - 1);
+            s = kc__ckpt_after_epoch(ck, m, &p, complete, c.stop, &el, h->epochs, complete ? h->n : h->n - 1);
         }
     }
     for (int k = 0; k < o.num_callbacks; k++)

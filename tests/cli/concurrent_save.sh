@@ -8,12 +8,8 @@
 set -u
 K=${1:?usage: concurrent_save.sh PATH/TO/kerac}
 . "$(dirname "$0")/lib/tiny.sh"
-tiny_ok || { echo "SKIP: $PY with numpy is needed to make the data"; exit 77; }
-T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-tiny_data "$T" 2000 || fail "could not make the data"
-TRAIN=(train "$T/tiny.json" --data "npy:$T/x.npy,$T/y.npy" --epochs 1 --batch-size 50 --quiet --threads 1)
+tiny_setup 2000
+TRAIN+=(--epochs 1 --batch-size 50 --quiet)
 
 for trial in $(seq 1 10); do
     rm -f "$T/w.keras"
@@ -33,14 +29,8 @@ echo "10 trials of two concurrent saves: every file complete"
 # a temporary of a process that is gone (a writer killed mid-save) goes at the next save to
 # that path; one of a live process (this shell) stays. Names: "<path>.<host>-<pid>-<n>.tmp",
 # host = FNV-1a of the host name, low 24 bits, with bit 24 set (atomic_file.c).
-tag=$("$PY" -c '
-import socket
-h = 2166136261
-for c in socket.gethostname().encode(): h = ((h ^ c) * 16777619) & 0xffffffff
-print("%07x" % ((h & 0xffffff) | 0x1000000))')
-true &
-dead=$!
-wait $dead
+tag=$(host_tag)
+dead=$(dead_pid)
 kill -0 "$dead" 2>/dev/null && fail "pid $dead is still in use"
 echo junk >"$T/w.keras.$tag-$dead-0.tmp"
 echo junk >"$T/w.keras.$tag-$$-0.tmp"

@@ -30,7 +30,8 @@ static const char usage[] =
     "                            layer with its device, kernel or cuDNN algorithm and workspace\n"
     "\n"
     "exit codes: 0 success, 1 usage error, 2 bad input file (model, data), 3 failure while\n"
-    "running (training, evaluation, saving), 130 training interrupted by Ctrl-C.\n"
+    "running (training, evaluation, saving), 130 training interrupted by Ctrl-C, 143 by\n"
+    "SIGTERM.\n"
     "\n"
     "environment: KERAC_NUM_THREADS (CPU threads), KERAC_LOG_LEVEL (debug|info|warning|error),\n"
     "KERAC_DEVICE (cpu|cuda|cuda:N|auto); `kerac doctor --help` lists every variable.\n";
