@@ -1503,6 +1503,17 @@ void kc__ckpt_close(kc__ckpt *c) {
     free(c);
 }
 
+/* A checkpoint not written for want of room (write_error.c said what and where): say what
+ * is left to resume from. */
+static void storage_failed(const char *dir, const char *previous) {
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s", kc_last_error());
+    char *rest = strstr(msg, "; ");
+    if (rest) *rest = '\0';
+    if (previous) kc__fail(KC_STATUS_STORAGE, "%s; the previous checkpoint '%s/%s' is intact", msg, dir, previous);
+    else kc__fail(KC_STATUS_STORAGE, "%s; there is no earlier checkpoint", msg);
+}
+
 /* Write a checkpoint for position p, then delete the ones beyond keep. */
 static kc_status save(kc__ckpt *c, kc_model *m, const kc__fit_pos *p, const kc_epoch_logs *hist, int n_hist) {
     ckpt_file *old = NULL;
@@ -1525,7 +1536,8 @@ static kc_status save(kc__ckpt *c, kc_model *m, const kc__fit_pos *p, const kc_e
         kc__h5_silence_begin(&q);
         s = kc__keras_archive_save_ex(m, path, &x);
         kc__h5_silence_end(&q);
-        if (s != KC_STATUS_OK) kc__wrap(s, "checkpoint: ");
+        if (s == KC_STATUS_STORAGE) storage_failed(c->dir, n_old ? old[0].name : NULL);
+        else if (s != KC_STATUS_OK) kc__wrap(s, "checkpoint: ");
     }
     if (s == KC_STATUS_OK) s = sync_dir(c->dir);
     /* the new one is in place: now the oldest beyond keep may go */
