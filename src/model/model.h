@@ -6,6 +6,7 @@
 #define KC_MODEL_H
 
 #include "../layers/layer.h"
+#include "name_index.h"
 #include "plan.h"
 
 typedef struct kc_optimizer_state {
@@ -28,6 +29,7 @@ struct kc_model {
     bool sequential;
     kc_layer **layers;
     int n_layers, cap_layers;
+    kc__name_index names;    /* the layers' names, hashed (name_index.c) */
     int output;              /* node id of the output, -1: the last layer */
     kc_status err;           /* first builder error (sticky) */
     char errmsg[KC_ERROR_MAX];
