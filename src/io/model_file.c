@@ -128,12 +128,9 @@ const kc__model_format *kc__model_format_for_path(const char *path) {
 
 static kc_status format_of(const char *path, const kc__model_format **out) {
     const kc__model_format *f = kc__model_format_for_path(path);
-    if (!f) {
-        const char *dot = strrchr(path, '.');
+    if (!f) /* (the extension itself is not repeated: for a name without one it is nonsense) */
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "'%s': unknown model file extension '%s'; use .keras, .h5 or .json", path,
-                        dot && !strchr(dot, '/') ? dot : "(none)");
-    }
+                        "'%s': unknown model file extension: use .keras, .h5, .weights.h5 or .json", path);
     *out = f;
     return KC_STATUS_OK;
 }

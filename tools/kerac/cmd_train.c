@@ -235,6 +235,9 @@ static int parse(int argc, char **argv, train_args *t) {
     if (!t->checkpoint && !t->resume && (t->has_every || t->has_keep || t->save_best_only || t->monitor))
         return cli_usage_error(a.cmd, "--checkpoint-every, --keep, --save-best-only and --monitor need "
                                "'--checkpoint DIR' (or '--resume DIR')");
+    if (t->grad_accum > 1 && !t->batch_auto && (t->has_batch_size || !t->resume) && t->grad_accum > t->batch_size)
+        return cli_usage_error(a.cmd, "'--grad-accum %ld' splits each batch into %ld micro-batches, more than the %ld "
+                               "examples of a batch (--batch-size)", t->grad_accum, t->grad_accum, t->batch_size);
     if (t->monitor && !t->save_best_only)
         return cli_usage_error(a.cmd, "'--monitor' names what --save-best-only compares; add --save-best-only");
     if (t->init_from) {

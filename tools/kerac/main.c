@@ -1,4 +1,5 @@
 /* main.c — `kerac`: dispatch to the subcommands, `kerac --help`, `kerac --version`. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -81,6 +82,17 @@ static int global_options(int *argc, char **argv) {
     return 0;
 }
 
+/* Environment variables the library reads later, checked now: a bad value is the user's
+ * setting, not a fault of the model file being loaded when the library meets it. */
+static int check_environment(const char *cmd) {
+    const char *v = getenv("KERAC_MEMORY_LIMIT");
+    size_t bytes;
+    if (v && *v && kc_parse_size(v, &bytes) != KC_STATUS_OK)
+        return cli_error(CLI_EXIT_USAGE, "environment variable KERAC_MEMORY_LIMIT='%s' is not a memory size (512M, 2G, "
+                         "...); fix or unset it (kerac %s)", v, cmd);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fputs(usage, stderr);
@@ -109,6 +121,7 @@ int main(int argc, char **argv) {
         if (!strcmp(cmd, commands[i].name)) {
             int rc = global_options(&argc, argv);
             if (rc) return rc;
+            if ((rc = check_environment(cmd))) return rc;
             return commands[i].run(argc - 1, argv + 1);
         }
     if (cmd[0] == '-')
