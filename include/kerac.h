@@ -387,6 +387,10 @@ typedef struct kc_dataset kc_dataset;
  *   "idx:IMAGES,LABELS"             a pair of IDX files
  * uint8 images are scaled to [0, 1]. */
 kc_status kc_dataset_open(const char *spec, kc_dataset **out);
+/* Float32 images holding NaN or Inf are refused when a dataset file is opened (BAD_FILE
+ * naming the file and the first such example: one NaN pixel leaves NaN weights). allow = 1
+ * accepts them, for the whole process (kerac --allow-nonfinite-input). */
+void kc_set_allow_nonfinite_input(int allow);
 /* A dataset from memory (copied): x is (n, shape...) float32, y is (n,) class indices. */
 kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc_shape shape,
                                  int num_classes, kc_dataset **out);

@@ -333,6 +333,7 @@ static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, 
         if (needs_swap(fy->order, fy->itemsize)) swap_bytes(raw_y, n, fy->itemsize);
         s = convert_labels(fy, raw_y, n, st->y);
     }
+    if (s == KC_STATUS_OK && dtype == KC_DS_F32) s = kc__ds_check_finite(st->x_f32, n, e, "images", x_path);
     free(raw_y);
     if (s != KC_STATUS_OK) {
         kc__ds_storage_free(st);

@@ -27,6 +27,8 @@ static const char usage[] =
     "  --version                 show the version\n"
     "  --log-level L             with any command: debug, info, warning or error (or 0-3;\n"
     "                            default KERAC_LOG_LEVEL, else warning)\n"
+    "  --allow-nonfinite-input   with any command: accept NaN and Inf in float32 input data\n"
+    "                            (refused by default: they make NaN weights)\n"
     "  --log-device-placement    with any command: at the first training step, one line per\n"
     "                            layer with its device, kernel or cuDNN algorithm and workspace\n"
     "\n"
@@ -61,6 +63,10 @@ static int global_options(int *argc, char **argv) {
         if (!strcmp(arg, "--")) { /* the rest is positional */
             while (i < *argc) argv[out++] = argv[i++];
             break;
+        }
+        if (!strcmp(arg, "--allow-nonfinite-input")) {
+            kc_set_allow_nonfinite_input(1);
+            continue;
         }
         if (!strcmp(arg, "--log-device-placement")) {
             kc_set_log_device_placement(1);
