@@ -45,9 +45,9 @@ static void test_many_layers_load_in_linear_time(void **state) {
     kc_model_destroy(m);
     free(text);
     printf("  %d layers from JSON: %.2f s of CPU time\n", N, cpu);
-    /* quadratic: about 45 s of CPU for 100k layers; linear: well under 1 s (under the
-     * sanitizers, a few seconds) */
-    if (cpu > 15) fail_msg("loading %d layers took %.1f s of CPU time: adding a layer is not O(1)", N, cpu);
+    /* quadratic: about 45 s of CPU for 100k layers in a release build; linear: well under
+     * 1 s (under the sanitizers, a few seconds) */
+    if (cpu > 30) fail_msg("loading %d layers took %.1f s of CPU time: adding a layer is not O(1)", N, cpu);
 }
 
 static void test_duplicate_name_deep_down(void **state) {

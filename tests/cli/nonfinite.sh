@@ -6,9 +6,7 @@ set -u
 K=${1:?usage: nonfinite.sh PATH/TO/kerac}
 . "$(dirname "$0")/lib/tiny.sh"
 tiny_setup 100
-"$PY" - "$T" <<'PY' || fail "could not make the data"
-import sys, numpy as np
-t = sys.argv[1]
+tiny_py <<'PY'
 x = np.load(t + "/x.npy").astype(np.float32) / 255
 x[17, 3, 4] = np.nan
 np.save(t + "/nan.npy", x)

@@ -133,6 +133,7 @@ typedef struct cli_npy {
     int64_t count;        /* product of shape */
     float *data;          /* (count) converted to float32; uint8 scaled to [0, 1] */
     cli_npy_dtype dtype;  /* what the file held */
+    bool big_endian;      /* it was stored big-endian ('>f4') */
 } cli_npy;
 
 /* Read a C-order little-endian float32 / float64 / uint8 array. On failure writes a

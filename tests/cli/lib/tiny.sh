@@ -52,3 +52,8 @@ dead_pid() {
     wait $p
     echo $p
 }
+
+# Run the Python program on stdin with numpy imported as np and t = $T (the test's folder).
+tiny_py() {
+    { echo 'import sys, numpy as np'; echo 't = sys.argv[1]'; cat; } | "$PY" - "$T" || fail "could not make the data"
+}
