@@ -1539,8 +1539,8 @@ static kc_status save(kc__ckpt *c, kc_model *m, const kc__fit_pos *p, const kc_e
         if (s == KC_STATUS_STORAGE) storage_failed(c->dir, n_old ? old[0].name : NULL);
         else if (s != KC_STATUS_OK) kc__wrap(s, "checkpoint: ");
     }
-    if (s == KC_STATUS_OK) s = sync_dir(c->dir);
-    /* the new one is in place: now the oldest beyond keep may go */
+    /* (kc__write_file_atomic fsynced the folder after its rename) the new one is in place:
+     * now the oldest beyond keep may go */
     bool removed = false;
     for (int i = c->keep - 1; s == KC_STATUS_OK && i < n_old; i++) {
         char *q = join(c->dir, old[i].name);
