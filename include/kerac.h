@@ -120,6 +120,19 @@ typedef struct kc_conv2d_opts {
     const char *bias_initializer;   /* default "zeros" */
 } kc_conv2d_opts;
 
+typedef struct kc_depthwise_conv2d_opts { /* DepthwiseConv2D */
+    const char *name;
+    int kernel_size[2];
+    int strides[2];           /* default (1, 1) */
+    const char *padding;      /* "valid" (default) or "same" */
+    int depth_multiplier;     /* output channels per input channel; default 1 */
+    int dilation_rate[2];     /* default (1, 1) */
+    const char *activation;   /* default "linear" */
+    int use_bias;             /* KC_DEFAULT = True */
+    const char *depthwise_initializer; /* default "glorot_uniform" */
+    const char *bias_initializer;      /* default "zeros" */
+} kc_depthwise_conv2d_opts;
+
 typedef struct kc_dense_opts {
     const char *name;
     int units;
@@ -202,6 +215,7 @@ typedef struct kc_layer_spec {
 #define KC_LAYER_SPEC_(cls, type, ...) (&(const kc_layer_spec){cls, &(const type){__VA_ARGS__}})
 #define KC_INPUT(...) KC_LAYER_SPEC_("InputLayer", kc_input_opts, __VA_ARGS__)
 #define KC_CONV2D(...) KC_LAYER_SPEC_("Conv2D", kc_conv2d_opts, __VA_ARGS__)
+#define KC_DEPTHWISE_CONV2D(...) KC_LAYER_SPEC_("DepthwiseConv2D", kc_depthwise_conv2d_opts, __VA_ARGS__)
 #define KC_DENSE(...) KC_LAYER_SPEC_("Dense", kc_dense_opts, __VA_ARGS__)
 #define KC_MAXPOOL2D(...) KC_LAYER_SPEC_("MaxPooling2D", kc_pool2d_opts, __VA_ARGS__)
 #define KC_AVGPOOL2D(...) KC_LAYER_SPEC_("AveragePooling2D", kc_pool2d_opts, __VA_ARGS__)

@@ -2,7 +2,9 @@
  * coarse kernels. Layers, losses and optimizers call only this table; they never see
  * CUDA or the CPU's threading. The CPU backend (always built in) is the reference every
  * other backend is tested against. A backend module (libkerac_cuda.so) exports
- *     kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out);
+ *     kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,
+ *                                      char *err, size_t err_size);
+ * (kc_backend_module_init_fn below): on failure it writes the reason into err.
  *
  * Buffers are device pointers (float * even where the host cannot dereference them).
  * Tensors are dense, row-major, channels-last: activations (N, H, W, C), conv kernels
@@ -27,8 +29,9 @@ extern "C" {
 
 /* 2: the input feed (host_alloc .. feed_wait), on-device gradient clipping (kc_opt_step's
  * norm_sq / clipnorm), the workspace's size passed to the convolutions, and
- * kc_conv2d_desc.relu */
-#define KC_BACKEND_ABI 2
+ * kc_conv2d_desc.relu
+ * 3: supports and describe (what a backend has, and which kernel it runs for a call) */
+#define KC_BACKEND_ABI 3
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
@@ -129,6 +132,25 @@ typedef struct kc_opt_step {
     const float *norm_sq;
     float clipnorm;
 } kc_opt_step;
+
+/* The operations of the table in groups, as layers use them: a backend has a group when
+ * every entry of it works (supports), and says which kernel a call of it runs (describe). */
+typedef enum kc_op {
+    KC_OP_CONV2D = 0,      /* conv2d_workspace, conv2d_forward, _backward_data, _backward_filter */
+    KC_OP_POOL2D,          /* pool2d_forward, pool2d_backward */
+    KC_OP_GLOBAL_AVG_POOL, /* global_avg_pool_forward, _backward */
+    KC_OP_GEMM,            /* gemm, bias_add, bias_grad */
+    KC_OP_BATCHNORM,       /* batchnorm_forward_train, _forward_infer, _backward */
+    KC_OP_DROPOUT,         /* dropout_forward, dropout_backward */
+    KC_OP_PAD2D,           /* pad2d_forward, pad2d_backward */
+    KC_OP_ACTIVATION,      /* act_forward, act_backward */
+    KC_OP_ELEMENTWISE,     /* add, axpy, scale, copy_strided */
+    KC_OP_LOSS,            /* loss_forward_backward, count_correct */
+    KC_OP_OPTIMIZER,       /* optimizer_step, sum_squares */
+    KC_OP_DEPTHWISE,       /* depthwise_forward, _backward_data, _backward_filter */
+    KC_OP_COUNT
+} kc_op;
+#define KC_OP_BIT(op) (1u << (op))
 
 typedef struct kc_mem_info {
     size_t free_bytes, total_bytes;
@@ -275,14 +297,39 @@ struct kc_backend {
     kc_status (*feed_release)(kc_backend *be, int slot);
     kc_status (*feed_wait)(kc_backend *be, int slot);
 
+    /* ---- what the backend has, and what it runs (ABI 3)
+     * supports: 1 when every entry of the group op works here, 0 when the backend lacks it
+     * (a model with a layer that needs it then fails when it is built, naming the layer).
+     * describe: the kernel a call of op would run, in words, into buf (n bytes, always
+     * NUL-terminated): "cpu im2col+gemm (OpenBLAS, patch 3x3x8)", "cuDNN forward
+     * IMPLICIT_PRECOMP_GEMM [fma, 1.2 MiB], ...". desc is the call's descriptor
+     * (kc_conv2d_desc for KC_OP_CONV2D, kc_pool2d_desc for KC_OP_POOL2D, NULL for the
+     * others) and ws_bytes the workspace the call would get, from an aligned start: the
+     * answer comes from the same decision the kernels make. Fails, with the reason, when
+     * the backend could not run that call (cuDNN cannot set the convolution up). */
+    int (*supports)(kc_backend *be, kc_op op);
+    kc_status (*describe)(kc_backend *be, kc_op op, const void *desc, size_t ws_bytes, char *buf, size_t n);
+
     /* ---- host services, filled in by the module loader right after a module's init
-     * (NULL before that, and unused by the built-in CPU backend). A module is a separate
+     * (NULL before that; the built-in CPU backend sets libkerac's own). A module is a separate
      * shared object with no access to libkerac's internals: it reports an error message
      * through libkerac's thread-local error text with host_fail (printf-style; returns s,
      * like kc__fail) and writes log lines (the cuDNN algorithm chosen per convolution at
      * debug level, ...) through libkerac's logger with host_log. */
     kc_status (*host_fail)(kc_status s, const char *fmt, ...);
     void (*host_log)(kc_log_level level, const char *fmt, ...);
+
+    /* ---- depthwise convolution (DepthwiseConv2D), NHWC. The descriptor is Conv2D's with
+     * f = c * M (M: the depth multiplier); the kernel is Keras's (KH, KW, C, M), i.e.
+     * (KH, KW, F), and output channel k reads input channel k / M only. No workspace.
+     * forward: y = dwconv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
+     * backward_data: dx overwritten; backward_filter: dw and db (may be NULL) overwritten. */
+    kc_status (*depthwise_forward)(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                   const float *b, float *y);
+    kc_status (*depthwise_backward_data)(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
+                                         const float *w, float *dx);
+    kc_status (*depthwise_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
+                                           const float *dy, float *dw, float *db);
 };
 
 /* The CPU backend (always available). */

@@ -350,6 +350,85 @@ static void test_conv2d(void **state) {
     dfree(gx), dfree(gw), dfree(gy);
 }
 
+/* supports and describe: every operation is there, and a convolution's description names
+ * the cuDNN algorithm of each direction that fits the workspace given. */
+static void test_describe(void **state) {
+    (void)state;
+    for (int op = 0; op < KC_OP_COUNT; op++) assert_int_equal(G->supports(G, (kc_op)op), 1);
+    assert_int_equal(G->supports(G, KC_OP_COUNT), 0);
+    char text[512];
+    OK(G->describe(G, KC_OP_GEMM, NULL, 0, text, sizeof text));
+    assert_string_equal(text, "cuBLAS sgemm");
+    kc_conv2d_desc full = conv_desc(128, 13, 13, 32, 64, 3, 3, 1, 1, 1, 1, false);
+    size_t ws = G->conv2d_workspace(G, &full);
+    OK(G->describe(G, KC_OP_CONV2D, &full, ws, text, sizeof text));
+    print_message("    %s\n", text);
+    const char *want[] = {"cuDNN forward ", ", backward-data ", ", backward-filter ", "; cuDNN heuristics"};
+    for (size_t i = 0; i < KC_ARRAY_LEN(want); i++)
+        if (!strstr(text, want[i])) fail_msg("expected \"%s\" in: %s", want[i], text);
+    assert_null(strstr(text, "beyond the plan"));
+    assert_null(strstr(text, "refused"));
+    kc_conv2d_desc tail = full; /* the short last batch in the full batch's workspace: as the call does */
+    tail.n = 7;
+    OK(G->describe(G, KC_OP_CONV2D, &tail, ws, text, sizeof text));
+    print_message("    batch 7: %s\n", text);
+    assert_null(strstr(text, "beyond the plan"));
+    kc_conv2d_desc bad = full;
+    bad.f = 0;
+    assert_int_equal(G->describe(G, KC_OP_CONV2D, &bad, ws, text, sizeof text), KC_STATUS_INVALID_ARGUMENT);
+}
+
+/* ---------------------------------------------------------------- depthwise convolution */
+
+/* A depthwise convolution (f = c * multiplier) on both devices: forward, backward-data,
+ * backward-filter and the bias gradient. */
+static void dw_case(const char *name, kc_conv2d_desc d, bool bias) {
+    const int64_t xn = (int64_t)d.n * d.h * d.w * d.c, yn = (int64_t)d.n * d.oh * d.ow * d.f;
+    const int64_t wn = (int64_t)d.kh * d.kw * d.f;
+    float *x = hrand(xn, -1, 1), *w = hrand(wn, -0.5f, 0.5f), *b = hrand(d.f, -1, 1), *y = hbuf(yn);
+    float *dy = hrand(yn, -1, 1), *dx = hbuf(xn), *dw = hbuf(wn), *db = hbuf(d.f);
+    float *gx = dcopy(x, xn), *gw = dcopy(w, wn), *gb = dcopy(b, d.f), *gy = dbuf(yn), *gdy = dcopy(dy, yn);
+    float *gdx = dbuf(xn), *gdw = dbuf(wn), *gdb = dbuf(d.f);
+    char what[160];
+    OK(C->depthwise_forward(C, &d, x, w, bias ? b : NULL, y));
+    OK(G->depthwise_forward(G, &d, gx, gw, bias ? gb : NULL, gy));
+    snprintf(what, sizeof what, "depthwise %s forward", name);
+    check_dev(what, gy, y, yn, 1e-6, 0);
+    OK(C->depthwise_backward_data(C, &d, dy, w, dx));
+    OK(G->depthwise_backward_data(G, &d, gdy, gw, gdx));
+    snprintf(what, sizeof what, "depthwise %s backward-data", name);
+    check_dev(what, gdx, dx, xn, 1e-6, 0);
+    OK(C->depthwise_backward_filter(C, &d, x, dy, dw, bias ? db : NULL));
+    OK(G->depthwise_backward_filter(G, &d, gx, gdy, gdw, bias ? gdb : NULL));
+    snprintf(what, sizeof what, "depthwise %s backward-filter", name);
+    check_dev(what, gdw, dw, wn, 1e-5, 0);
+    if (bias) {
+        snprintf(what, sizeof what, "depthwise %s bias gradient", name);
+        check_dev(what, gdb, db, d.f, 1e-5, 0);
+    }
+    free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db);
+    dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb);
+}
+
+static void test_depthwise(void **state) {
+    (void)state;
+    dw_case("3x3 same 16x16x24", conv_desc(4, 16, 16, 24, 24, 3, 3, 1, 1, 1, 1, true), true);
+    dw_case("3x3 stride 2 valid 17x17x40 (MobileNetV2 after ZeroPadding2D)",
+            conv_desc(8, 17, 17, 40, 40, 3, 3, 2, 2, 1, 1, false), false);
+    dw_case("3x3 stride 2 same (asymmetric pad) 16x15x8", conv_desc(3, 16, 15, 8, 8, 3, 3, 2, 2, 1, 1, true), true);
+    dw_case("multiplier 3, 5x3 valid", conv_desc(2, 11, 9, 5, 15, 5, 3, 1, 1, 1, 1, false), true);
+    dw_case("dilation 2 same, multiplier 2", conv_desc(2, 9, 9, 6, 12, 3, 3, 1, 1, 2, 2, true), true);
+    dw_case("MobileNetV2 96x96 block (32, 24x24x96)", conv_desc(32, 24, 24, 96, 96, 3, 3, 1, 1, 1, 1, true), false);
+    kc_conv2d_desc fused = conv_desc(4, 10, 10, 16, 16, 3, 3, 1, 1, 1, 1, true);
+    fused.relu = 1;
+    dw_case("3x3 same with the fused ReLU", fused, true);
+    kc_conv2d_desc bad = conv_desc(1, 4, 4, 3, 4, 3, 3, 1, 1, 1, 1, false); /* f not a multiple of c */
+    float *g = dbuf(64);
+    assert_int_equal(G->depthwise_forward(G, &bad, g, g, NULL, g), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "multiple"));
+    dfree(g);
+}
+
 /* ---------------------------------------------------------------- pooling */
 
 static void pool_case(const char *name, kc_pool_kind kind, int n, int h, int w, int c, int k, int s, bool same) {
@@ -942,6 +1021,15 @@ static const lcase k_layers[] = {
                                           .use_bias = KC_FALSE), 1, {S3(9, 9, 3)}, 2},
     {"Conv2D rect stride (2, 1)", KC_CONV2D(.filters = 4, .kernel_size = {3, 2}, .strides = {2, 1}), 1,
      {S3(9, 7, 3)}, 2},
+    {"DepthwiseConv2D relu same", KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .padding = "same", .activation = "relu"),
+     1, {S3(12, 12, 8)}, 4, .kink = true},
+    {"DepthwiseConv2D multiplier 2 stride 2 no bias",
+     KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .strides = {2, 2}, .depth_multiplier = 2, .use_bias = KC_FALSE), 1,
+     {S3(11, 11, 6)}, 3},
+    {"DepthwiseConv2D dilation 2 relu6",
+     KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .dilation_rate = {2, 2}, .activation = "relu6"), 1,
+     {S3(9, 9, 4)}, 2, .kink = true},
+    {"ReLU max_value 6 (relu6)", KC_RELU(.max_value = 6.0f), 1, {S3(4, 4, 6)}, 4},
     {"MaxPooling2D 2x2", KC_MAXPOOL2D(), 1, {S3(12, 12, 8)}, 4, .bound = 1e-6},
     {"MaxPooling2D 3x3 s2 same", KC_MAXPOOL2D(.pool_size = {3, 3}, .strides = {2, 2}, .padding = "same"), 1,
      {S3(7, 7, 4)}, 3, .bound = 1e-6},
@@ -1093,6 +1181,8 @@ int main(void) {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_bias_and_elementwise),
         cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_depthwise),
         cmocka_unit_test(test_pooling),
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_activations),

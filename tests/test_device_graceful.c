@@ -12,6 +12,9 @@
  *                         a cuDNN that the machine's ld.so.cache knows (this one has
  *                         /usr/local/cuda/lib in ld.so.conf) cannot stand in for the deleted
  *                         stub; LD_LIBRARY_PATH entries holding a libcudnn.so.9 are dropped.
+ *   module_abi_mismatch   stand-in modules (compiled here) whose table is of the previous ABI,
+ *                         or of this ABI with another size: the loader refuses each, naming
+ *                         both ABIs and sizes.
  *   real_without_cudnn    the same with the real module (when this build made one, in
  *                         KERAC_BINARY_DIR), cuBLAS left reachable: the message names
  *                         libcudnn.so.9. Skipped, saying why, when the module's RUNPATH
@@ -313,6 +316,66 @@ static void test_stub_without_cudnn(void **state) {
     EXPECT_WORD(out, "libcudnn.so.9");
 }
 
+/* A module of another ABI (or another table size), compiled here with the system cc: the
+ * loader refuses it with both versions named, after letting the module free its table. */
+static void test_module_abi_mismatch(void **state) {
+    (void)state;
+    const char *src = getenv("KERAC_SOURCE_DIR");
+    if (!src || !*src) {
+        print_message("    SKIP: KERAC_SOURCE_DIR is not set (run through ctest)\n");
+        skip();
+    }
+    char dir[4096], path[4200], cmd[16384];
+    make_temp_dir(dir, sizeof dir, "abi");
+    snprintf(path, sizeof path, "%s/mod.c", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("#include <stdlib.h>\n#include \"kerac_backend.h\"\n"
+          "static int destroyed;\n"
+          "static void destroy(kc_backend *be) { destroyed++; free(be); }\n"
+          "__attribute__((visibility(\"default\"))) kc_status kc_backend_module_init(int abi, const char *d,\n"
+          "        kc_backend **out, char *err, size_t n) {\n"
+          "    (void)abi; (void)d; (void)err; (void)n;\n"
+          "    kc_backend *be = calloc(1, sizeof *be);\n"
+          "    if (!be) return KC_STATUS_OUT_OF_MEMORY;\n"
+          "    be->abi = MOD_ABI; be->struct_size = sizeof *be + MOD_EXTRA; be->name = \"cuda\";\n"
+          "    be->destroy = destroy; *out = be; return KC_STATUS_OK; }\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir old big && cc -shared -fPIC -I'%s/include' -DMOD_ABI=%d -DMOD_EXTRA=0 -o "
+             "old/libkerac_cuda.so mod.c && cc -shared -fPIC -I'%s/include' -DMOD_ABI=%d -DMOD_EXTRA=8 -o "
+             "big/libkerac_cuda.so mod.c",
+             dir, src, KC_BACKEND_ABI - 1, src, KC_BACKEND_ABI);
+    if (system(cmd) != 0) {
+        remove_tree(dir);
+        print_message("    SKIP: the system C compiler (cc) could not build the stand-in modules\n");
+        skip();
+    }
+    char want[128];
+    snprintf(want, sizeof want, "this libkerac needs ABI %d (%zu bytes)", KC_BACKEND_ABI, sizeof(kc_backend));
+    kc_backend *be = NULL;
+    snprintf(path, sizeof path, "%s/old", dir);
+    setenv("KERAC_MODULE_PATH", path, 1);
+    assert_int_equal(kc_backend_open("cuda", &be), KC_STATUS_DEVICE);
+    assert_null(be);
+    print_message("    message: %s\n", kc_last_error());
+    char speaks[128];
+    snprintf(speaks, sizeof speaks, "speaks ABI %d (table of %zu bytes)", KC_BACKEND_ABI - 1, sizeof(kc_backend));
+    EXPECT_WORD(kc_last_error(), speaks);
+    EXPECT_WORD(kc_last_error(), want);
+    EXPECT_WORD(kc_last_error(), "install the module built with this kerac");
+    snprintf(path, sizeof path, "%s/big", dir);
+    setenv("KERAC_MODULE_PATH", path, 1);
+    assert_int_equal(kc_backend_open("cuda:0", &be), KC_STATUS_DEVICE);
+    assert_null(be);
+    snprintf(speaks, sizeof speaks, "speaks ABI %d (table of %zu bytes)", KC_BACKEND_ABI, sizeof(kc_backend) + 8);
+    EXPECT_WORD(kc_last_error(), speaks);
+    EXPECT_WORD(kc_last_error(), want);
+    unsetenv("KERAC_MODULE_PATH");
+    remove_tree(dir);
+}
+
 /* Whether the module's own RUNPATH holds a libcudnn.so.9 (the loader cannot be kept from it). */
 static bool runpath_holds_cudnn(const char *mod_path, char *rp, size_t n) {
     assert_int_equal(elf_runpath(mod_path, rp, n), 0);
@@ -527,6 +590,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_module_missing),
         cmocka_unit_test(test_stub_without_cudnn),
+        cmocka_unit_test(test_module_abi_mismatch),
         cmocka_unit_test(test_real_without_cudnn),
         cmocka_unit_test(test_real_without_cudnn_cnn),
         cmocka_unit_test(test_no_driver),

@@ -16,7 +16,8 @@
  *
  * In-process cases: CUDA_VISIBLE_DEVICES parsing, versions, the module's build string and
  * which GPUs its code runs on, TensorFlow's build_info.py on the fixtures of real wheels
- * (tests/fixtures/tensorflow), the input-bound verdict, device placement lines. */
+ * (tests/fixtures/tensorflow), the input-bound verdict. (Device placement lines and the
+ * fit hooks are src/model's: tests/test_placement.c.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
@@ -37,8 +38,6 @@
 
 #include "env/env.h"
 #include "kerac.h"
-#include "layers/layer.h"
-#include "model/model.h"
 
 extern char **environ;
 
@@ -217,9 +216,7 @@ static int child_monitor(void) {
     kc_monitor_reset(mon);
     kc_monitor_stop(mon);
     /* the monitor fit starts for a model on cuda:0 */
-    kc_backend fake = {.name = "cuda"};
-    snprintf(fake.device, sizeof fake.device, "cuda:0 (x)");
-    kc__fit_monitor_start(&fake, &mon);
+    kc__env_device_monitor("cuda:0 (x)", &mon);
     kc_gpu_reading l;
     int tries = 0;
     while (mon && !kc_monitor_latest(mon, 0, &l) && tries++ < 200) usleep(5000);
@@ -699,121 +696,6 @@ static void test_input_bound(void **state) {
     EXPECT_IN(buf, "100%");
 }
 
-/* ---- placement */
-
-typedef struct captured {
-    char text[8192];
-} captured;
-
-static void capture(kc_log_level level, const char *msg, void *user) {
-    (void)level;
-    captured *c = user;
-    size_t used = strlen(c->text);
-    snprintf(c->text + used, sizeof c->text - used, "%s\n", msg);
-}
-
-static void test_placement(void **state) {
-    (void)state;
-    kc_model *m = NULL;
-    assert_int_equal(kc_sequential("p", &m), KC_STATUS_OK);
-    kc_add(m, KC_INPUT(.shape = {12, 12, 1}));
-    kc_add(m, KC_CONV2D(.name = "first", .filters = 8, .kernel_size = {3, 3}));      /* 3*3*1 = 9: direct */
-    kc_add(m, KC_CONV2D(.name = "wide", .filters = 16, .kernel_size = {3, 3}));      /* 3*3*8 = 72: im2col */
-    kc_add(m, KC_CONV2D(.name = "pointwise", .filters = 4, .kernel_size = {1, 1})); /* 1x1 */
-    kc_add(m, KC_MAXPOOL2D(.name = "pool"));
-    kc_add(m, KC_FLATTEN(.name = "flat"));
-    assert_int_equal(kc_add(m, KC_DENSE(.name = "out", .units = 3)), KC_STATUS_OK);
-    assert_int_equal(kc_model_build(m), KC_STATUS_OK);
-    char line[1536];
-    const char *expect[] = {"placement: input_layer (InputLayer) on cpu: the input",
-                            "placement: first (Conv2D) on cpu: cpu direct conv (patch 3x3x1); workspace",
-                            "placement: wide (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x8); workspace",
-                            "placement: pointwise (Conv2D) on cpu: cpu 1x1 conv as one gemm (OpenBLAS); workspace 0 B",
-                            "placement: pool (MaxPooling2D) on cpu: cpu max pooling; workspace 0 B",
-                            "placement: flat (Flatten) on cpu: no kernel (a view of its input)",
-                            "placement: out (Dense) on cpu: cpu gemm (OpenBLAS); workspace 0 B"};
-    assert_int_equal(m->n_layers, 7);
-    for (int i = 0; i < m->n_layers; i++) {
-        kc__placement_describe(m->be, m->layers[i], 32, line, sizeof line);
-        if (i == 0) EXPECT_IN(line, "on cpu: the input");
-        else EXPECT_IN(line, expect[i]);
-    }
-    /* logged only when placement logging is on, whatever the level */
-    captured cap = {.text = ""};
-    kc_log_set_callback(capture, &cap);
-    kc_log_level old = kc_log_get_level();
-    kc_log_set_level(KC_LOG_ERROR);
-    kc_set_log_device_placement(0);
-    kc__placement_layer(m->be, m->layers[1], 32);
-    assert_string_equal(cap.text, "");
-    kc_set_log_device_placement(1);
-    kc__placement_layer(m->be, m->layers[1], 32);
-    EXPECT_IN(cap.text, "placement: first (Conv2D) on cpu: cpu direct conv");
-    /* a GPU backend: the module's algorithm line is captured and matched by shape */
-    kc_backend fake = {.name = "cuda", .host_log = kc__log};
-    snprintf(fake.device, sizeof fake.device, "cuda:0 (NVIDIA H200)");
-    kc__placement_begin(&fake);
-    assert_true(fake.host_log != kc__log);
-    fake.host_log(KC_LOG_DEBUG, "%s",
-                  "cuda:0 (NVIDIA H200) conv2d N=32 10x10x8 -> 8x8x16 (kernel 3x3, strides 1x1, dilation 1x1, pad 0,0): "
-                  "forward IMPLICIT_PRECOMP_GEMM [fma, 1.2 MiB], backward-data ALGO_1 [fma, 0 B], backward-filter ALGO_1 "
-                  "[fma, 0 B]; cuDNN heuristics; workspace 1.5 MiB");
-    kc__placement_describe(&fake, m->layers[2], 32, line, sizeof line);
-    EXPECT_IN(line, "placement: wide (Conv2D) on cuda:0 (NVIDIA H200): cuDNN forward IMPLICIT_PRECOMP_GEMM [fma, 1.2 MiB]");
-    kc__placement_describe(&fake, m->layers[1], 32, line, sizeof line); /* not captured: said so */
-    EXPECT_IN(line, "cuDNN convolution (algorithm chosen per shape; KERAC_LOG_LEVEL=debug shows it)");
-    kc__placement_describe(&fake, m->layers[6], 32, line, sizeof line);
-    EXPECT_IN(line, "on cuda:0 (NVIDIA H200): cuBLAS sgemm");
-    kc__placement_end(&fake);
-    assert_true(fake.host_log == kc__log);
-    kc__placement_end(&fake); /* twice is fine */
-    kc_set_log_device_placement(0);
-    kc_log_set_level(old);
-    kc_log_set_callback(NULL, NULL);
-    kc_model_destroy(m);
-}
-
-/* The hooks kc_fit calls (src/env/fit_env.c), on the CPU. */
-static void test_fit_hooks(void **state) {
-    (void)state;
-    kc_model *m = NULL;
-    assert_int_equal(kc_sequential("hooks", &m), KC_STATUS_OK);
-    kc_add(m, KC_INPUT(.shape = {6, 6, 1}));
-    kc_add(m, KC_CONV2D(.name = "c", .filters = 2, .kernel_size = {3, 3}));
-    kc_add(m, KC_FLATTEN());
-    assert_int_equal(kc_add(m, KC_DENSE(.name = "d", .units = 2, .activation = "softmax")), KC_STATUS_OK);
-    assert_int_equal(kc_compile(m, &(kc_compile_opts){.loss = "sparse_categorical_crossentropy"}), KC_STATUS_OK);
-    captured cap = {.text = ""};
-    kc_log_set_callback(capture, &cap);
-    kc_log_level old = kc_log_get_level();
-    kc_log_set_level(KC_LOG_INFO);
-    kc_set_log_device_placement(1);
-    kc__fit_env e;
-    kc__fit_env_begin(&e, m);
-    assert_null(e.mon); /* the CPU: no GPU readings */
-    kc__fit_env_epoch_begin(&e);
-    kc_batch_logs bl = {.has_gpu = 7};
-    kc__fit_env_step(&e, m, 16, &bl);
-    assert_int_equal(bl.has_gpu, 0);
-    kc__fit_env_step(&e, m, 16, &bl); /* placement lines only once */
-    kc_epoch_logs el = {.epoch = 0, .seconds = 4.0, .has_gpu = 7};
-    kc__fit_env_epoch_end(&e, m, 2.0, &el);
-    assert_int_equal(el.has_gpu, 0);
-    assert_true(el.input_wait_seconds == 2.0);
-    kc__fit_env_end(&e, m);
-    kc_set_log_device_placement(0);
-    kc_log_set_level(old);
-    kc_log_set_callback(NULL, NULL);
-    print_message("%s", cap.text);
-    EXPECT_IN(cap.text, "placement: c (Conv2D) on cpu: cpu direct conv (patch 3x3x1); workspace");
-    EXPECT_IN(cap.text, "placement: d (Dense) on cpu: cpu gemm (OpenBLAS)");
-    const char *first = strstr(cap.text, "placement: d (Dense)");
-    assert_null(strstr(first + 1, "placement: d (Dense)"));
-    EXPECT_IN(cap.text, "model 'hooks', epoch 1: the CPU waited for data 50% of the step time; raise --prefetch or use "
-                        "more loader threads");
-    kc_model_destroy(m);
-}
-
 static void test_doctor_api_errors(void **state) {
     (void)state;
     assert_int_equal(kc_doctor_run(NULL, NULL), KC_STATUS_INVALID_ARGUMENT);
@@ -856,8 +738,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_versions_and_module),
         cmocka_unit_test(test_tensorflow_build_info),
         cmocka_unit_test(test_input_bound),
-        cmocka_unit_test(test_placement),
-        cmocka_unit_test(test_fit_hooks),
         cmocka_unit_test(test_doctor_api_errors),
         cmocka_unit_test(test_scenarios),
         cmocka_unit_test(test_tensorflow_scenarios),

@@ -325,6 +325,7 @@ static void run_case(void **state) {
 
 #define DENSE_ACT(a) KC_DENSE(.units = 5, .activation = a)
 #define CONV_ACT(a) KC_CONV2D(.filters = 3, .kernel_size = {3, 3}, .activation = a)
+#define DW_ACT(a) KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .activation = a)
 #define ACTL(a) KC_ACTIVATION(.activation = a)
 
 static const gc_case k_cases[] = {
@@ -348,6 +349,26 @@ static const gc_case k_cases[] = {
     {"Conv2D same dilation 2", KC_CONV2D(.filters = 2, .kernel_size = {3, 3}, .dilation_rate = {2, 2},
                                         .padding = "same"), 1, {S3(5, 5, 2)}, 2},
     {"Conv2D no bias", KC_CONV2D(.filters = 3, .kernel_size = {3, 3}, .use_bias = KC_FALSE), 1, {S3(5, 5, 2)}, 2},
+
+    /* DepthwiseConv2D: every fused activation, then each option */
+    ACT_CASES("DepthwiseConv2D", DW_ACT, S3(5, 5, 3), 2),
+    {"DepthwiseConv2D multiplier 3", KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .depth_multiplier = 3), 1,
+     {S3(5, 4, 2)}, 2},
+    {"DepthwiseConv2D stride 2", KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .strides = {2, 2}), 1, {S3(7, 7, 3)}, 2},
+    {"DepthwiseConv2D stride (2, 1) rect kernel multiplier 2",
+     KC_DEPTHWISE_CONV2D(.kernel_size = {3, 2}, .strides = {2, 1}, .depth_multiplier = 2), 1, {S3(6, 5, 2)}, 2},
+    {"DepthwiseConv2D dilation 2", KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .dilation_rate = {2, 2}), 1,
+     {S3(7, 7, 2)}, 2},
+    {"DepthwiseConv2D same", KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .padding = "same"), 1, {S3(5, 5, 3)}, 2},
+    {"DepthwiseConv2D same even kernel stride 2",
+     KC_DEPTHWISE_CONV2D(.kernel_size = {2, 2}, .strides = {2, 2}, .padding = "same"), 1, {S3(5, 6, 2)}, 2},
+    {"DepthwiseConv2D same dilation 2 multiplier 2",
+     KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .dilation_rate = {2, 2}, .padding = "same", .depth_multiplier = 2),
+     1, {S3(5, 5, 2)}, 2},
+    {"DepthwiseConv2D no bias", KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .use_bias = KC_FALSE), 1,
+     {S3(5, 5, 3)}, 2},
+    {"DepthwiseConv2D 40 channels (blocks)", KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .padding = "same"), 1,
+     {S3(3, 3, 40)}, 2},
 
     /* pooling */
     {"MaxPooling2D 2x2", KC_MAXPOOL2D(), 1, {S3(6, 6, 3)}, 2, .eps = 1e-3f, .input = IN_DISTINCT},

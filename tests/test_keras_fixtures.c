@@ -47,6 +47,9 @@ static const fixture_model k_models[] = {
     {"bn_strides", "bn_strides", 1237},
     {"resnet", "resnet_small", 5220},
     {"dense", "dense_only", 1635},
+    /* Keras 3 only: .keras and .keras3.h5 */
+    {"depthwise", "depthwise_small", 299},
+    {"dropout_func", "dropout_functional", 339},
 };
 
 /* ---------------------------------------------------------------- a tiny .npy reader */
@@ -250,11 +253,27 @@ static void test_dense(void **state) {
     run_model(&k_models[3]);
 }
 
+/* DepthwiseConv2D with each option, ZeroPadding2D with tuple paddings, ReLU(6.) and relu6,
+ * BatchNormalization with MobileNetV2's epsilon and momentum, Add, and a Functional Dropout
+ * (whose nodes carry training=false). */
+static void test_depthwise(void **state) {
+    (void)state;
+    check_file(&k_models[4], ".keras", "_y3.npy", true);
+    check_file(&k_models[4], ".keras3.h5", "_y3.npy", true);
+}
+
+/* Dropout in a Functional model: Keras 3 records training=false in its nodes. */
+static void test_dropout_functional(void **state) {
+    (void)state;
+    check_file(&k_models[5], ".keras", "_y3.npy", true);
+    check_file(&k_models[5], ".keras3.h5", "_y3.npy", false);
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++) {
+    for (size_t i = 0; i < 4; i++) { /* the models written by both Keras 3 and tf-keras */
         npy a, b;
         npy_load(fpath(k_models[i].stem, "_y3.npy"), &a);
         npy_load(fpath(k_models[i].stem, "_y2.npy"), &b);
@@ -421,6 +440,8 @@ int main(void) {
         cmocka_unit_test(test_default_cnn),
         cmocka_unit_test(test_bn_strides),
         cmocka_unit_test(test_resnet),
+        cmocka_unit_test(test_depthwise),
+        cmocka_unit_test(test_dropout_functional),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_fixtures_distinct),
         cmocka_unit_test(test_damaged_global_heap),

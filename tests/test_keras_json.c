@@ -615,13 +615,32 @@ static const err_case k_errors[] = {
      "\"output_layers\": [[\"dense\", 0, 0], [\"flatten\", 0, 0]]", KC_STATUS_UNSUPPORTED, {"2 outputs", "one output"}},
     {"several inputs", K2CAT, "\"input_layers\": [[\"input_1\", 0, 0]]",
      "\"input_layers\": [[\"input_1\", 0, 0], [\"input_1\", 0, 0]]", KC_STATUS_UNSUPPORTED, {"2 inputs"}},
-    {"call kwargs", K3RES, "\"kwargs\": {}", "\"kwargs\": {\"training\": true}", KC_STATUS_UNSUPPORTED,
-     {"'conv2d'", "training"}},
+    {"call kwargs", K3RES, "\"kwargs\": {}", "\"kwargs\": {\"training\": false, \"scale\": 0.5}",
+     KC_STATUS_UNSUPPORTED, {"'conv2d'", "scale=0.5", "training"}},
+    {"call kwargs training not a bool", K3RES, "\"kwargs\": {}", "\"kwargs\": {\"training\": 1}",
+     KC_STATUS_UNSUPPORTED, {"'conv2d'", "training=1"}},
     {"layer without inputs", K2CAT, "\"name\": \"conv2d\", \"inbound_nodes\": [[[\"input_1\", 0, 0, {}]]]",
      "\"name\": \"conv2d\", \"inbound_nodes\": []", KC_STATUS_BAD_FILE, {"'conv2d'", "no inbound_nodes"}},
     {"duplicate key", K2SEQ, "\"filters\": 32", "\"filters\": 32, \"filters\": 16", KC_STATUS_BAD_FILE,
      {"model JSON", "duplicate"}},
 };
+
+/* Keras 3 records `training` (and null `mask`) in each node: accepted, ignored. */
+static void test_call_kwargs_keras_writes(void **state) {
+    (void)state;
+    char *base = fixture_text(K3RES);
+    const char *forms[] = {"\"kwargs\": {\"training\": false}", "\"kwargs\": {\"training\": true, \"mask\": null}",
+                           "\"kwargs\": {\"training\": null}"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char *text = replace_first(base, "\"kwargs\": {}", forms[i]);
+        assert_true(strcmp(text, base) != 0);
+        kc_model *m = NULL;
+        if (kc_model_from_json(text, strlen(text), &m) != KC_STATUS_OK) fail_msg("%s: %s", forms[i], kc_last_error());
+        kc_model_destroy(m);
+        free(text);
+    }
+    free(base);
+}
 
 static void test_errors(void **state) {
     (void)state;
@@ -675,6 +694,7 @@ int main(void) {
         cmocka_unit_test(test_sequential_input_sources),
         cmocka_unit_test(test_api_model_round_trip),
         cmocka_unit_test(test_files),
+        cmocka_unit_test(test_call_kwargs_keras_writes),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,6 +136,11 @@ static const sample k_samples[] = {
     {&kc__zeropad2d_ops, KC_ZEROPAD2D(.name = "zp", .padding = {{1, 2}, {0, 1}}), 1},
     {&kc__add_ops, KC_ADD(.name = "sum"), 2},
     {&kc__concatenate_ops, KC_CONCATENATE(.name = "cat", .axis = -1), 3},
+    {&kc__depthwise_conv2d_ops,
+     KC_DEPTHWISE_CONV2D(.name = "dw", .kernel_size = {3, 2}, .strides = {2, 1}, .padding = "same",
+                         .depth_multiplier = 2, .activation = "relu", .use_bias = KC_FALSE,
+                         .depthwise_initializer = "he_uniform", .bias_initializer = "ones"),
+     1},
 };
 
 static kc_model *sample_model(const sample *s) {

@@ -58,6 +58,25 @@ static void test_builder_errors_are_sticky(void **state) {
     kc_model_destroy(m);
 }
 
+/* kc__error_save / kc__error_restore: a probe that fails in between leaves the caller's
+ * message as it was, even one of the longest length. */
+static void test_saved_error(void **state) {
+    char longest[KC_ERROR_MAX];
+    memset(longest, 'x', sizeof longest - 1);
+    longest[sizeof longest - 1] = '\0';
+    const char *texts[] = {"", "loading 'a.keras': no such file", longest};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        kc__fail(KC_STATUS_IO, "%s", texts[i]);
+        kc__saved_error saved;
+        kc__error_save(&saved);
+        kc_log_level l;
+        assert_int_not_equal(kc_log_level_parse("loud", &l), KC_STATUS_OK); /* a probe that fails */
+        assert_string_not_equal(kc_last_error(), texts[i]);
+        kc__error_restore(&saved);
+        assert_string_equal(kc_last_error(), texts[i]);
+    }
+}
+
 static void test_auto_names_and_duplicates(void **state) {
     kc_model *m = NULL;
     kc_sequential("n", &m);
@@ -461,6 +480,7 @@ static void test_dropout_alias_in_inference(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builder_errors_are_sticky),
+        cmocka_unit_test(test_saved_error),
         cmocka_unit_test(test_auto_names_and_duplicates),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_compile_errors),

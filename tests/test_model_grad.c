@@ -17,11 +17,11 @@
 #define B 4
 
 static double model_loss(kc_model *m) {
-    m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+    m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
     assert_int_equal(kc__model_forward(m, B, true, 42), KC_STATUS_OK);
     assert_int_equal(kc__model_accumulate_metrics(m, B), KC_STATUS_OK);
     float s = 0;
-    m->be->to_host(m->be, &s, m->dev_scalars, sizeof s);
+    m->be->to_host(m->be, &s, m->dev_scalars + KC_SCALAR_LOSS, sizeof s);
     return (double)s / B;
 }
 
@@ -44,7 +44,7 @@ static void check_model(kc_model *m, const char *loss, int classes) {
     }
     m->batch_targets = t;
     /* analytic */
-    m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+    m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
     assert_int_equal(kc__model_forward(m, B, true, 42), KC_STATUS_OK);
     assert_int_equal(kc__model_backward_update(m, B, B, false), KC_STATUS_OK);
     float *grad = malloc((size_t)m->n_trainable * sizeof(float));

@@ -1,5 +1,5 @@
 /* core.h — private helpers shared by every part of libkerac: error text, logging, rng,
- * shapes, a bump arena, timing. Names are kc__ (private across files). */
+ * allocation, shapes, timing, threads, strings. Names are kc__ (private across files). */
 #ifndef KC_CORE_H
 #define KC_CORE_H
 
@@ -19,8 +19,15 @@ kc_status kc__fail(kc_status s, const char *fmt, ...) __attribute__((format(prin
 /* Prefix the current message with context ("loading 'x.json': ") and return s. */
 kc_status kc__wrap(kc_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kc__clear_error(void);
-/* Take ownership of a message buffer for a sticky model error. */
-#define KC_ERROR_MAX 1024
+#define KC_ERROR_MAX 1024 /* bytes of an error message, NUL included */
+/* A copy of the current message, for code that calls something fallible only to look
+ * (a probe, a parse of an environment variable) and must leave the caller's error as it
+ * was: kc__error_save before, kc__error_restore after. */
+typedef struct kc__saved_error {
+    char text[KC_ERROR_MAX];
+} kc__saved_error;
+void kc__error_save(kc__saved_error *e);
+void kc__error_restore(const kc__saved_error *e);
 
 /* ---- logging (library code never prints; this routes to the user's callback or stderr) */
 void kc__log(kc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

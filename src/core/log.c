@@ -32,10 +32,10 @@ kc_log_level kc_log_get_level(void) {
         kc_log_level l = KC_LOG_WARNING;
         const char *env = getenv("KERAC_LOG_LEVEL");
         if (env && *env) {
-            char saved[KC_ERROR_MAX];
-            snprintf(saved, sizeof saved, "%s", kc_last_error());
+            kc__saved_error saved;
+            kc__error_save(&saved);
             if (kc_log_level_parse(env, &l) != KC_STATUS_OK) l = KC_LOG_WARNING;
-            kc__fail(KC_STATUS_OK, "%s", saved);
+            kc__error_restore(&saved);
         }
         g_level = (int)l;
     }

@@ -10,6 +10,10 @@ const char *kc_last_error(void) { return g_error; }
 
 void kc__clear_error(void) { g_error[0] = '\0'; }
 
+void kc__error_save(kc__saved_error *e) { snprintf(e->text, sizeof e->text, "%s", g_error); }
+
+void kc__error_restore(const kc__saved_error *e) { snprintf(g_error, sizeof g_error, "%s", e->text); }
+
 kc_status kc__fail(kc_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -16,8 +16,12 @@
  *   module.c     kerac's CUDA module: where it is, what it was built with (without
  *                loading it), its GPU code (SASS/PTX) against a compute capability
  *   tensorflow.c TensorFlow installations and their build_info.py
- *   doctor.c     the checks, the verdict and their text / JSON forms (kc_doctor_*)
- *   policy.c     the device policy's reason, the input-bound verdict, device placement
+ *   doctor*.c    the checks, the verdict and their text / JSON forms (kc_doctor_*; the
+ *                files are listed in doctor.h)
+ *   policy.c     kc_backend_open (the device policy) and its reason, the input-bound
+ *                verdict, the GPU monitor of a device
+ * src/env only probes and diagnoses: what a model observes while it runs (placement lines,
+ * GPU readings during fit) is src/model/device.c.
  */
 #ifndef KC_ENV_H
 #define KC_ENV_H
@@ -285,46 +289,10 @@ const char *kc__env_device_reason(void);
 void kc__env_note_open(const char *requested, const kc_backend *be);
 const char *kc__env_auto_fallback(const char *module_error, char *why, size_t n);
 
-/* ---- device placement (--log-device-placement) */
-
-/* Start / stop capturing a backend's log lines (the CUDA module logs the cuDNN algorithm
- * and workspace it picks per convolution shape); both are no-ops while placement logging
- * is off. kc__placement_end is always safe to call. */
-void kc__placement_begin(kc_backend *be);
-void kc__placement_end(kc_backend *be);
-struct kc_layer;
-/* One line for a layer: "placement: conv2d (Conv2D) on cpu: cpu im2col+gemm, workspace
- * 1.2 MiB". Logged whatever the log level, when placement logging is on. */
-void kc__placement_layer(kc_backend *be, const struct kc_layer *l, int batch);
-/* The text of that line (without logging), for tests. */
-const char *kc__placement_describe(kc_backend *be, const struct kc_layer *l, int batch, char *buf, size_t n);
-
-/* ---- GPU monitoring during fit */
-/* A monitor of the GPU the backend runs on ("cuda:N (...)"); *out NULL (no error) on the
- * CPU or without NVML. */
-void kc__fit_monitor_start(const kc_backend *be, kc_monitor **out);
-
-/* ---- fit hooks (src/model/fit.c calls these; fit_env.c). A kc__fit_env lives on
- * kc_fit's stack:
- *   kc__fit_env_begin       once the model is built, before the first training step is
- *                           planned (placement capture, the GPU monitor of a CUDA device)
- *   kc__fit_env_epoch_begin at each epoch's start (resets the epoch's GPU summary)
- *   kc__fit_env_step        after each optimizer step, before the on_batch_end callbacks:
- *                           the first call logs the placement lines (micro_batch: the batch
- *                           of one forward); fills bl's GPU reading
- *   kc__fit_env_epoch_end   after el.seconds is set, before the on_epoch_end callbacks, with
- *                           the loader's kc__loader_wait_seconds: fills el's GPU summary and
- *                           input_wait_seconds, logs the input-bound verdict (info)
- *   kc__fit_env_end         on every way out of kc_fit */
-struct kc_model;
-typedef struct kc__fit_env {
-    kc_monitor *mon;
-    bool placed;
-} kc__fit_env;
-void kc__fit_env_begin(kc__fit_env *e, struct kc_model *m);
-void kc__fit_env_epoch_begin(kc__fit_env *e);
-void kc__fit_env_step(kc__fit_env *e, struct kc_model *m, int micro_batch, kc_batch_logs *bl);
-void kc__fit_env_epoch_end(kc__fit_env *e, struct kc_model *m, double input_wait_seconds, kc_epoch_logs *el);
-void kc__fit_env_end(kc__fit_env *e, struct kc_model *m);
+/* ---- the GPU monitor of a device */
+/* A monitor (kc_monitor_start, every 0.5 s) of the GPU a backend device names ("cuda:N
+ * (...)"), found through its PCI bus id in NVML; *out NULL (no error, a debug line) on the
+ * CPU, without NVML, or when the GPU is not found. */
+void kc__env_device_monitor(const char *device, kc_monitor **out);
 
 #endif /* KC_ENV_H */

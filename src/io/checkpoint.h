@@ -1,5 +1,5 @@
-/* checkpoint.h — private: training checkpoints (checkpoint.c) as kc_fit uses them, and
- * the .keras archive hooks they are built on (keras_archive.c, keras_h5.c).
+/* checkpoint.h — private to src/io: training checkpoints, in files by job, and the
+ * .keras archive hooks they are built on (keras_archive.c, keras_h5.c).
  *
  * A checkpoint is a .keras archive (Keras 3 can load it) with
  *   config.json                 the model config plus a Keras "compile_config"
@@ -7,73 +7,138 @@
  *                               keeps them: optimizer/vars/<i> (iteration, learning_rate
  *                               unless a schedule drives it, then the slots per trainable
  *                               variable in Keras's order)
- *   kerac_training_state.json   the rest of the training state (see checkpoint.c)
- * in DIR/ckpt-<seq>-e<epoch>-s<step>.keras. kc_fit calls the hooks below. */
+ *   kerac_training_state.json   the rest of the training state (checkpoint_state.c)
+ * in DIR/ckpt-<seq>-e<epoch>-s<step>.keras.
+ *
+ *   checkpoint_files.c   the files: naming, listing, the newest, the folder, pruning
+ *   checkpoint_keras.c   what Keras reads: compile_config, optimizer/vars
+ *   checkpoint_state.c   kerac_training_state.json: writer and reader
+ *   checkpoint_model.c   a checkpoint's model: identity, restore, kc_checkpoint_load/_read_info
+ *   checkpoint_fit.c     kc_fit: the fit hooks (src/model/fit_hooks.h) that write and resume */
 #ifndef KC_CHECKPOINT_H
 #define KC_CHECKPOINT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../model/model.h"
+#include <jansson.h>
 
-/* ---------------------------------------------------------------- kc_fit's side */
+#include "../model/fit_hooks.h"
 
-typedef struct kc__ckpt kc__ckpt;
+#define KC_CKPT_STATE_ENTRY "kerac_training_state.json"
 
-/* The shape of one fit call, known once the data is split and the batch size chosen. */
-typedef struct kc__fit_geom {
-    int64_t num_examples;    /* training examples (after the validation split) */
-    int batch_size;          /* examples per optimizer step */
-    int micro_batch;         /* examples per forward/backward */
-    int64_t steps;           /* steps per epoch */
-    int epochs;              /* epochs asked for */
-    uint64_t seed;           /* the shuffle and dropout seed of the run */
+/* ---------------------------------------------------------------- checkpoint_files.c */
+
+/* A checkpoint file, or a folder's newest (malloc'd). */
+kc_status kc__ckpt_resolve(const char *path, char **file);
+/* Make the folder (mkdir -p) and check that it takes files. */
+kc_status kc__ckpt_probe_dir(const char *dir);
+/* The path (malloc'd) of the next checkpoint in dir: seq = 1 + the highest there. Removes
+ * stray temporaries of interrupted writes. */
+kc_status kc__ckpt_next_path(const char *dir, int epoch, int64_t step, char **path);
+/* After a checkpoint was written into dir: flush the folder, delete all but the keep
+ * newest, flush again. */
+kc_status kc__ckpt_prune(const char *dir, int keep);
+
+/* ---------------------------------------------------------------- checkpoint_keras.c */
+
+/* Keras's compile_config of m (Python json.dumps separators), malloc'd; NULL: out of memory. */
+char *kc__ckpt_compile_config(const kc_model *m);
+/* How many optimizer/vars m's optimizer has (Keras's count). */
+kc_status kc__ckpt_optimizer_vars(kc_model *m, int *n);
+/* kc__archive_extras.write_h5: optimizer/vars into an open model.weights.h5. */
+kc_status kc__ckpt_write_optimizer(kc_model *m, int64_t file, void *user);
+/* Read and check optimizer/vars of an open checkpoint into host copies of the two slot
+ * slabs (n_trainable each, zero where no weight lies; malloc'd) and the iteration count. */
+kc_status kc__ckpt_read_optimizer(kc_model *m, int64_t file, const char *path, float **slab0, float **slab1,
+                                  int64_t *iters);
+
+/* ---------------------------------------------------------------- the state of a fit */
+
+/* One callback's state in a checkpoint (kc_callback.get_state / set_state). */
+typedef struct kc__ckpt_callback {
+    char name[64];
+    double v[KC_CALLBACK_STATE_MAX];
+    int n;                   /* -1: the callback keeps no state */
+} kc__ckpt_callback;
+
+/* The checkpointing of one fit call (checkpoint_fit.c; checkpoint_state.c writes it). */
+typedef struct kc__ckpt {
+    char *dir;               /* NULL: not writing checkpoints */
+    int64_t every;           /* 0: epoch ends */
+    int keep;
+    bool best_only;
+    char monitor[64];
+    bool max_mode;
+    double best;
+    bool has_best;
+    kc__fit_geom geom;
+    kc_callback *const *cbs; /* the run's callbacks (their states are saved) */
+    int n_cbs;
+    /* resume */
+    bool resumed;
+    kc__fit_pos pos;
+    kc_epoch_logs *hist;
+    int n_hist;
+    kc__ckpt_callback *saved_cbs; /* the checkpoint's callback states */
+    int n_saved_cbs;
+    int lock_fd;             /* the folder's lock (dir_lock.c), or -1 */
+    int64_t saved_at;        /* the global step of the last checkpoint written, or -1 */
+} kc__ckpt;
+
+/* ---------------------------------------------------------------- checkpoint_state.c */
+
+/* A parsed kerac_training_state.json. */
+typedef struct kc__ckpt_state {
+    char *path;
+    json_t *root;
+    json_t *layers;          /* borrowed from root */
+    json_t *compile;         /* borrowed from root */
+    char model_name[KC_NAME_MAX];
+    uint64_t config_hash, model_seed;
+    uint64_t *layer_seeds;
+    int n_layer_seeds;
+    kc_opt_kind opt_kind;
+    double momentum;
+    int64_t iterations;
+    double lr_scale;
+    int epochs, batch_size;
+    int64_t num_examples, steps;
+    uint64_t seed;
     bool shuffle;
-    bool has_val;            /* validation data or split: val_* monitors exist */
     double validation_split;
-} kc__fit_geom;
+    kc__fit_pos pos;
+    bool best_only, has_best;
+    int64_t every;
+    int keep;
+    char monitor[64];
+    double best;
+    kc_epoch_logs *hist;
+    int n_hist;
+    kc__ckpt_callback *cbs;  /* absent from checkpoints of kerac 0.1: none */
+    int n_cbs;
+} kc__ckpt_state;
 
-/* Where training stands: the next step to run is `step` of `epoch` (0-based). */
-typedef struct kc__fit_pos {
-    int epoch;
-    int64_t step;            /* steps done in `epoch` */
-    int64_t seen;            /* examples seen in `epoch` */
-    double sums[1 + KC_MAX_METRICS]; /* loss sum and metric counts over `epoch` so far */
-    double epoch_lr;         /* the learning rate logged for `epoch` (its value at the epoch start) */
-    int micro_batch;         /* after any out-of-memory halving */
-    kc_rng rng;              /* the shuffle generator at the start of `epoch`, before its shuffle */
-} kc__fit_pos;
+/* kerac_training_state.json for position p of the run c (malloc'd text). */
+kc_status kc__ckpt_state_json(const kc__ckpt *c, kc_model *m, const kc__fit_pos *p, const kc_epoch_logs *hist,
+                              int n_hist, char **out);
+/* Read the training state of the checkpoint file at path (kc__ckpt_state_free it). */
+kc_status kc__ckpt_state_read(const char *path, kc__ckpt_state *st);
+void kc__ckpt_state_free(kc__ckpt_state *st);
+/* kc_compile with the checkpoint's compile options. */
+kc_status kc__ckpt_compile_from(const kc__ckpt_state *st, kc_model *m);
+/* A JSON number; NaN and infinities (which JSON lacks) are null. */
+json_t *kc__ckpt_jnum(double v);
 
-/* Before kc_fit fills in its defaults: with o->resume_from, the batch size, seed,
- * shuffle, validation split, steps per epoch and epochs the checkpoint was trained with
- * go into the fields o leaves unset (0 / KC_DEFAULT); a field set to another value is an
- * error naming the checkpoint. No-op without resume_from. */
-kc_status kc__ckpt_fit_opts(const kc_model *m, kc_fit_opts *o);
+/* ---------------------------------------------------------------- checkpoint_model.c */
 
-/* When o asks for checkpoints or a resume (else *out = NULL): check the options, make
- * the folder, and on resume restore the model (weights, optimizer state, seeds), replay
- * the shuffles of the finished epochs on (rng, order) — both as kc_fit set them up for
- * epoch 0 — and keep the position for kc__ckpt_resume_pos. */
-kc_status kc__ckpt_open(kc_model *m, const kc_fit_opts *o, const kc__fit_geom *g, kc_rng *rng, int64_t *order,
-                        kc__ckpt **out);
-/* The position to continue from (NULL when not resuming), and the epochs finished
- * before it (their logs, for the history). */
-const kc__fit_pos *kc__ckpt_resume_pos(const kc__ckpt *c);
-/* On resume, right after the callbacks' on_train_begin: their states from the checkpoint
- * (by position and name; a warning when the lists differ). No-op otherwise. */
-void kc__ckpt_restore_callbacks(kc__ckpt *c, kc_model *m);
-int kc__ckpt_history(const kc__ckpt *c, const kc_epoch_logs **out);
-
-/* After a step (pos: after it; bl: its running logs) and after an epoch's end callbacks
- * (complete: every step ran, pos is the start of the next epoch; else pos is where the
- * epoch was cut short; stopping: training ends there, before its last epoch: a checkpoint
- * is written in every mode). hist: the finished epochs, in order. Saves when due. */
-kc_status kc__ckpt_after_step(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, const kc_batch_logs *bl,
-                              const kc_epoch_logs *hist, int n_hist);
-kc_status kc__ckpt_after_epoch(kc__ckpt *c, kc_model *m, const kc__fit_pos *pos, bool complete, bool stopping,
-                               const kc_epoch_logs *el, const kc_epoch_logs *hist, int n_hist);
-void kc__ckpt_close(kc__ckpt *c);
+/* FNV-1a of the compact Keras 3 config: tells a checkpoint of another model. */
+kc_status kc__ckpt_config_hash(kc_model *m, uint64_t *out);
+/* [[name, class, [[dims], ...]], ...] for the messages about another model. */
+json_t *kc__ckpt_layer_summary(const kc_model *m);
+/* Weights, optimizer state and seeds of the checkpoint into m (compiled, same
+ * architecture). Everything is read and checked before m changes. */
+kc_status kc__ckpt_restore_model(const kc__ckpt_state *st, kc_model *m);
 
 /* ---------------------------------------------------------------- archive hooks */
 
@@ -92,11 +157,11 @@ typedef struct kc__archive_extras {
 
 /* kc__keras_archive_save with extras (NULL: the same as it). Atomic like it. */
 kc_status kc__keras_archive_save_ex(kc_model *m, const char *path, const kc__archive_extras *x);
+/* Entry `name` of the .keras archive at path (NUL-terminated, malloc'd); *present is
+ * false (status OK) when there is no such entry. */
 /* Read every entry of the .keras archive at path to its end: BAD_FILE naming the first
  * entry whose CRC does not match (or that cannot be read). */
 kc_status kc__keras_archive_verify(const char *path);
-/* Entry `name` of the .keras archive at path (NUL-terminated, malloc'd); *present is
- * false (status OK) when there is no such entry. */
 kc_status kc__keras_archive_read_entry(const char *path, const char *name, char **data, size_t *len, bool *present);
 /* model.weights.h5 of the archive as a read-only HDF5 file in memory (H5Fclose it). */
 kc_status kc__keras_archive_open_weights(const char *path, int64_t *file);

@@ -4,7 +4,7 @@
  *   config.json       the model config (Keras 3 flavour, json.dumps separators)
  *   model.weights.h5  the weights in Keras 3's layout (keras_h5.c)
  * The archive is built in memory and written atomically (temporary file, fsync, rename).
- * Training checkpoints (checkpoint.c) are such archives with extras: a compile_config in
+ * Training checkpoints (checkpoint_*.c) are such archives with extras: a compile_config in
  * config.json, the optimizer's variables in model.weights.h5 and one more entry.
  * Reading checks the archive's consistency, builds the model from config.json and reads
  * every weight with its shape checked. */

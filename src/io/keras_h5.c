@@ -609,7 +609,7 @@ kc_status kc__weights_h5_load(kc_model *m, const char *path) {
     return s;
 }
 
-/* ---------------------------------------------------------------- for checkpoint.c */
+/* ---------------------------------------------------------------- for the checkpoints */
 
 /* Keras builds the optimizer's variables from model.trainable_variables, which follow
  * model.layers: checkpoints need the same order (declared in checkpoint.h). */

@@ -159,6 +159,12 @@ static kc_status keras_tensor_ref(const parsed_layer *pl, const json_t *arg, ten
     return KC_STATUS_OK;
 }
 
+/* The call arguments of a node. Keras 3 records `training` (true, false or null) in each
+ * node of a layer whose call takes it (Dropout, BatchNormalization, ...) as it was while
+ * the model was built; when the model runs, Keras overrides it with the mode of the call
+ * (fit: training, predict: inference), as kerac does, so any boolean is accepted. `mask`
+ * null is what Keras writes for layers without masking. Anything else changes what the
+ * layer computes and is refused. */
 static kc_status check_call_kwargs(const parsed_layer *pl, const json_t *kwargs) {
     char b[128];
     if (!kwargs || json_is_null(kwargs)) return KC_STATUS_OK;
@@ -166,10 +172,13 @@ static kc_status check_call_kwargs(const parsed_layer *pl, const json_t *kwargs)
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)kwargs, key, v) {
-        if (!json_is_null(v))
-            return kc__fail(KC_STATUS_UNSUPPORTED,
-                            PFX "%s is called with the argument %s=%s; kerac does not support call arguments",
-                            pl->label, key, kc__json_text(v, b, sizeof b));
+        if (json_is_null(v)) continue;
+        if (strcmp(key, "training") == 0 && json_is_boolean(v)) continue;
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        PFX "%s is called with the argument %s=%s; kerac accepts only the call arguments Keras "
+                            "records itself (training=true/false/null, other arguments null); call the layer "
+                            "without it",
+                        pl->label, key, kc__json_text(v, b, sizeof b));
     }
     return KC_STATUS_OK;
 }

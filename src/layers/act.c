@@ -10,12 +10,13 @@ static const char *const k_act_names[KC_ACT_COUNT] = {
     [KC_ACT_RELU_GENERAL] = "relu",
 };
 
-#define KC_ACT_SUPPORTED "linear, relu, sigmoid, tanh, softmax, elu, gelu, leaky_relu, silu (swish)"
+#define KC_ACT_SUPPORTED "linear, relu, relu6, sigmoid, tanh, softmax, elu, gelu, leaky_relu, silu (swish)"
 
 kc_status kc__act_parse(const char *name, kc_act_params *out) {
     kc_act_params p = {KC_ACT_LINEAR, 0.0f, 0.0f, 0.0f};
     if (!name || !name[0] || strcmp(name, "linear") == 0) p.kind = KC_ACT_LINEAR;
     else if (strcmp(name, "relu") == 0) p.kind = KC_ACT_RELU;
+    else if (strcmp(name, "relu6") == 0) p.kind = KC_ACT_RELU_GENERAL, p.beta = 6.0f; /* min(max(x, 0), 6) */
     else if (strcmp(name, "sigmoid") == 0) p.kind = KC_ACT_SIGMOID;
     else if (strcmp(name, "tanh") == 0) p.kind = KC_ACT_TANH;
     else if (strcmp(name, "softmax") == 0) p.kind = KC_ACT_SOFTMAX;
@@ -32,6 +33,7 @@ kc_status kc__act_parse(const char *name, kc_act_params *out) {
 
 const char *kc__act_name(const kc_act_params *a) {
     if (!a || a->kind < 0 || a->kind >= KC_ACT_COUNT) return "linear";
+    if (a->kind == KC_ACT_RELU_GENERAL && a->alpha == 0.0f && a->beta == 6.0f && a->gamma == 0.0f) return "relu6";
     return k_act_names[a->kind];
 }
 

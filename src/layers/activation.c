@@ -28,6 +28,7 @@ const kc_layer_ops kc__activation_ops = {
     .opts_size = sizeof(kc_activation_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_ACTIVATION),
     .init = activation_init,
     .get_opts = activation_get_opts,
     .build = kc__act_layer_build,

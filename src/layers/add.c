@@ -54,6 +54,7 @@ const kc_layer_ops kc__add_ops = {
     .opts_size = sizeof(kc_merge_opts),
     .min_inputs = 2,
     .max_inputs = KC_MAX_INPUTS,
+    .backend_ops = KC_OP_BIT(KC_OP_ELEMENTWISE),
     .init = add_init,
     .get_opts = add_get_opts,
     .build = add_build,

@@ -145,6 +145,7 @@ const kc_layer_ops kc__batchnorm_ops = {
     .opts_size = sizeof(kc_batchnorm_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_BATCHNORM),
     .init = bn_init,
     .get_opts = bn_get_opts,
     .build = bn_build,

@@ -148,3 +148,53 @@ int64_t kc__act_layer_flops(const kc_layer *l) {
 }
 
 kc_act_params kc__act_layer_activation(const kc_layer *l) { return ((const kc__act_layer_cfg *)l->cfg)->act; }
+
+/* Keras accepts an int for a pair: {3} (the second zero) means (3, 3); {0, 0} is `def`. */
+static void int_pair(const int in[2], int def, int out[2]) {
+    if (in[0] == 0 && in[1] == 0) out[0] = out[1] = def;
+    else if (in[1] == 0) out[0] = out[1] = in[0];
+    else out[0] = in[0], out[1] = in[1];
+}
+
+kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const int strides[2],
+                            const int dilation_rate[2], int k[2], int s[2], int d[2]) {
+    const char *L = kc__layer_label(l);
+    if (kernel_size[0] == 0 && kernel_size[1] == 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_size is required, e.g. .kernel_size = {3, 3}", L);
+    int_pair(kernel_size, 0, k);
+    if (k[0] <= 0 || k[1] <= 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_size must be positive, got (%d, %d)", L,
+                        kernel_size[0], kernel_size[1]);
+    int_pair(strides, 1, s);
+    if (s[0] <= 0 || s[1] <= 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: strides must be positive, got (%d, %d)", L, strides[0],
+                        strides[1]);
+    int_pair(dilation_rate, 1, d);
+    if (d[0] <= 0 || d[1] <= 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: dilation_rate must be positive, got (%d, %d)", L,
+                        dilation_rate[0], dilation_rate[1]);
+    if ((s[0] > 1 || s[1] > 1) && (d[0] > 1 || d[1] > 1))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "%s: strides (%d, %d) > 1 together with dilation_rate (%d, %d) > 1 is not allowed (as in Keras); "
+                        "use one of them",
+                        L, s[0], s[1], d[0], d[1]);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__conv_build_shape(const kc_layer *l, int kh, int kw, int sh, int sw, int dh, int dw, bool same,
+                               int hwc[3], int out[2], int pad[2]) {
+    const kc_shape *in = &l->in_shape[0];
+    char b1[96];
+    if (in->rank != 3)
+        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
+                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1));
+    hwc[0] = in->dim[0], hwc[1] = in->dim[1], hwc[2] = in->dim[2];
+    kc__conv_out_size(hwc[0], kh, sh, dh, same, &out[0], &pad[0]);
+    kc__conv_out_size(hwc[1], kw, sw, dw, same, &out[1], &pad[1]);
+    if (out[0] < 1 || out[1] < 1)
+        return kc__fail(KC_STATUS_SHAPE,
+                        "%s: input %s is smaller than the kernel (%d, %d) with dilation (%d, %d) and padding 'valid'; "
+                        "use padding 'same', a smaller kernel or a larger input",
+                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1), kh, kw, dh, dw);
+    return KC_STATUS_OK;
+}

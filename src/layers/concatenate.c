@@ -89,6 +89,7 @@ const kc_layer_ops kc__concatenate_ops = {
     .opts_size = sizeof(kc_merge_opts),
     .min_inputs = 2,
     .max_inputs = KC_MAX_INPUTS,
+    .backend_ops = KC_OP_BIT(KC_OP_ELEMENTWISE),
     .init = concat_init,
     .get_opts = concat_get_opts,
     .build = concat_build,

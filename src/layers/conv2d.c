@@ -12,13 +12,6 @@ typedef struct conv_cfg {
     int h, w, c, oh, ow, pad_top, pad_left;
 } conv_cfg;
 
-/* Keras accepts an int for a pair: {3} (the second zero) means (3, 3). */
-static void pair(const int in[2], int def, int out[2]) {
-    if (in[0] == 0 && in[1] == 0) out[0] = out[1] = def;
-    else if (in[1] == 0) out[0] = out[1] = in[0];
-    else out[0] = in[0], out[1] = in[1];
-}
-
 static kc_status conv_init(kc_layer *l, const void *opts_) {
     const kc_conv2d_opts *o = opts_;
     conv_cfg *c = l->cfg;
@@ -27,25 +20,7 @@ static kc_status conv_init(kc_layer *l, const void *opts_) {
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: filters must be a positive integer, got %d", L, o->filters);
     c->filters = o->filters;
     int k[2], s[2], d[2];
-    if (o->kernel_size[0] == 0 && o->kernel_size[1] == 0)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_size is required, e.g. .kernel_size = {3, 3}", L);
-    pair(o->kernel_size, 0, k);
-    if (k[0] <= 0 || k[1] <= 0)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_size must be positive, got (%d, %d)", L,
-                        o->kernel_size[0], o->kernel_size[1]);
-    pair(o->strides, 1, s);
-    if (s[0] <= 0 || s[1] <= 0)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: strides must be positive, got (%d, %d)", L, o->strides[0],
-                        o->strides[1]);
-    pair(o->dilation_rate, 1, d);
-    if (d[0] <= 0 || d[1] <= 0)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: dilation_rate must be positive, got (%d, %d)", L,
-                        o->dilation_rate[0], o->dilation_rate[1]);
-    if ((s[0] > 1 || s[1] > 1) && (d[0] > 1 || d[1] > 1))
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "%s: strides (%d, %d) > 1 together with dilation_rate (%d, %d) > 1 is not allowed (as in Keras); "
-                        "use one of them",
-                        L, s[0], s[1], d[0], d[1]);
+    KC_TRY(kc__conv_geometry(l, o->kernel_size, o->strides, o->dilation_rate, k, s, d));
     c->kh = k[0], c->kw = k[1], c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
     KC_TRY(kc__padding_parse(l, o->padding, &c->same));
     return kc__parse_weighted(l, o->activation, o->use_bias, o->kernel_initializer, o->bias_initializer, &c->act,
@@ -71,20 +46,11 @@ static void conv_get_opts(const kc_layer *l, void *opts_) {
 
 static kc_status conv_build(kc_layer *l) {
     conv_cfg *c = l->cfg;
-    const kc_shape *in = &l->in_shape[0];
-    char b1[96];
     l->n_weights = 0;
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1));
-    c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
-    kc__conv_out_size(c->h, c->kh, c->sh, c->dh, c->same, &c->oh, &c->pad_top);
-    kc__conv_out_size(c->w, c->kw, c->sw, c->dw, c->same, &c->ow, &c->pad_left);
-    if (c->oh < 1 || c->ow < 1)
-        return kc__fail(KC_STATUS_SHAPE,
-                        "%s: input %s is smaller than the kernel (%d, %d) with dilation (%d, %d) and padding 'valid'; "
-                        "use padding 'same', a smaller kernel or a larger input",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1), c->kh, c->kw, c->dh, c->dw);
+    int hwc[3], out[2], pad[2];
+    KC_TRY(kc__conv_build_shape(l, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->same, hwc, out, pad));
+    c->h = hwc[0], c->w = hwc[1], c->c = hwc[2], c->oh = out[0], c->ow = out[1], c->pad_top = pad[0],
+    c->pad_left = pad[1];
     l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->filters});
     int64_t rf = (int64_t)c->kh * c->kw;
     KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, c->c, c->filters}), true,
@@ -104,6 +70,8 @@ static kc_conv2d_desc conv_desc(const kc_layer *l, int batch) {
                             .pad_top = c->pad_top, .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow,
                             .relu = c->act.kind == KC_ACT_RELU && !l->defer_act};
 }
+
+static void conv_backend_desc(const kc_layer *l, int batch, void *desc) { *(kc_conv2d_desc *)desc = conv_desc(l, batch); }
 
 static size_t conv_aux_bytes(const kc_layer *l, int batch) {
     const conv_cfg *c = l->cfg;
@@ -172,6 +140,8 @@ const kc_layer_ops kc__conv2d_ops = {
     .opts_size = sizeof(kc_conv2d_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_CONV2D) | KC_OP_BIT(KC_OP_ACTIVATION) | KC_OP_BIT(KC_OP_GEMM),
+    .backend_desc = conv_backend_desc,
     .init = conv_init,
     .get_opts = conv_get_opts,
     .build = conv_build,

@@ -116,6 +116,7 @@ const kc_layer_ops kc__dense_ops = {
     .opts_size = sizeof(kc_dense_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_GEMM) | KC_OP_BIT(KC_OP_ACTIVATION),
     .init = dense_init,
     .get_opts = dense_get_opts,
     .build = dense_build,

@@ -83,6 +83,7 @@ const kc_layer_ops kc__dropout_ops = {
     .opts_size = sizeof(kc_dropout_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_DROPOUT),
     .init = dropout_init,
     .get_opts = dropout_get_opts,
     .build = dropout_build,

@@ -64,6 +64,7 @@ const kc_layer_ops kc__global_avgpool2d_ops = {
     .opts_size = sizeof(kc_global_pool_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_GLOBAL_AVG_POOL),
     .init = gap_init,
     .get_opts = gap_get_opts,
     .build = gap_build,

@@ -94,6 +94,14 @@ typedef struct kc_layer_ops {
     /* Its Keras config keys (keras_keys.h; KC_KERAS_KEYS(table)); none for Add. */
     const kc__field *keras_keys;
     int n_keras_keys;
+    /* The backend operations forward and backward may call (KC_OP_BIT(KC_OP_...) of each;
+     * memory copies aside): the model checks them against the backend's supports when it
+     * is built and names the layer it cannot run. The lowest is the layer's main kernel,
+     * the one the placement log asks the backend to describe. */
+    unsigned backend_ops;
+    /* The main kernel's descriptor for a batch into desc (KC_OP_CONV2D: a kc_conv2d_desc,
+     * KC_OP_POOL2D: a kc_pool2d_desc), for the backend's describe; NULL when it takes none. */
+    void (*backend_desc)(const kc_layer *l, int batch, void *desc);
 } kc_layer_ops;
 
 struct kc_layer {
@@ -158,6 +166,17 @@ kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in,
 kc_status kc__padding_parse(const kc_layer *l, const char *padding, bool *same);
 /* Output size and leading pad of one spatial axis, as Keras/TensorFlow compute them. */
 void kc__conv_out_size(int in, int k, int stride, int dilation, bool same, int *out, int *pad_before);
+
+/* Kernel size, strides and dilation of a convolution (Conv2D, DepthwiseConv2D) from their
+ * public options (an int n for (n, n); zero strides / dilation for Keras's (1, 1)),
+ * validated as Keras does. */
+kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const int strides[2],
+                            const int dilation_rate[2], int k[2], int s[2], int d[2]);
+
+/* The input (H, W, C) of a convolution (in_shape[0], checked to be rank 3), its output
+ * (OH, OW) and leading padding (top, left); a clear error when the input is too small. */
+kc_status kc__conv_build_shape(const kc_layer *l, int kh, int kw, int sh, int sw, int dh, int dw, bool same,
+                               int hwc[3], int out[2], int pad[2]);
 
 /* ---- helpers shared by the layer files (additive, layers helper) */
 /* "Conv2D 'c1'" (or "Conv2D" while the layer has no name yet), for error messages;

@@ -28,6 +28,7 @@
     X(softmax, kc_softmax_opts)                        \
     X(zeropad2d, kc_zeropad2d_opts)                    \
     X(add, kc_merge_opts)                              \
-    X(concatenate, kc_merge_opts)
+    X(concatenate, kc_merge_opts)                      \
+    X(depthwise_conv2d, kc_depthwise_conv2d_opts)
 
 #endif /* KC_LAYER_KINDS_H */

@@ -74,6 +74,10 @@ static kc_pool2d_desc pool_desc(const pool_cfg *c, int batch) {
                             .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow};
 }
 
+static void pool_backend_desc(const kc_layer *l, int batch, void *desc) {
+    *(kc_pool2d_desc *)desc = pool_desc(l->cfg, batch);
+}
+
 static size_t pool_aux_bytes(const kc_layer *l, int batch) {
     const pool_cfg *c = l->cfg;
     if (c->kind != KC_POOL_MAX) return 0;
@@ -119,6 +123,8 @@ const kc_layer_ops kc__maxpool2d_ops = {
     .opts_size = sizeof(kc_pool2d_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_POOL2D),
+    .backend_desc = pool_backend_desc,
     .init = maxpool_init,
     .get_opts = pool_get_opts,
     .build = pool_build,
@@ -137,6 +143,8 @@ const kc_layer_ops kc__avgpool2d_ops = {
     .opts_size = sizeof(kc_pool2d_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_POOL2D),
+    .backend_desc = pool_backend_desc,
     .init = avgpool_init,
     .get_opts = pool_get_opts,
     .build = pool_build,

@@ -49,6 +49,7 @@ const kc_layer_ops kc__relu_ops = {
     .opts_size = sizeof(kc_relu_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_ACTIVATION),
     .init = relu_init,
     .get_opts = relu_get_opts,
     .build = kc__act_layer_build,

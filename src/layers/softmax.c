@@ -46,6 +46,7 @@ const kc_layer_ops kc__softmax_ops = {
     .opts_size = sizeof(kc_softmax_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_ACTIVATION),
     .init = softmax_init,
     .get_opts = softmax_get_opts,
     .build = softmax_build,

@@ -65,6 +65,7 @@ const kc_layer_ops kc__zeropad2d_ops = {
     .opts_size = sizeof(kc_zeropad2d_opts),
     .min_inputs = 1,
     .max_inputs = 1,
+    .backend_ops = KC_OP_BIT(KC_OP_PAD2D),
     .init = zeropad_init,
     .get_opts = zeropad_get_opts,
     .build = zeropad_build,

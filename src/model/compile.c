@@ -4,10 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "device.h"
 #include "model.h"
-
-kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in);
-int kc__optimizer_slots(kc_opt_kind kind, double momentum);
 
 /* By Keras name or short name (KC_LOSS_KINDS in kerac_backend.h), case-insensitive. */
 static kc_status parse_loss(const char *name, kc_loss_kind *out) {
@@ -65,6 +63,7 @@ kc_status kc_compile(kc_model *m, const kc_compile_opts *opts) {
     kc_compile_opts defaults = {0};
     if (!opts) opts = &defaults;
     KC_TRY(kc__model_build(m));
+    KC_TRY(kc__model_check_backend(m, true)); /* the loss's and the optimizer's operations */
     kc_loss_kind loss = KC_LOSS_SPARSE_CCE;
     KC_TRY(parse_loss(opts->loss, &loss));
     kc_optimizer_state opt = {0};

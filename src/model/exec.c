@@ -70,7 +70,7 @@ kc_status kc__model_prepare(kc_model *m, int batch, bool training) {
                             (double)m->plan.arena_bytes / 1048576.0);
         m->arena_cap = m->plan.arena_bytes;
     }
-    if (!m->dev_scalars) KC_TRY(m->be->alloc(m->be, 8 * sizeof(float), (void **)&m->dev_scalars));
+    if (!m->dev_scalars) KC_TRY(m->be->alloc(m->be, KC_SCALAR_COUNT * sizeof(float), (void **)&m->dev_scalars));
     return KC_STATUS_OK;
 }
 
@@ -107,14 +107,15 @@ static kc_status add_metrics(kc_model *m, int batch) {
     int c = (int)kc__shape_size(&o->out_shape);
     for (int i = 0; i < m->n_metrics; i++)
         KC_TRY(m->be->count_correct(m->be, kc__model_output_buffer(m), m->batch_targets, batch, c, m->metrics[i].sparse,
-                                    m->metrics[i].k, m->from_logits || m->fused_loss, m->dev_scalars + 1 + i));
+                                    m->metrics[i].k, m->from_logits || m->fused_loss,
+                                    m->dev_scalars + KC_SCALAR_METRICS + i));
     return KC_STATUS_OK;
 }
 
 kc_status kc__model_accumulate_metrics(kc_model *m, int batch) {
     kc_loss_desc d = loss_desc(m, batch);
-    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets, m->dev_scalars, NULL,
-                                        batch));
+    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets,
+                                        m->dev_scalars + KC_SCALAR_LOSS, NULL, batch));
     return add_metrics(m, batch);
 }
 
@@ -154,8 +155,8 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
     kc_loss_desc d = loss_desc(m, batch);
     int out = kc__model_output(m);
     double t0 = m->profiling ? prof_start(m) : 0;
-    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets, m->dev_scalars,
-                                        AT(m->plan.dy_off[out]), grad_n));
+    KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets,
+                                        m->dev_scalars + KC_SCALAR_LOSS, AT(m->plan.dy_off[out]), grad_n));
     KC_TRY(add_metrics(m, batch));
     if (m->profiling) prof_stop(m, t0, &m->prof_loss, NULL);
     KC_TRY(backward(m, batch));
@@ -165,8 +166,8 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
 
 /* Clipping happens on the device (sum_squares into device scalars that the fused update
  * reads), so that a step needs no host round trip: global_clipnorm takes one norm over all
- * gradients (dev_scalars[7]); clipnorm, as Keras, one per weight (dev_norms[j]), then one
- * update per weight instead of one over the whole slab. */
+ * gradients (dev_scalars[KC_SCALAR_NORM_SQ]); clipnorm, as Keras, one per weight
+ * (dev_norms[j]), then one update per weight instead of one over the whole slab. */
 kc_status kc__model_prepare_update(kc_model *m) {
     if (m->opt.opts.clipnorm <= 0 || m->dev_norms || m->n_trainable_weights == 0) return KC_STATUS_OK;
     return m->be->alloc(m->be, (size_t)m->n_trainable_weights * sizeof(float), (void **)&m->dev_norms);
@@ -197,8 +198,8 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
             }
     } else {
         if (o->opts.global_clipnorm > 0) {
-            KC_TRY(m->be->sum_squares(m->be, grads, m->n_trainable, m->dev_scalars + 7));
-            st.norm_sq = m->dev_scalars + 7;
+            KC_TRY(m->be->sum_squares(m->be, grads, m->n_trainable, m->dev_scalars + KC_SCALAR_NORM_SQ));
+            st.norm_sq = m->dev_scalars + KC_SCALAR_NORM_SQ;
             st.clipnorm = (float)o->opts.global_clipnorm;
         }
         KC_TRY(m->be->optimizer_step(m->be, &st, m->params, grads, m->slot0, m->slot1, m->n_trainable));

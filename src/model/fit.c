@@ -5,19 +5,19 @@
  * the current one trains, and each step is forward -> loss -> backward -> update on the
  * model's backend. The input feed (feed.h) uploads batch k + 1 while step k computes, and
  * one host read per step (its only synchronisation) brings back the loss and metrics.
- * Checkpoints (../io/checkpoint.c) hook in after each step and each epoch; a resume
- * restores the model, replays the finished epochs' shuffles and starts the loader at the
- * saved step of the saved epoch's order. */
+ * The caller's hooks (fit_hooks.h: kc_fit passes the checkpoints' table from
+ * ../io/checkpoint_fit.c) are told after each step and each epoch; a resume restores the
+ * model, replays the finished epochs' shuffles and starts the loader at the saved step of
+ * the saved epoch's order. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../data/loader.h"
-#include "../env/env.h"
-#include "../io/checkpoint.h"
+#include "device.h"
 #include "feed.h"
-#include "model.h"
+#include "fit_hooks.h"
 
 struct kc_history {
     char device[64];          /* kc_model_device when fit ran */
@@ -83,7 +83,7 @@ static kc_status check_data(kc_model *m, const kc_dataset *d, const char *what) 
 
 /* The step's loss sum and metric counts: the one host read (and wait) of a step. */
 static kc_status read_scalars(kc_model *m, float *host) {
-    return m->be->to_host(m->be, host, m->dev_scalars, 8 * sizeof(float));
+    return m->be->to_host(m->be, host, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
 }
 
 typedef struct eval_acc {
@@ -109,10 +109,10 @@ static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__
     if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
     if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, rows = b->n, &slot);
     while (s == KC_STATUS_OK && b) {
-        float sc[8];
+        float sc[KC_SCALAR_COUNT];
         s = kc__feed_acquire(feed, slot);
         if (s == KC_STATUS_OK) s = kc__feed_select(feed, slot, 0, rows);
-        if (s == KC_STATUS_OK) s = m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float));
+        if (s == KC_STATUS_OK) s = m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
         if (s == KC_STATUS_OK) s = kc__model_forward(m, rows, false, 0);
         if (s == KC_STATUS_OK) s = kc__model_accumulate_metrics(m, rows);
         if (s == KC_STATUS_OK) s = kc__feed_release(feed, slot);
@@ -121,8 +121,8 @@ static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__
         if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, rows = b->n, &next);
         if (s == KC_STATUS_OK) s = read_scalars(m, sc);
         if (s != KC_STATUS_OK) break;
-        acc->loss_sum += sc[0];
-        for (int i = 0; i < m->n_metrics; i++) acc->correct[i] += sc[1 + i];
+        acc->loss_sum += sc[KC_SCALAR_LOSS];
+        for (int i = 0; i < m->n_metrics; i++) acc->correct[i] += sc[KC_SCALAR_METRICS + i];
         acc->samples += done;
         slot = next;
     }
@@ -191,23 +191,7 @@ kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, flo
     return s;
 }
 
-/* ---------------------------------------------------------------- fit */
-
-typedef struct fit_ctx {
-    kc_model *m;
-    const kc_fit_opts *o;
-    kc_history *h;
-    bool stop;
-} fit_ctx;
-
-static void stop_by(fit_ctx *c, const kc_callback *cb) {
-    c->stop = true;
-    if (!c->h->stop_reason[0])
-        snprintf(c->h->stop_reason, sizeof c->h->stop_reason, "%s", cb->name && *cb->name ? cb->name : "callback");
-}
-
-kc_status kc__auto_batch_size(kc_model *m, int cap, int grad_accum, int *out, char *reason, size_t reason_n);
-kc_status kc__memory_budget(kc_model *m, size_t *budget, char *why, size_t why_n);
+/* ---------------------------------------------------------------- a training step */
 
 /* The accumulation buffer for grad_accum > 1, allocated on first use. */
 static kc_status ensure_accum(kc_model *m) {
@@ -236,7 +220,7 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
     if (k > 1) KC_TRY(ensure_accum(m));
     KC_TRY(kc__model_prepare_update(m));
     KC_TRY(kc__feed_acquire(f, slot));
-    KC_TRY(m->be->memset0(m->be, m->dev_scalars, 8 * sizeof(float)));
+    KC_TRY(m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float)));
     for (int j = 0; j < k; j++) {
         int off = j * mb, rows = KC_MIN(mb, n - off);
         uint64_t seed = j == 0 ? step_seed : kc__hash64(step_seed ^ (uint64_t)j);
@@ -244,7 +228,7 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
         KC_TRY(kc__model_forward(m, rows, true, seed));
         KC_TRY(kc__model_backward_update(m, rows, n, false));
         if (k == 1) continue;
-        KC_TRY(m->be->axpy(m->be, m->dev_scalars + 5, m->dev_scalars, 1.0f, 1)); /* the step's loss sum */
+        KC_TRY(m->be->axpy(m->be, m->dev_scalars + KC_SCALAR_STEP_LOSS, m->dev_scalars + KC_SCALAR_LOSS, 1.0f, 1));
         if (m->n_trainable == 0) continue;
         if (j == 0) KC_TRY(m->be->copy(m->be, m->accum, m->grads, (size_t)m->n_trainable * sizeof(float)));
         else KC_TRY(m->be->axpy(m->be, m->accum, m->grads, 1.0f, m->n_trainable));
@@ -255,10 +239,10 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
 
 /* The step's loss sum and metric counts into sums (the step's one wait for the device). */
 static kc_status read_step(kc_model *m, int n, int mb, double *sums) {
-    float sc[8];
+    float sc[KC_SCALAR_COUNT];
     KC_TRY(read_scalars(m, sc));
-    sums[0] += (n + mb - 1) / mb > 1 ? sc[5] : sc[0];
-    for (int i = 0; i < m->n_metrics; i++) sums[1 + i] += sc[1 + i];
+    sums[0] += (n + mb - 1) / mb > 1 ? sc[KC_SCALAR_STEP_LOSS] : sc[KC_SCALAR_LOSS];
+    for (int i = 0; i < m->n_metrics; i++) sums[1 + i] += sc[KC_SCALAR_METRICS + i];
     return KC_STATUS_OK;
 }
 
@@ -294,7 +278,7 @@ static kc_status train_step_recovering(kc_model *m, kc__feed *f, int slot, int n
     }
 }
 
-/* The training position handed to the checkpoint hooks. */
+/* The training position handed to the hooks. */
 static kc__fit_pos fit_pos(int epoch, int64_t step, int64_t seen, const double *sums, double lr, int mb,
                            const kc_rng *rng) {
     kc__fit_pos p = {.epoch = epoch, .step = step, .seen = seen, .epoch_lr = lr, .micro_batch = mb, .rng = *rng};
@@ -302,11 +286,57 @@ static kc__fit_pos fit_pos(int epoch, int64_t step, int64_t seen, const double *
     return p;
 }
 
-kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out) {
-    KC_TRY(check_ready(m, "fit"));
-    if (!train) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: training dataset is NULL");
+/* ---------------------------------------------------------------- fit */
+
+/* One kc__fit_run: its options (defaults filled in), data, sizes and running state. */
+typedef struct fit_run {
+    kc_model *m;
+    kc_fit_opts o;
+    const kc__fit_hooks *hooks;
+    void *hrun;                   /* the hooks' state of this run (NULL: no more hook calls) */
+    kc_history *h;
+    const kc_dataset *trp, *valp; /* training data (after the split), validation data */
+    kc_dataset *tr, *val;         /* the slices of a validation split (owned) */
+    kc__feed feed;
+    kc__fit_env fe;               /* GPU readings, placement lines, the input-bound verdict */
+    int64_t n, steps, per_epoch;  /* training examples, steps per epoch, examples per epoch */
+    int bs, mb;                   /* batch size, micro-batch */
+    bool recover, stop;
+    uint64_t seed;
+    kc_rng rng;                   /* the shuffle generator */
+    int64_t *order;               /* (n) the data order, reshuffled per epoch */
+    const kc__fit_pos *rp;        /* where a resume continues (NULL: from the start) */
+} fit_run;
+
+typedef enum cb_event { CB_TRAIN_BEGIN, CB_EPOCH_BEGIN, CB_BATCH_END, CB_EPOCH_END, CB_TRAIN_END } cb_event;
+
+/* Every callback's handler of one event, in order. KC_STOP_TRAINING stops the fit after
+ * this batch or epoch; the first callback to ask is the history's stop reason. */
+static void dispatch(fit_run *r, cb_event ev, int epoch, const kc_batch_logs *bl, const kc_epoch_logs *el) {
+    for (int k = 0; k < r->o.num_callbacks; k++) {
+        kc_callback *cb = r->o.callbacks[k];
+        kc_callback_action a = KC_CONTINUE;
+        switch (ev) {
+        case CB_TRAIN_BEGIN: a = cb->on_train_begin ? cb->on_train_begin(r->m, cb->user) : a; break;
+        case CB_EPOCH_BEGIN: a = cb->on_epoch_begin ? cb->on_epoch_begin(r->m, epoch, cb->user) : a; break;
+        case CB_BATCH_END: a = cb->on_batch_end ? cb->on_batch_end(r->m, bl, cb->user) : a; break;
+        case CB_EPOCH_END: a = cb->on_epoch_end ? cb->on_epoch_end(r->m, el, cb->user) : a; break;
+        case CB_TRAIN_END:
+            if (cb->on_train_end) cb->on_train_end(r->m, cb->user);
+            break;
+        }
+        if (a != KC_STOP_TRAINING) continue;
+        r->stop = true;
+        if (!r->h->stop_reason[0])
+            snprintf(r->h->stop_reason, sizeof r->h->stop_reason, "%s", cb->name && *cb->name ? cb->name : "callback");
+    }
+}
+
+/* The fit options with their defaults (after the hooks' fit_opts: a resume takes the
+ * checkpoint's where opts leave them unset), checked. */
+static kc_status fit_options(fit_run *r, const kc_fit_opts *opts) {
     kc_fit_opts o = opts ? *opts : (kc_fit_opts){0};
-    KC_TRY(kc__ckpt_fit_opts(m, &o)); /* resume: the checkpoint's batch size, seed, ... where o leaves them unset */
+    if (r->hooks && r->hooks->fit_opts) KC_TRY(r->hooks->fit_opts(r->hooks->user, r->m, &o));
     if (o.epochs == 0) o.epochs = 1;
     if (o.batch_size == 0) o.batch_size = 32;
     if (o.prefetch == 0) o.prefetch = 2;
@@ -324,194 +354,220 @@ kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, 
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: validation_split = %g must be in [0, 1)", o.validation_split);
     if (o.num_callbacks > 0 && !o.callbacks)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: num_callbacks is %d but callbacks is NULL", o.num_callbacks);
-    if (out) *out = NULL;
-    KC_TRY(check_data(m, train, "training data"));
-    bool recover = kc__bool3(o.oom_recovery, true);
+    r->o = o;
+    r->recover = kc__bool3(o.oom_recovery, true);
+    return KC_STATUS_OK;
+}
 
-    kc_status s = KC_STATUS_OK;
-    kc__ckpt *ck = NULL;
-    kc_dataset *tr = NULL, *val = NULL;
-    const kc_dataset *valp = o.validation_data;
+/* Keras's validation split: the last validation_split of the data, taken off before
+ * any shuffling. Sets the training and validation data of the run. */
+static kc_status split_validation(fit_run *r, const kc_dataset *train) {
+    r->valp = r->o.validation_data;
     int64_t n_all = kc_dataset_size(train);
-    if (!valp && o.validation_split > 0) {
-        int64_t split_at = (int64_t)((double)n_all * (1.0 - o.validation_split));
+    if (!r->valp && r->o.validation_split > 0) {
+        int64_t split_at = (int64_t)((double)n_all * (1.0 - r->o.validation_split));
         if (split_at <= 0 || split_at >= n_all)
             return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: validation_split %g leaves no %s examples (%lld in all)",
-                            o.validation_split, split_at <= 0 ? "training" : "validation", (long long)n_all);
-        KC_TRY(kc_dataset_slice(train, 0, split_at, &tr));
-        s = kc_dataset_slice(train, split_at, n_all - split_at, &val);
-        if (s != KC_STATUS_OK) {
-            kc_dataset_destroy(tr);
-            return s;
-        }
-        valp = val;
+                            r->o.validation_split, split_at <= 0 ? "training" : "validation", (long long)n_all);
+        KC_TRY(kc_dataset_slice(train, 0, split_at, &r->tr));
+        KC_TRY(kc_dataset_slice(train, split_at, n_all - split_at, &r->val));
+        r->valp = r->val;
     }
-    if (valp && s == KC_STATUS_OK) s = check_data(m, valp, "validation data");
-    const kc_dataset *trp = tr ? tr : train;
-    int64_t n = kc_dataset_size(trp);
-    kc__fit_env fe; /* GPU readings, placement lines, the input-bound verdict */
-    kc__fit_env_begin(&fe, m);
-    kc__feed feed = {0};
-    if (s == KC_STATUS_OK && o.batch_size == KC_BATCH_SIZE_AUTO) {
-        char reason[512];
-        int cap = (int)KC_MIN((int64_t)o.max_batch_size, (n + 7) / 8 * 8);
-        s = kc__auto_batch_size(m, cap, o.grad_accum, &o.batch_size, reason, sizeof reason);
-        /* confirm with one real step (the feed, prepare, a forward pass); step down by 8 on failure */
-        while (s == KC_STATUS_OK) {
-            s = kc__feed_open(m, (int)KC_MIN((int64_t)o.batch_size, n), true, &feed);
-            if (s == KC_STATUS_OK) s = kc__model_prepare(m, o.batch_size, true);
-            if (s == KC_STATUS_OK) s = kc__model_forward(m, o.batch_size, false, 0);
-            if (s != KC_STATUS_OUT_OF_MEMORY || o.batch_size <= 8) break;
-            kc__feed_close(&feed);
-            release_step_memory(m);
-            o.batch_size -= 8;
-            snprintf(reason, sizeof reason, "auto batch size %d: the planned size did not fit in a real step",
-                     o.batch_size);
-            s = KC_STATUS_OK;
-        }
-        if (s == KC_STATUS_OK) kc__log_always(KC_LOG_INFO, "%s", reason);
-        if (s == KC_STATUS_OK && o.grad_accum > o.batch_size) o.grad_accum = o.batch_size;
+    r->trp = r->tr ? r->tr : train;
+    r->n = kc_dataset_size(r->trp);
+    return KC_STATUS_OK;
+}
+
+/* KC_BATCH_SIZE_AUTO: the largest planned size that fits, confirmed by one real step (the
+ * feed, prepare, a forward pass) and stepped down by 8 while that runs out of memory.
+ * Leaves the feed open for that size. */
+static kc_status choose_batch_size(fit_run *r) {
+    kc_model *m = r->m;
+    kc_fit_opts *o = &r->o;
+    char reason[512];
+    int cap = (int)KC_MIN((int64_t)o->max_batch_size, (r->n + 7) / 8 * 8);
+    kc_status s = kc__auto_batch_size(m, cap, o->grad_accum, &o->batch_size, reason, sizeof reason);
+    while (s == KC_STATUS_OK) {
+        s = kc__feed_open(m, (int)KC_MIN((int64_t)o->batch_size, r->n), true, &r->feed);
+        if (s == KC_STATUS_OK) s = kc__model_prepare(m, o->batch_size, true);
+        if (s == KC_STATUS_OK) s = kc__model_forward(m, o->batch_size, false, 0);
+        if (s != KC_STATUS_OUT_OF_MEMORY || o->batch_size <= 8) break;
+        kc__feed_close(&r->feed);
+        release_step_memory(m);
+        o->batch_size -= 8;
+        snprintf(reason, sizeof reason, "auto batch size %d: the planned size did not fit in a real step",
+                 o->batch_size);
+        s = KC_STATUS_OK;
     }
+    if (s == KC_STATUS_OK) kc__log_always(KC_LOG_INFO, "%s", reason);
+    if (s == KC_STATUS_OK && o->grad_accum > o->batch_size) o->grad_accum = o->batch_size;
+    return s;
+}
+
+/* The run's sizes, history, data order and feed; then the hooks' begin (on a resume: the
+ * model's state, the finished epochs' shuffles and logs, where to continue). */
+static kc_status fit_start(fit_run *r) {
+    kc_model *m = r->m;
+    r->bs = (int)KC_MIN((int64_t)r->o.batch_size, r->n);
+    r->mb = (r->bs + r->o.grad_accum - 1) / r->o.grad_accum;
+    r->steps = (r->n + r->bs - 1) / r->bs;
+    if (r->o.steps_per_epoch > 0 && r->o.steps_per_epoch < r->steps) r->steps = r->o.steps_per_epoch;
+    r->per_epoch = KC_MIN(r->n, r->steps * r->bs);
+    r->h = kc__calloc(1, sizeof *r->h, "the training history");
+    r->order = kc__calloc((size_t)r->n, sizeof(int64_t), "the shuffle order");
+    if (!r->h || !r->order) return KC_STATUS_OUT_OF_MEMORY;
+    if (!r->feed.m) KC_TRY(kc__feed_open(m, r->bs, true, &r->feed));
+    kc_history *h = r->h;
+    snprintf(h->device, sizeof h->device, "%s", kc_model_device(m));
+    snprintf(h->device_reason, sizeof h->device_reason, "%s", kc_model_device_reason(m));
+    h->n_metrics = m->n_metrics;
+    for (int i = 0; i < m->n_metrics; i++)
+        snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
+    r->seed = r->o.seed ? r->o.seed : m->seed;
+    kc__rng_seed(&r->rng, r->seed);
+    for (int64_t i = 0; i < r->n; i++) r->order[i] = i;
+    if (!r->hooks || !r->hooks->begin) return KC_STATUS_OK;
+    kc__fit_geom geom = {.num_examples = r->n, .batch_size = r->bs, .micro_batch = r->mb, .steps = r->steps,
+                         .epochs = r->o.epochs, .seed = r->seed, .shuffle = kc__bool3(r->o.shuffle, true),
+                         .has_val = r->valp != NULL, .validation_split = r->o.validation_split};
+    kc__fit_resume res = {0};
+    KC_TRY(r->hooks->begin(r->hooks->user, m, &r->o, &geom, &r->rng, r->order, &r->hrun, &res));
+    for (int i = 0; i < res.n_history; i++) KC_TRY(history_append(h, &res.history[i]));
+    r->rp = res.pos;
+    if (r->rp) r->mb = r->rp->micro_batch;
+    return KC_STATUS_OK;
+}
+
+/* One epoch's running state. */
+typedef struct epoch_run {
+    int epoch;
+    kc_rng rng_start;                /* the shuffle generator before this epoch's shuffle */
+    double sums[1 + KC_MAX_METRICS]; /* loss sum and metric counts so far */
+    int64_t seen, step;
+    double lr, t0;                   /* the learning rate logged for the epoch, its start */
+} epoch_run;
+
+/* The epoch's steps from e->step on (a resume may start mid-epoch), each followed by the
+ * on_batch_end callbacks and the after_step hook; *waited: the loader's wait. */
+static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
+    kc_model *m = r->m;
+    int64_t skip = KC_MIN(r->per_epoch, e->step * r->bs);
+    kc_loader *ld = NULL;
+    kc_status s = kc__loader_create(r->trp, r->order + skip, r->per_epoch - skip, r->bs, r->o.prefetch, &ld);
+    const kc_batch *b = NULL;
+    int slot = -1, rows = 0;
+    if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
+    if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, rows = b->n, &slot);
+    while (s == KC_STATUS_OK && !r->stop && b) {
+        uint64_t step_seed = kc__hash64(r->seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
+        int done = rows, next = -1;
+        s = train_step_recovering(m, &r->feed, slot, done, &r->mb, r->bs, r->recover, step_seed);
+        /* the next batch travels while this step computes; then the step's one wait */
+        if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
+        if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, rows = b->n, &next);
+        if (s == KC_STATUS_OK) s = read_step(m, done, r->mb, e->sums);
+        if (s != KC_STATUS_OK) break;
+        slot = next;
+        e->seen += done;
+        kc_batch_logs bl = {.epoch = e->epoch, .step = e->step, .steps = r->steps, .loss = e->sums[0] / (double)e->seen,
+                            .seconds = kc__now() - e->t0, .samples = e->seen};
+        for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = e->sums[1 + i] / (double)e->seen;
+        kc__fit_env_step(&r->fe, m, r->mb, &bl);
+        e->step++;
+        dispatch(r, CB_BATCH_END, e->epoch, &bl, NULL);
+        if (r->hrun && r->hooks->after_step) {
+            kc__fit_pos p = fit_pos(e->epoch, e->step, e->seen, e->sums, e->lr, r->mb, &e->rng_start);
+            s = r->hooks->after_step(r->hrun, m, &p, &bl, r->h->epochs, r->h->n);
+        }
+    }
+    *waited = ld ? kc__loader_wait_seconds(ld) : 0;
+    kc__loader_destroy(ld);
+    return s;
+}
+
+/* The epoch's logs (validation included), its history entry, the on_epoch_end callbacks
+ * and the after_epoch hook. */
+static kc_status end_epoch(fit_run *r, const epoch_run *e, double waited) {
+    kc_model *m = r->m;
+    int64_t seen = e->seen;
+    kc_epoch_logs el = {.epoch = e->epoch, .steps = e->step, .lr = e->lr, .batch_size = r->bs, .micro_batch = r->mb,
+                        .grad_accum = (r->bs + r->mb - 1) / r->mb};
+    el.loss = seen ? e->sums[0] / (double)seen : NAN;
+    for (int i = 0; i < m->n_metrics; i++) el.metrics[i] = seen ? e->sums[1 + i] / (double)seen : NAN;
+    el.seconds = kc__now() - e->t0;
+    el.images_per_second = el.seconds > 0 ? (double)seen / el.seconds : 0;
+    kc__fit_env_epoch_end(&r->fe, m, waited, &el);
+    if (r->valp && seen > 0) {
+        eval_acc va;
+        KC_TRY(run_eval(m, r->valp, r->mb, &r->feed, &va)); /* the micro-batch: known to fit */
+        el.has_val = 1;
+        el.val_loss = va.samples ? va.loss_sum / (double)va.samples : NAN;
+        for (int i = 0; i < m->n_metrics; i++)
+            el.val_metrics[i] = va.samples ? va.correct[i] / (double)va.samples : NAN;
+    }
+    KC_TRY(history_append(r->h, &el));
+    dispatch(r, CB_EPOCH_END, e->epoch, NULL, &el);
+    if (!r->hrun || !r->hooks->after_epoch) return KC_STATUS_OK;
+    /* a complete epoch: the next one starts; else where it was cut short */
+    bool complete = e->step >= r->steps;
+    double zero[1 + KC_MAX_METRICS] = {0};
+    kc__fit_pos p = complete ? fit_pos(e->epoch + 1, 0, 0, zero, 0, r->mb, &r->rng)
+                             : fit_pos(e->epoch, e->step, e->seen, e->sums, e->lr, r->mb, &e->rng_start);
+    return r->hooks->after_epoch(r->hrun, m, &p, complete, r->stop, &el, r->h->epochs,
+                                 complete ? r->h->n : r->h->n - 1);
+}
+
+static kc_status run_epoch(fit_run *r, int epoch) {
+    kc_model *m = r->m;
+    dispatch(r, CB_EPOCH_BEGIN, epoch, NULL, NULL);
+    if (r->stop) return KC_STATUS_OK;
+    epoch_run e = {.epoch = epoch, .rng_start = r->rng}; /* for checkpoints: this epoch's order replays from it */
+    if (kc__bool3(r->o.shuffle, true)) kc__shuffle_i64(&r->rng, r->order, r->n);
+    e.t0 = kc__now();
+    kc__fit_env_epoch_begin(&r->fe);
+    e.lr = kc__optimizer_lr(&m->opt, m->opt.iterations);
+    if (r->rp && epoch == r->rp->epoch) { /* resumed mid-epoch: the rest of this epoch's order */
+        e.step = r->rp->step;
+        e.seen = r->rp->seen;
+        memcpy(e.sums, r->rp->sums, sizeof e.sums);
+        if (e.step > 0) e.lr = r->rp->epoch_lr;
+    }
+    double waited = 0;
+    KC_TRY(run_steps(r, &e, &waited));
+    return end_epoch(r, &e, waited);
+}
+
+kc_status kc__fit_run(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, const kc__fit_hooks *hooks,
+                      kc_history **out) {
+    KC_TRY(check_ready(m, "fit"));
+    if (!train) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: training dataset is NULL");
+    fit_run r = {.m = m, .hooks = hooks};
+    KC_TRY(fit_options(&r, opts));
+    if (out) *out = NULL;
+    KC_TRY(check_data(m, train, "training data"));
+    kc_status s = split_validation(&r, train);
     if (s != KC_STATUS_OK) {
-        kc__feed_close(&feed);
-        kc__fit_env_end(&fe, m);
-        kc_dataset_destroy(tr);
-        kc_dataset_destroy(val);
+        kc_dataset_destroy(r.tr);
         return s;
     }
-    int bs = (int)KC_MIN((int64_t)o.batch_size, n);
-    int mb = (bs + o.grad_accum - 1) / o.grad_accum; /* micro-batch */
-    int64_t steps = (n + bs - 1) / bs;
-    if (o.steps_per_epoch > 0 && o.steps_per_epoch < steps) steps = o.steps_per_epoch;
-    int64_t per_epoch = KC_MIN(n, steps * bs);
-
-    kc_history *h = kc__calloc(1, sizeof *h, "the training history");
-    int64_t *order = kc__calloc((size_t)n, sizeof(int64_t), "the shuffle order");
-    if (!h || !order) s = KC_STATUS_OUT_OF_MEMORY;
-    if (s == KC_STATUS_OK && !feed.m) s = kc__feed_open(m, bs, true, &feed);
-    if (h) {
-        snprintf(h->device, sizeof h->device, "%s", kc_model_device(m));
-        snprintf(h->device_reason, sizeof h->device_reason, "%s", kc_model_device_reason(m));
+    if (r.valp) s = check_data(m, r.valp, "validation data");
+    kc__fit_env_begin(&r.fe, m);
+    if (s == KC_STATUS_OK && r.o.batch_size == KC_BATCH_SIZE_AUTO) s = choose_batch_size(&r);
+    if (s == KC_STATUS_OK) s = fit_start(&r);
+    if (s == KC_STATUS_OK) {
+        dispatch(&r, CB_TRAIN_BEGIN, 0, NULL, NULL);
+        if (r.hrun && hooks->train_begun) hooks->train_begun(r.hrun, m); /* resumed: the callbacks' own states */
+        for (int epoch = r.rp ? r.rp->epoch : 0; epoch < r.o.epochs && !r.stop && s == KC_STATUS_OK; epoch++)
+            s = run_epoch(&r, epoch);
+        dispatch(&r, CB_TRAIN_END, 0, NULL, NULL);
     }
-    if (s != KC_STATUS_OK) goto done;
-    h->n_metrics = m->n_metrics;
-    for (int i = 0; i < m->n_metrics; i++) snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
-
-    kc_rng rng;
-    uint64_t seed = o.seed ? o.seed : m->seed;
-    kc__rng_seed(&rng, seed);
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    /* checkpoints; on resume: model state, the shuffles of the finished epochs, the position */
-    kc__fit_geom geom = {.num_examples = n, .batch_size = bs, .micro_batch = mb, .steps = steps, .epochs = o.epochs,
-                         .seed = seed, .shuffle = kc__bool3(o.shuffle, true), .has_val = valp != NULL,
-                         .validation_split = o.validation_split};
-    s = kc__ckpt_open(m, &o, &geom, &rng, order, &ck);
-    const kc__fit_pos *rp = kc__ckpt_resume_pos(ck);
-    const kc_epoch_logs *past = NULL;
-    for (int i = 0, np = kc__ckpt_history(ck, &past); i < np && s == KC_STATUS_OK; i++) s = history_append(h, &past[i]);
-    if (s != KC_STATUS_OK) goto done;
-    if (rp) mb = rp->micro_batch;
-    fit_ctx c = {.m = m, .o = &o, .h = h};
-
-    for (int k = 0; k < o.num_callbacks; k++)
-        if (o.callbacks[k]->on_train_begin && o.callbacks[k]->on_train_begin(m, o.callbacks[k]->user) == KC_STOP_TRAINING)
-            stop_by(&c, o.callbacks[k]);
-    kc__ckpt_restore_callbacks(ck, m); /* resumed: the callbacks' own states */
-
-    for (int epoch = rp ? rp->epoch : 0; epoch < o.epochs && !c.stop && s == KC_STATUS_OK; epoch++) {
-        for (int k = 0; k < o.num_callbacks; k++)
-            if (o.callbacks[k]->on_epoch_begin &&
-                o.callbacks[k]->on_epoch_begin(m, epoch, o.callbacks[k]->user) == KC_STOP_TRAINING)
-                stop_by(&c, o.callbacks[k]);
-        if (c.stop) break;
-        kc_rng rng_epoch = rng; /* for checkpoints: this epoch's order replays from it */
-        if (kc__bool3(o.shuffle, true)) kc__shuffle_i64(&rng, order, n);
-        double t0 = kc__now();
-        kc__fit_env_epoch_begin(&fe);
-        double sums[1 + KC_MAX_METRICS] = {0};
-        int64_t seen = 0, step = 0;
-        double lr_epoch = kc__optimizer_lr(&m->opt, m->opt.iterations);
-        kc_loader *ld = NULL;
-        int64_t skip = 0;
-        if (rp && epoch == rp->epoch) { /* resumed mid-epoch: the rest of this epoch's order */
-            step = rp->step;
-            seen = rp->seen;
-            memcpy(sums, rp->sums, sizeof sums);
-            if (step > 0) lr_epoch = rp->epoch_lr;
-            skip = KC_MIN(per_epoch, step * bs);
-        }
-        s = kc__loader_create(trp, order + skip, per_epoch - skip, bs, o.prefetch, &ld);
-        const kc_batch *b = NULL;
-        int slot = -1, rows = 0;
-        if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
-        if (s == KC_STATUS_OK && b) s = kc__feed_put(&feed, b->x, b->y, rows = b->n, &slot);
-        while (s == KC_STATUS_OK && !c.stop && b) {
-            uint64_t step_seed = kc__hash64(seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
-            int done = rows, next = -1;
-            s = train_step_recovering(m, &feed, slot, done, &mb, bs, recover, step_seed);
-            /* the next batch travels while this step computes; then the step's one wait */
-            if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
-            if (s == KC_STATUS_OK && b) s = kc__feed_put(&feed, b->x, b->y, rows = b->n, &next);
-            if (s == KC_STATUS_OK) s = read_step(m, done, mb, sums);
-            if (s != KC_STATUS_OK) break;
-            slot = next;
-            seen += done;
-            kc_batch_logs bl = {.epoch = epoch, .step = step, .steps = steps, .loss = sums[0] / (double)seen,
-                                .seconds = kc__now() - t0, .samples = seen};
-            for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = sums[1 + i] / (double)seen;
-            kc__fit_env_step(&fe, m, mb, &bl);
-            step++;
-            for (int k = 0; k < o.num_callbacks; k++)
-                if (o.callbacks[k]->on_batch_end &&
-                    o.callbacks[k]->on_batch_end(m, &bl, o.callbacks[k]->user) == KC_STOP_TRAINING)
-                    stop_by(&c, o.callbacks[k]);
-            if (ck) {
-                kc__fit_pos p = fit_pos(epoch, step, seen, sums, lr_epoch, mb, &rng_epoch);
-                s = kc__ckpt_after_step(ck, m, &p, &bl, h->epochs, h->n);
-                if (s != KC_STATUS_OK) break;
-            }
-        }
-        double waited = ld ? kc__loader_wait_seconds(ld) : 0;
-        kc__loader_destroy(ld);
-        if (s != KC_STATUS_OK) break;
-        kc_epoch_logs el = {.epoch = epoch, .steps = step, .lr = lr_epoch, .batch_size = bs, .micro_batch = mb,
-                            .grad_accum = (bs + mb - 1) / mb};
-        el.loss = seen ? sums[0] / (double)seen : NAN;
-        for (int i = 0; i < m->n_metrics; i++) el.metrics[i] = seen ? sums[1 + i] / (double)seen : NAN;
-        el.seconds = kc__now() - t0;
-        el.images_per_second = el.seconds > 0 ? (double)seen / el.seconds : 0;
-        kc__fit_env_epoch_end(&fe, m, waited, &el);
-        if (valp && seen > 0) {
-            eval_acc va;
-            s = run_eval(m, valp, mb, &feed, &va); /* the micro-batch: known to fit */
-            if (s != KC_STATUS_OK) break;
-            el.has_val = 1;
-            el.val_loss = va.samples ? va.loss_sum / (double)va.samples : NAN;
-            for (int i = 0; i < m->n_metrics; i++) el.val_metrics[i] = va.samples ? va.correct[i] / (double)va.samples : NAN;
-        }
-        s = history_append(h, &el);
-        if (s != KC_STATUS_OK) break;
-        for (int k = 0; k < o.num_callbacks; k++)
-            if (o.callbacks[k]->on_epoch_end && o.callbacks[k]->on_epoch_end(m, &el, o.callbacks[k]->user) == KC_STOP_TRAINING)
-                stop_by(&c, o.callbacks[k]);
-        if (ck) { /* a complete epoch: the next one starts; else where it was cut short */
-            bool complete = step >= steps;
-            double zero[1 + KC_MAX_METRICS] = {0};
-            kc__fit_pos p = complete ? fit_pos(epoch + 1, 0, 0, zero, 0, mb, &rng)
-                                     : fit_pos(epoch, step, seen, sums, lr_epoch, mb, &rng_epoch);
-            s = kc__ckpt_after_epoch(ck, m, &p, complete, c.stop, &el, h->epochs, complete ? h->n : h->n - 1);
-        }
-    }
-    for (int k = 0; k < o.num_callbacks; k++)
-        if (o.callbacks[k]->on_train_end) o.callbacks[k]->on_train_end(m, o.callbacks[k]->user);
-done:
-    kc__feed_close(&feed);
-    kc__fit_env_end(&fe, m);
-    kc__ckpt_close(ck);
-    free(order);
-    kc_dataset_destroy(tr);
-    kc_dataset_destroy(val);
-    if (s == KC_STATUS_OK && out) *out = h;
-    else kc_history_destroy(h);
+    kc__feed_close(&r.feed);
+    kc__fit_env_end(&r.fe, m);
+    if (r.hrun && hooks->end) hooks->end(r.hrun);
+    free(r.order);
+    kc_dataset_destroy(r.tr);
+    kc_dataset_destroy(r.val);
+    if (s == KC_STATUS_OK && out) *out = r.h;
+    else kc_history_destroy(r.h);
     return s;
 }

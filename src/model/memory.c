@@ -10,8 +10,6 @@
 
 #include "model.h"
 
-int kc__optimizer_slots(kc_opt_kind kind, double momentum);
-
 kc_status kc_parse_size(const char *text, size_t *out) {
     if (!text || !*text || !out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size is empty");
     errno = 0;
@@ -106,7 +104,7 @@ kc_status kc_model_plan_memory(kc_model *m, int batch, int training, int grad_ac
     int width = m->compiled ? kc__model_target_width(m) : 1;
     int64_t in = kc__shape_size(&m->layers[0]->out_shape);
     int64_t whole = (int64_t)batch * (training && grad_accum > 1 ? grad_accum : 1);
-    out->batch_buffers = rounded(8 * sizeof(float)) +
+    out->batch_buffers = rounded(KC_SCALAR_COUNT * sizeof(float)) +
                          KC_FEED_SLOTS * (rounded(f32(whole * in)) + rounded(f32(whole * width)));
     if (m->compiled && m->opt.opts.clipnorm > 0 && training)
         out->batch_buffers += rounded(f32(m->n_trainable_weights));

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../env/env.h"
+#include "device.h"
 #include "model.h"
 
 #define KC_DEFAULT_SEED 1337u
@@ -233,8 +234,6 @@ int kc__model_output(const kc_model *m) { return m->output >= 0 ? m->output : m-
 
 /* ---------------------------------------------------------------- build */
 
-kc_status kc__model_apply_env_limit(kc_model *m);
-
 static kc_status ensure_backend(kc_model *m) {
     if (m->be) return KC_STATUS_OK;
     const char *dev = m->device_req[0] ? m->device_req : getenv("KERAC_DEVICE");
@@ -312,6 +311,7 @@ kc_status kc__model_build(kc_model *m) {
             else nn += (w->size + 15) & ~15;
         }
     KC_TRY(kc__model_fail(m, ensure_backend(m)));
+    KC_TRY(kc__model_fail(m, kc__model_check_backend(m, false))); /* a layer the backend lacks: its name */
     m->n_trainable = nt;
     m->n_params = nt + nn;
     kc_status s = m->be->alloc(m->be, (size_t)(m->n_params ? m->n_params : 1) * sizeof(float), (void **)&m->params);

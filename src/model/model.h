@@ -6,23 +6,26 @@
 #define KC_MODEL_H
 
 #include "../layers/layer.h"
+#include "../train/train.h"
 #include "name_index.h"
 #include "plan.h"
-
-typedef struct kc_optimizer_state {
-    kc_opt_kind kind;
-    kc_optimizer_opts opts;  /* normalised: defaults filled in; schedule arrays owned below */
-    int64_t *boundaries;
-    double *values;
-    double lr_scale;         /* ReduceLROnPlateau multiplies the schedule by this */
-    int64_t iterations;      /* optimizer steps taken (Keras's optimizer.iterations) */
-} kc_optimizer_state;
 
 typedef struct kc_metric {
     char name[48];           /* Keras history key: "accuracy", "top_k_accuracy", ... */
     int k;                   /* top-k (1 for accuracy) */
     bool sparse;             /* targets are class indices */
 } kc_metric;
+
+/* The step's scalars on the device (kc_model.dev_scalars): what each float holds. */
+typedef enum kc_scalar_slot {
+    KC_SCALAR_LOSS = 0,                              /* loss sum of the last loss call */
+    KC_SCALAR_METRICS = 1,                           /* + i: metric i's count (added up) */
+    KC_SCALAR_STEP_LOSS = KC_SCALAR_METRICS + KC_MAX_METRICS, /* loss sum over a step's micro-batches */
+    KC_SCALAR_NORM_SQ,                               /* global_clipnorm's sum of squares */
+    KC_SCALAR_COUNT
+} kc_scalar_slot;
+_Static_assert(KC_SCALAR_STEP_LOSS >= KC_SCALAR_METRICS + KC_MAX_METRICS && KC_SCALAR_NORM_SQ < KC_SCALAR_COUNT,
+               "the metric counts run into the step's loss: size the slots from KC_MAX_METRICS");
 
 struct kc_model {
     char name[KC_NAME_MAX];
@@ -71,9 +74,7 @@ struct kc_model {
     kc_plan plan;
     void *arena;             /* device memory of plan.arena_bytes */
     size_t arena_cap;
-    /* (8) [0] loss sum of the last loss call, [1..4] metric counts (added up), [5] loss sum
-     * over a step's micro-batches, [7] global_clipnorm's sum of squares */
-    float *dev_scalars;
+    float *dev_scalars;      /* (KC_SCALAR_COUNT) the step's scalars on the device, by kc_scalar_slot */
     const float *batch_targets; /* targets of the rows being computed, (batch, target width),
                                    device memory of the input feed (feed.h) */
 };
@@ -99,8 +100,8 @@ float *kc__model_output_buffer(kc_model *m);
 kc_status kc__model_finish_outputs(kc_model *m, int batch);
 /* Loss + backward (+ optimizer update when apply) for the batch already forwarded, with
  * targets in m->batch_targets. The gradient is of the loss summed over the batch divided
- * by grad_n. Writes the batch loss sum to dev_scalars[0] and adds metric counts to
- * dev_scalars[1 + i]. */
+ * by grad_n. Writes the batch loss sum to dev_scalars[KC_SCALAR_LOSS] and adds metric
+ * counts to dev_scalars[KC_SCALAR_METRICS + i]. */
 kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply);
 /* What the update needs beyond the plan (clipnorm's per-weight norms): allocated before a
  * step's first kernel, so that running out of memory there retries nothing half-done. */
@@ -110,12 +111,19 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads);
 /* Loss and metric counts only (evaluate). */
 kc_status kc__model_accumulate_metrics(kc_model *m, int batch);
 
+/* ---- memory.c */
+/* The memory limit from KERAC_MEMORY_LIMIT, applied once when the backend is created. */
+kc_status kc__model_apply_env_limit(kc_model *m);
+/* Device bytes kerac may still use (the limit, else the free memory less a margin), and
+ * the reason in words for messages. */
+kc_status kc__memory_budget(kc_model *m, size_t *budget, char *why, size_t why_n);
+/* The largest multiple of 8 (at most cap) whose planned training footprint fits; reason:
+ * a line for the log. */
+kc_status kc__auto_batch_size(kc_model *m, int cap, int grad_accum, int *out, char *reason, size_t reason_n);
+
 /* Targets width for the compiled loss: 1 for sparse labels, else output size. */
 int kc__model_target_width(const kc_model *m);
 /* Convert class labels (host) to the loss's target layout (host, (n, width)). */
 void kc__labels_to_targets(const kc_model *m, const int32_t *labels, int n, float *targets);
-
-/* Current learning rate (schedule x lr_scale) at the given optimizer step. */
-double kc__optimizer_lr(const kc_optimizer_state *o, int64_t step);
 
 #endif /* KC_MODEL_H */

@@ -80,40 +80,58 @@ static size_t place_all(pbuf *bufs, int n) {
     return total;
 }
 
-kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
-    kc__plan_free(p);
-    int L = m->n_layers, out = kc__model_output(m);
-    p->batch = batch;
-    p->training = training;
-    p->n_nodes = L;
+/* One kc__plan_build call: the graph's lifetimes and the buffers to place. */
+typedef struct planner {
+    kc_model *m;
+    kc_plan *p;
+    int L, out, batch;
+    bool training;
+    int *group;     /* (L) alias group of each node */
+    int *y_end;     /* (L) last time each y is alive */
+    int *dy_start;  /* (L) first write of each group's dy (-1: none) */
+    pbuf *bufs;     /* the buffers to place */
+    int nb;
+} planner;
+
+static size_t y_bytes(const planner *q, int node) {
+    return align64((size_t)q->batch * (size_t)kc__shape_size(&q->m->layers[node]->out_shape) * sizeof(float));
+}
+
+/* The plan's arrays (all NONE) and the planner's scratch; false when out of memory. */
+static bool plan_alloc(planner *q) {
+    kc_plan *p = q->p;
+    int L = q->L;
     p->y_off = malloc((size_t)L * sizeof(size_t));
     p->dy_off = malloc((size_t)L * sizeof(size_t));
     p->aux_off = malloc((size_t)L * sizeof(size_t));
     p->ws_off = malloc((size_t)L * sizeof(size_t));
     p->dx_tmp_off = malloc((size_t)L * KC_MAX_INPUTS * sizeof(size_t));
-    int *group = malloc((size_t)L * sizeof(int));
-    int *y_end = malloc((size_t)L * sizeof(int));
-    int *dy_start = malloc((size_t)L * sizeof(int));
-    pbuf *bufs = calloc((size_t)L * (4 + KC_MAX_INPUTS) + 1, sizeof(pbuf));
-    kc_status s = KC_STATUS_OK;
-    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !group || !y_end || !dy_start ||
-        !bufs) {
-        s = kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", m->name);
-        goto done;
-    }
+    q->group = malloc((size_t)L * sizeof(int));
+    q->y_end = malloc((size_t)L * sizeof(int));
+    q->dy_start = malloc((size_t)L * sizeof(int));
+    q->bufs = calloc((size_t)L * (4 + KC_MAX_INPUTS) + 1, sizeof(pbuf));
+    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !q->group || !q->y_end ||
+        !q->dy_start || !q->bufs)
+        return false;
     for (int i = 0; i < L; i++) {
         p->y_off[i] = p->dy_off[i] = p->aux_off[i] = p->ws_off[i] = KC_PLAN_NONE;
         for (int k = 0; k < KC_MAX_INPUTS; k++) p->dx_tmp_off[i * KC_MAX_INPUTS + k] = KC_PLAN_NONE;
     }
-    /* alias groups and lifetimes of y */
+    return true;
+}
+
+/* Alias groups, and how long each group's y lives. */
+static void plan_lifetimes(planner *q) {
+    int L = q->L, out = q->out, *group = q->group, *y_end = q->y_end;
+    bool training = q->training;
     for (int i = 0; i < L; i++) {
-        const kc_layer *l = m->layers[i];
+        const kc_layer *l = q->m->layers[i];
         group[i] = kc__layer_is_alias(l, training) ? group[l->in[0]] : i;
         y_end[i] = training ? 2 * L - i : (i == out ? L : i);
-        dy_start[i] = -1;
+        q->dy_start[i] = -1;
     }
     for (int j = 0; j < L; j++) {
-        const kc_layer *l = m->layers[j];
+        const kc_layer *l = q->m->layers[j];
         for (int k = 0; k < l->n_in; k++) {
             int g = group[l->in[k]];
             if (!training && j > y_end[g]) y_end[g] = j;
@@ -124,82 +142,108 @@ kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
     if (training)
         for (int i = 0; i < L; i++)
             if (group[i] != i && y_end[i] > y_end[group[i]]) y_end[group[i]] = y_end[i];
+}
 
-    int nb = 0;
-    size_t act_total = 0, grad_total = 0, aux_total = 0, ws_max = 0;
+/* The y buffer of each group and each node's aux; returns the largest workspace. */
+static size_t plan_forward_buffers(planner *q) {
+    kc_plan *p = q->p;
+    int L = q->L;
+    size_t ws_max = 0;
     for (int i = 0; i < L; i++) {
-        const kc_layer *l = m->layers[i];
-        if (group[i] == i) {
-            size_t bytes = align64((size_t)batch * (size_t)kc__shape_size(&l->out_shape) * sizeof(float));
-            bufs[nb++] = (pbuf){bytes, i, y_end[i], &p->y_off[i], 0};
-            act_total += bytes;
+        const kc_layer *l = q->m->layers[i];
+        if (q->group[i] == i) {
+            size_t bytes = y_bytes(q, i);
+            q->bufs[q->nb++] = (pbuf){bytes, i, q->y_end[i], &p->y_off[i], 0};
+            p->activation_bytes += bytes;
         }
         /* aux is state kept for the backward: none outside training */
-        size_t aux = training && l->ops->aux_bytes ? l->ops->aux_bytes(l, batch) : 0;
+        size_t aux = q->training && l->ops->aux_bytes ? l->ops->aux_bytes(l, q->batch) : 0;
         if (aux) {
-            bufs[nb++] = (pbuf){align64(aux), i, training ? 2 * L - i : i, &p->aux_off[i], 0};
-            aux_total += align64(aux);
+            q->bufs[q->nb++] = (pbuf){align64(aux), i, q->training ? 2 * L - i : i, &p->aux_off[i], 0};
+            p->aux_bytes += align64(aux);
         }
-        size_t ws = l->ops->workspace_bytes ? l->ops->workspace_bytes(l, batch, m->be) : 0;
+        size_t ws = l->ops->workspace_bytes ? l->ops->workspace_bytes(l, q->batch, q->m->be) : 0;
         if (ws > ws_max) ws_max = ws;
     }
-    if (training) {
-        /* dy of each group: first written by the loss (output group) or by the consumer
-         * with the latest index (its backward runs first); later writers use their own
-         * buffer (dx_tmp) and add. The input group needs no gradient. */
-        int g_out = group[out];
-        dy_start[g_out] = L;
-        for (int j = L - 1; j >= 1; j--) {
-            const kc_layer *l = m->layers[j];
-            if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
-            for (int k = 0; k < l->n_in; k++) {
-                int g = group[l->in[k]];
-                if (g == group[0]) continue;
-                int t = 2 * L - j;
-                if (dy_start[g] < 0) {
-                    dy_start[g] = t;
-                } else {
-                    size_t bytes = align64((size_t)batch * (size_t)kc__shape_size(&m->layers[g]->out_shape) * sizeof(float));
-                    bufs[nb++] = (pbuf){bytes, t, t, &p->dx_tmp_off[j * KC_MAX_INPUTS + k], 0};
-                    grad_total += bytes;
-                }
+    return ws_max;
+}
+
+/* Training: dy of each group is first written by the loss (output group) or by the
+ * consumer with the latest index (its backward runs first); later writers use their
+ * own buffer (dx_tmp) and add. The input group needs no gradient. */
+static void plan_gradients(planner *q) {
+    kc_plan *p = q->p;
+    int L = q->L, *group = q->group, *dy_start = q->dy_start;
+    dy_start[group[q->out]] = L;
+    for (int j = L - 1; j >= 1; j--) {
+        const kc_layer *l = q->m->layers[j];
+        if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
+        for (int k = 0; k < l->n_in; k++) {
+            int g = group[l->in[k]];
+            if (g == group[0]) continue;
+            int t = 2 * L - j;
+            if (dy_start[g] < 0) {
+                dy_start[g] = t;
+            } else {
+                size_t bytes = y_bytes(q, g);
+                q->bufs[q->nb++] = (pbuf){bytes, t, t, &p->dx_tmp_off[j * KC_MAX_INPUTS + k], 0};
+                p->gradient_bytes += bytes;
             }
         }
-        for (int g = 1; g < L; g++) {
-            if (group[g] != g || dy_start[g] < 0) continue;
-            size_t bytes = align64((size_t)batch * (size_t)kc__shape_size(&m->layers[g]->out_shape) * sizeof(float));
-            bufs[nb++] = (pbuf){bytes, dy_start[g], 2 * L - g, &p->dy_off[g], 0};
-            grad_total += bytes;
-        }
-        for (int i = 0; i < L; i++)
-            if (group[i] != i) p->dy_off[i] = KC_PLAN_NONE; /* resolved below */
     }
+    for (int g = 1; g < L; g++) {
+        if (group[g] != g || dy_start[g] < 0) continue;
+        size_t bytes = y_bytes(q, g);
+        q->bufs[q->nb++] = (pbuf){bytes, dy_start[g], 2 * L - g, &p->dy_off[g], 0};
+        p->gradient_bytes += bytes;
+    }
+    for (int i = 0; i < L; i++)
+        if (group[i] != i) p->dy_off[i] = KC_PLAN_NONE; /* resolved by plan_place */
+}
+
+/* Place every buffer and the shared workspace; aliased nodes take their group's offsets. */
+static kc_status plan_place(planner *q, size_t ws_max) {
+    kc_plan *p = q->p;
     size_t ws_slot = KC_PLAN_NONE;
-    if (ws_max) bufs[nb++] = (pbuf){align64(ws_max), 0, 2 * L + 1, &ws_slot, 0};
-    size_t total = place_all(bufs, nb);
-    if (total == (size_t)-1) {
-        s = kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", m->name);
-        goto done;
-    }
-    for (int i = 0; i < L; i++) {
-        if (group[i] != i) {
-            p->y_off[i] = p->y_off[group[i]];
-            p->dy_off[i] = p->dy_off[group[i]];
+    if (ws_max) q->bufs[q->nb++] = (pbuf){align64(ws_max), 0, 2 * q->L + 1, &ws_slot, 0};
+    size_t total = place_all(q->bufs, q->nb);
+    if (total == (size_t)-1)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", q->m->name);
+    for (int i = 0; i < q->L; i++) {
+        if (q->group[i] != i) {
+            p->y_off[i] = p->y_off[q->group[i]];
+            p->dy_off[i] = p->dy_off[q->group[i]];
         }
         p->ws_off[i] = ws_slot;
     }
     p->arena_bytes = total ? total : 64;
-    p->activation_bytes = act_total;
-    p->gradient_bytes = grad_total;
-    p->aux_bytes = aux_total;
     p->workspace_bytes = ws_max;
-    p->group = group;
-    group = NULL;
-done:
-    free(group);
-    free(y_end);
-    free(dy_start);
-    free(bufs);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
+    kc__plan_free(p);
+    planner q = {.m = m, .p = p, .L = m->n_layers, .out = kc__model_output(m), .batch = batch, .training = training};
+    p->batch = batch;
+    p->training = training;
+    p->n_nodes = q.L;
+    kc_status s = KC_STATUS_OK;
+    if (!plan_alloc(&q)) {
+        s = kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", m->name);
+    } else {
+        plan_lifetimes(&q);
+        size_t ws_max = plan_forward_buffers(&q);
+        if (training) plan_gradients(&q);
+        s = plan_place(&q, ws_max);
+    }
+    if (s == KC_STATUS_OK) {
+        p->group = q.group;
+        q.group = NULL;
+    }
+    free(q.group);
+    free(q.y_end);
+    free(q.dy_start);
+    free(q.bufs);
     if (s != KC_STATUS_OK) kc__plan_free(p);
     return s;
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../model/model.h"
+#include "train.h"
 
 static kc_status bad(const char *what, double v, const char *hint) {
     return kc__fail(KC_STATUS_INVALID_ARGUMENT, "optimizer: %s = %g is invalid; %s", what, v, hint);
@@ -20,18 +20,18 @@ kc_status kc__optimizer_init(kc_optimizer_state *o, const kc_optimizer_opts *in)
     const char *name = p.name && *p.name ? p.name : "adam";
     if (strcasecmp(name, "sgd") == 0) {
         o->kind = KC_OPT_SGD;
-        p.name = "sgd";
+        p.name = kc__optimizer_name(o->kind);
         if (p.learning_rate == 0) p.learning_rate = 0.01;
     } else if (strcasecmp(name, "adam") == 0 || strcasecmp(name, "adamw") == 0) {
         o->kind = strcasecmp(name, "adam") == 0 ? KC_OPT_ADAM : KC_OPT_ADAMW;
-        p.name = o->kind == KC_OPT_ADAM ? "adam" : "adamw";
+        p.name = kc__optimizer_name(o->kind);
         if (p.learning_rate == 0) p.learning_rate = 0.001;
         if (p.beta_1 == 0) p.beta_1 = 0.9;
         if (p.beta_2 == 0) p.beta_2 = 0.999;
         if (o->kind == KC_OPT_ADAMW && p.weight_decay == 0) p.weight_decay = 0.004;
     } else if (strcasecmp(name, "rmsprop") == 0) {
         o->kind = KC_OPT_RMSPROP;
-        p.name = "rmsprop";
+        p.name = kc__optimizer_name(o->kind);
         if (p.learning_rate == 0) p.learning_rate = 0.001;
         if (p.rho == 0) p.rho = 0.9;
     } else {
@@ -126,4 +126,14 @@ int kc__optimizer_slots(kc_opt_kind kind, double momentum) {
     case KC_OPT_RMSPROP: return momentum > 0 ? 2 : 1;
     }
     return 0;
+}
+
+const char *kc__optimizer_name(kc_opt_kind kind) {
+    switch (kind) {
+    case KC_OPT_SGD: return "sgd";
+    case KC_OPT_ADAM: return "adam";
+    case KC_OPT_ADAMW: return "adamw";
+    case KC_OPT_RMSPROP: return "rmsprop";
+    }
+    return "?";
 }

@@ -6,7 +6,8 @@
 #     auto` trains on the CPU (exit 0) with a warning "no GPU: <the same reason>; training
 #     on the CPU"; KERAC_DEVICE=cuda behaves like --device cuda; evaluate and predict
 #     follow the same rules;
-#   - with a GPU: both train on it ("on cuda:N (...)") and auto prints no warning.
+#   - with a GPU: both train on it ("on cuda:N (...)") and auto prints no warning;
+#   - --log-device-placement names each layer's kernel (the CPU's here, cuDNN's on a GPU).
 # One epoch on 64 generated 12x12 images. The data is written by python3 (any python3: no
 # numpy needed); without one the test is skipped (exit 77).
 set -u
@@ -70,6 +71,12 @@ has "$T/err" "--gpu-memory"
 # a model file for evaluate / predict, trained on the CPU
 run 0 train "${COMMON[@]}" --device cpu --quiet --save "$T/m.json"
 
+# --log-device-placement: one line per layer with the kernel the backend says it runs
+run 0 train "${COMMON[@]}" --device cpu --quiet --log-device-placement
+has "$T/err" "placement: conv2d (Conv2D) on cpu: cpu direct conv (patch 3x3x1, 32 filters)"
+has "$T/err" "placement: conv2d_1 (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x32"
+has "$T/err" "placement: dense (Dense) on cpu: cpu gemm (OpenBLAS)"
+
 timeout 300 "$K" train "${COMMON[@]}" --device cuda >"$T/out" 2>"$T/err"
 rc=$?
 if [ "$rc" = 0 ]; then
@@ -81,6 +88,10 @@ if [ "$rc" = 0 ]; then
     run 0 evaluate "$T/m.json" --data "$DATA" --device cuda
     run 0 predict "$T/m.json" --input "$T/x.npy" --output "$T/p.npy" --device cuda:0 --gpu-memory limit=2G
     run 0 train "${COMMON[@]}" --device cuda --cudnn-benchmark --deterministic --gpu-memory preallocate=0.2 --quiet
+    run 0 train "${COMMON[@]}" --device cuda --quiet --log-device-placement
+    has "$T/err" "placement: conv2d (Conv2D) on cuda:"
+    has "$T/err" "cuDNN forward "
+    has "$T/err" "placement: dense (Dense) on cuda:"
     KERAC_DEVICE=cuda run 0 train "${COMMON[@]}"
     has "$T/out" "on cuda:"
     run 3 train "${COMMON[@]}" --device cuda:63

@@ -2,7 +2,8 @@
  * libcudnn.so.9 and libcublas.so.13 (so that a missing cuDNN makes it fail to load as the
  * real module does), carries the real module's kind of build string, and "starts" by
  * asking the stand-in driver for cuda:0's name (after cuDNN's cnn library check, as the
- * real module does): a kc_backend with no operations.
+ * real module does): a kc_backend (of the ABI it was built with) with no operations, which
+ * its supports entry says.
  *   KC_STUB_MODULE_INFO         kc_backend_module_info's answer (default: the string below)
  *   KC_STUB_MODULE_INIT_ERROR   make kc_backend_module_init fail with this message */
 #include <dlfcn.h>
@@ -28,6 +29,12 @@ EXPORT const char *kc_backend_module_info(void) {
 
 static void stub_destroy(kc_backend *be) { free(be); }
 
+static int stub_supports(kc_backend *be, kc_op op) {
+    (void)be;
+    (void)op;
+    return 0;
+}
+
 EXPORT kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out, char *err, size_t n) {
     (void)device;
     const char *fail = getenv("KC_STUB_MODULE_INIT_ERROR");
@@ -51,11 +58,13 @@ EXPORT kc_status kc_backend_module_init(int abi, const char *device, kc_backend 
     }
     kc_backend *be = calloc(1, sizeof *be);
     if (!be) return KC_STATUS_OUT_OF_MEMORY;
-    be->abi = abi;
+    (void)abi; /* the loader checks the table's ABI, as it does the real module's */
+    be->abi = KC_BACKEND_ABI;
     be->struct_size = sizeof *be;
     be->name = "cuda";
     snprintf(be->device, sizeof be->device, "cuda:0 (%.48s)", gpu);
     be->destroy = stub_destroy;
+    be->supports = stub_supports;
     *out = be;
     return KC_STATUS_OK;
 }

@@ -58,6 +58,14 @@ kc_status kc__cpu_sync(kc_backend *be);
 kc_status kc__cpu_mem_info(kc_backend *be, kc_mem_info *out);
 
 /* ---- cpu_gemm_conv.c */
+/* The kernel a convolution runs (the same for every batch chunk): one GEMM for a 1x1 kernel
+ * with stride 1 and no padding; the direct kernel for a small patch (KH*KW*C <= 32) and a
+ * multiple of 16 filters (its backward-data is the im2col one); im2col + GEMM otherwise. */
+typedef enum kc_cpu_conv_kernel { KC_CPU_CONV_IM2COL = 0, KC_CPU_CONV_DIRECT, KC_CPU_CONV_1X1 } kc_cpu_conv_kernel;
+kc_cpu_conv_kernel kc__cpu_conv_kernel(const kc_conv2d_desc *d);
+/* describe for KC_OP_CONV2D: the kernel above in words; fails when ws_bytes is less than
+ * conv2d_workspace asks (the call would fail too). */
+kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n);
 kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);
@@ -67,6 +75,14 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
                                        const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
+
+/* ---- cpu_depthwise.c */
+kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                    const float *b, float *y);
+kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                          float *dx);
+kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                            float *dw, float *db);
 
 /* ---- cpu_pool.c */
 kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,

@@ -1,5 +1,6 @@
-/* cpu_backend.c — the CPU backend's function table, its creation and destruction, and
- * the memory operations (device memory is host memory here). */
+/* cpu_backend.c — the CPU backend's function table, its creation and destruction, the
+ * memory operations (device memory is host memory here), and what it says of itself
+ * (supports, describe). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,36 @@ kc_status kc__cpu_mem_info(kc_backend *be, kc_mem_info *out) {
     return KC_STATUS_OK;
 }
 
+/* ---- what the backend has and runs */
+
+static int cpu_supports(kc_backend *be, kc_op op) {
+    (void)be;
+    return op >= 0 && op < KC_OP_COUNT; /* the reference backend has every operation */
+}
+
+static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_bytes, char *buf, size_t n) {
+    static const char *const name[KC_OP_COUNT] = {
+        [KC_OP_GLOBAL_AVG_POOL] = "cpu global average pooling", [KC_OP_GEMM] = "cpu gemm (OpenBLAS)",
+        [KC_OP_BATCHNORM] = "cpu batch norm", [KC_OP_DROPOUT] = "cpu dropout", [KC_OP_PAD2D] = "cpu zero padding",
+        [KC_OP_ACTIVATION] = "cpu activation", [KC_OP_ELEMENTWISE] = "cpu elementwise", [KC_OP_LOSS] = "cpu loss",
+        [KC_OP_OPTIMIZER] = "cpu fused optimizer update", [KC_OP_DEPTHWISE] = "cpu direct depthwise conv",
+    };
+    if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
+    buf[0] = '\0';
+    if (!cpu_supports(be, op)) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: unknown operation %d", (int)op);
+    if (op == KC_OP_CONV2D) {
+        if (!desc) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: a convolution needs its descriptor");
+        return kc__cpu_conv2d_describe(be, desc, ws_bytes, buf, n);
+    }
+    if (op == KC_OP_POOL2D) {
+        const kc_pool2d_desc *p = desc;
+        snprintf(buf, n, "cpu %spooling", !p ? "" : p->kind == KC_POOL_MAX ? "max " : "average ");
+        return KC_STATUS_OK;
+    }
+    snprintf(buf, n, "%s", name[op]);
+    return KC_STATUS_OK;
+}
+
 /* ---- the table */
 
 static void cpu_destroy(kc_backend *be) {
@@ -215,6 +246,8 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->reset_peak = cpu_reset_peak;
     be->set_memory_limit = cpu_set_memory_limit;
     be->release_cache = cpu_release_cache;
+    be->supports = cpu_supports;
+    be->describe = cpu_describe;
     be->host_fail = kc__fail; /* the CPU backend lives inside libkerac: the host services are its own */
     be->host_log = kc__log;
 
@@ -268,6 +301,10 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->count_correct = kc__cpu_count_correct;
     be->optimizer_step = kc__cpu_optimizer_step;
     be->sum_squares = kc__cpu_sum_squares;
+
+    be->depthwise_forward = kc__cpu_depthwise_forward;
+    be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
+    be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
 
     *out = be;
     return KC_STATUS_OK;

@@ -84,15 +84,34 @@ static int conv_chunk(const kc_conv2d_desc *d) {
     return (int)nb;
 }
 
-static int conv_is_direct(const kc_conv2d_desc *d);
 static int direct_parts(const kc_conv2d_desc *d);
+
+/* ---- direct convolution for a small patch (KH*KW*C <= KC_CPU_DIRECT_K and filters a
+ * multiple of 16, e.g. a first layer on 1- or 3-channel images). im2col + GEMM would
+ * stream a col matrix KH*KW times the input through memory for a GEMM whose inner
+ * dimension is tiny (9 for the default CNN's first layer). Here each output row's patches
+ * are gathered into a small buffer on the stack (im2col of one row), and for each block of
+ * 16 filters the K kernel rows stay in vector registers (forward) or the K gradient rows
+ * accumulate in registers (backward-filter) while the row streams by. GCC's vector
+ * extension keeps this portable: 16 floats are one AVX-512 register, two AVX2 ones. */
+#define KC_CPU_DIRECT_K 32
+#define KC_CPU_DIRECT_ROW 64 /* output pixels gathered at a time */
+
+/* The one rule for which kernel runs a convolution: every entry below and the backend's
+ * describe ask it. */
+kc_cpu_conv_kernel kc__cpu_conv_kernel(const kc_conv2d_desc *d) {
+    if (conv_is_1x1(d)) return KC_CPU_CONV_1X1;
+    if (d->kh * d->kw * d->c <= KC_CPU_DIRECT_K && d->f % 16 == 0) return KC_CPU_CONV_DIRECT;
+    return KC_CPU_CONV_IM2COL;
+}
 
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     if (!d || d->n <= 0 || d->oh <= 0 || d->ow <= 0 || d->kh <= 0 || d->kw <= 0 || d->c <= 0) return 0;
-    if (conv_is_1x1(d)) return 0;
+    kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
+    if (kernel == KC_CPU_CONV_1X1) return 0;
     size_t k = (size_t)d->kh * (size_t)d->kw * (size_t)d->c;
     size_t col = (size_t)conv_chunk(d) * (size_t)d->oh * (size_t)d->ow * k * sizeof(float);
-    if (conv_is_direct(d)) { /* backward-data still uses the col matrix; backward-filter the partial sums */
+    if (kernel == KC_CPU_CONV_DIRECT) { /* backward-data still uses the col matrix; backward-filter the partial sums */
         size_t parts = (size_t)direct_parts(d) * k * (size_t)d->f * sizeof(float);
         return KC_MAX(col, parts);
     }
@@ -199,17 +218,6 @@ static void col2im(const kc_conv2d_desc *d, const float *dcol, int nb, float *dx
     }
 }
 
-/* ---- direct convolution for a small patch (KH*KW*C <= KC_CPU_DIRECT_K and filters a
- * multiple of 16, e.g. a first layer on 1- or 3-channel images). im2col + GEMM would
- * stream a col matrix KH*KW times the input through memory for a GEMM whose inner
- * dimension is tiny (9 for the default CNN's first layer). Here each output row's patches
- * are gathered into a small buffer on the stack (im2col of one row), and for each block of
- * 16 filters the K kernel rows stay in vector registers (forward) or the K gradient rows
- * accumulate in registers (backward-filter) while the row streams by. GCC's vector
- * extension keeps this portable: 16 floats are one AVX-512 register, two AVX2 ones. */
-#define KC_CPU_DIRECT_K 32
-#define KC_CPU_DIRECT_ROW 64 /* output pixels gathered at a time */
-
 typedef float kc_v16 __attribute__((vector_size(64), aligned(4)));
 typedef int32_t kc_v16i __attribute__((vector_size(64), aligned(4)));
 
@@ -217,10 +225,6 @@ typedef int32_t kc_v16i __attribute__((vector_size(64), aligned(4)));
 static inline kc_v16 v16_relu(kc_v16 v) {
     const kc_v16i keep = v > (kc_v16){0};
     return (kc_v16)((kc_v16i)v & keep);
-}
-
-static int conv_is_direct(const kc_conv2d_desc *d) {
-    return d->kh * d->kw * d->c <= KC_CPU_DIRECT_K && d->f % 16 == 0 && !conv_is_1x1(d);
 }
 
 static inline kc_v16 v16_load(const float *p) {
@@ -353,11 +357,12 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
     if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_forward: NULL x, kernel or y");
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
-    if (conv_is_direct(d)) {
+    const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
+    if (kernel == KC_CPU_CONV_DIRECT) {
         conv_direct_forward(d, x, w, b, y);
         return KC_STATUS_OK;
     }
-    if (conv_is_1x1(d)) {
+    if (kernel == KC_CPU_CONV_1X1) {
         /* y (N*H*W, F) = x (N*H*W, C) x W (C, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
@@ -387,7 +392,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: NULL dy, kernel or dx");
     const int f = d->f;
-    if (conv_is_1x1(d)) {
+    if (kc__cpu_conv_kernel(d) == KC_CPU_CONV_1X1) { /* the direct kernel's backward-data is the im2col one */
         /* dx (N*H*W, C) = dy (N*H*W, F) x W^T, W (C, F) */
         const int64_t rows_all = (int64_t)d->n * d->h * d->w;
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
@@ -418,10 +423,11 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_filter: NULL x, dy or dw");
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
-    if (conv_is_direct(d)) {
+    const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
+    if (kernel == KC_CPU_CONV_DIRECT) {
         KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
         conv_direct_backward_filter(d, x, dy, dw, ws, direct_parts(d));
-    } else if (conv_is_1x1(d)) {
+    } else if (kernel == KC_CPU_CONV_1X1) {
         /* dW (C, F) = x^T (C, N*H*W) x dy (N*H*W, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int k = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
@@ -442,5 +448,26 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
         }
     }
     if (db) return kc__cpu_bias_grad(be, dy, db, rows_all, f);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n) {
+    KC_TRY(conv_check(d, "conv2d describe"));
+    const size_t need = kc__cpu_conv2d_workspace(be, d);
+    if (ws_bytes < need)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "cpu conv2d: a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this "
+                        "convolution)", ws_bytes, need);
+    switch (kc__cpu_conv_kernel(d)) {
+    case KC_CPU_CONV_1X1: snprintf(buf, n, "cpu 1x1 conv as one gemm (OpenBLAS)"); break;
+    case KC_CPU_CONV_DIRECT:
+        snprintf(buf, n, "cpu direct conv (patch %dx%dx%d, %d filters), backward-data im2col+gemm (OpenBLAS)", d->kh,
+                 d->kw, d->c, d->f);
+        break;
+    default:
+        snprintf(buf, n, "cpu im2col+gemm (OpenBLAS, patch %dx%dx%d, %d image%s per chunk)", d->kh, d->kw, d->c,
+                 conv_chunk(d), conv_chunk(d) == 1 ? "" : "s");
+        break;
+    }
     return KC_STATUS_OK;
 }

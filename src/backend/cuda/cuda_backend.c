@@ -552,10 +552,17 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     be->optimizer_step = kc__cu_optimizer_step;
     be->sum_squares = kc__cu_sum_squares;
 
+    be->depthwise_forward = kc__cu_depthwise_forward;
+    be->depthwise_backward_data = kc__cu_depthwise_backward_data;
+    be->depthwise_backward_filter = kc__cu_depthwise_backward_filter;
+
     be->memory_stats = kc__cu_memory_stats;
     be->reset_peak = kc__cu_reset_peak;
     be->set_memory_limit = kc__cu_set_memory_limit;
     be->release_cache = kc__cu_release_cache;
+
+    be->supports = kc__cu_supports;
+    be->describe = kc__cu_describe;
 
     *out = be;
     return KC_STATUS_OK;

@@ -653,3 +653,34 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
     if (db) return kc__cu_bias_grad(be, dy, db, (int64_t)d->n * d->oh * d->ow, d->f);
     return KC_STATUS_OK;
 }
+
+/* describe for KC_OP_CONV2D: per direction, the algorithm a call with ws_bytes of workspace
+ * (from an aligned start) runs — the one run_dir takes (kc__cu_pick) — with its math type
+ * and workspace. */
+kc_status kc__cu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n) {
+    KC_TRY(conv_check(be, d, "conv2d describe"));
+    kc_cu_conv *e = NULL;
+    KC_TRY(entry_get(be, d, &e));
+    const kc_cu_ctx *c = kc__cu(be);
+    const size_t avail = ws_bytes > e->off_algo ? ws_bytes - e->off_algo : 0;
+    size_t used = (size_t)snprintf(buf, n, "cuDNN");
+    bool measured = false;
+    for (int dir = 0; dir < 3 && used < n; dir++) {
+        const conv_dir *cd = &e->dir[dir];
+        size_t borrow = 0;
+        const int k = kc__cu_pick(cd, avail, &borrow);
+        char wb[32];
+        measured = measured || (c->benchmark && cd->measured);
+        if (k < 0)
+            used += (size_t)snprintf(buf + used, n - used, "%s %s: every algorithm refused", dir ? "," : "",
+                                     dir_name[dir]);
+        else
+            used += (size_t)snprintf(buf + used, n - used, "%s %s %s [%s, %s%s]", dir ? "," : "", dir_name[dir],
+                                     algo_name(dir, cd->algo[k]), math_name((cudnnMathType_t)cd->math[k]),
+                                     kc__cu_bytes(cd->ws[k], wb, sizeof wb), borrow ? ", beyond the plan" : "");
+    }
+    if (used < n)
+        snprintf(buf + used, n - used, "; %s%s%s", measured ? "measured (KERAC_CUDNN_BENCHMARK)" : "cuDNN heuristics",
+                 c->deterministic ? ", deterministic only" : "", e->padded ? ", explicit asymmetric padding" : "");
+    return KC_STATUS_OK;
+}

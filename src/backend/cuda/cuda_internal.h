@@ -248,5 +248,18 @@ kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, c
 kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                         float *dw, float *db, void *ws, size_t ws_bytes);
 void kc__cu_conv_shutdown(kc_backend *be);
+kc_status kc__cu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n);
+
+/* ---- cuda_describe.c: the table's supports and describe */
+int kc__cu_supports(kc_backend *be, kc_op op);
+kc_status kc__cu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_bytes, char *buf, size_t n);
+
+/* ---- cuda_depthwise.c */
+kc_status kc__cu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                   const float *b, float *y);
+kc_status kc__cu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                         float *dx);
+kc_status kc__cu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                           float *dw, float *db);
 
 #endif /* KC_CUDA_INTERNAL_H */

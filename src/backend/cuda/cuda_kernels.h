@@ -1,6 +1,6 @@
 /* cuda_kernels.h — the CUDA backend's own kernels, as plain C launchers (src/backend/cuda/).
  *
- * The kernels live in two .cu files (kernels_ew.cu: elementwise, layout, pooling, the
+ * The kernels live in .cu files (kernels_ew.cu: elementwise, layout, pooling, the
  * optimizer; kernels_red.cu: column sums, batch norm, losses, accuracy, sums of squares).
  * Each launcher enqueues its kernel(s) on L->stream and returns cudaGetLastError() (the
  * launch error only: faults inside a kernel surface at the next synchronisation). The C
@@ -124,6 +124,14 @@ cudaError_t kc__k_count_correct(const kc_cu_launch *L, const float *pred, const 
                                  int sparse, int k, int from_logits, float *correct, void *scratch, int *flag);
 size_t kc__k_sum_squares_scratch(int64_t n);
 cudaError_t kc__k_sum_squares(const kc_cu_launch *L, const float *x, int64_t n, float *out, void *scratch);
+
+/* ---- kernels_dw.cu: depthwise convolution (see cpu_depthwise.c; b and db may be NULL) */
+cudaError_t kc__k_dw_forward(const kc_cu_launch *L, const kc_conv2d_desc *d, const float *x, const float *w,
+                             const float *b, float *y);
+cudaError_t kc__k_dw_backward_data(const kc_cu_launch *L, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                   float *dx);
+cudaError_t kc__k_dw_backward_filter(const kc_cu_launch *L, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                     float *dw, float *db);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/model.h"
+#include "model.h"
 
 void kc_callback_destroy(kc_callback *cb) {
     if (cb && cb->destroy) cb->destroy(cb);
