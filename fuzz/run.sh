@@ -45,11 +45,12 @@ for t in "${TARGETS[@]}"; do
       ;;
   esac
   echo "fuzz/run.sh: $t for ${SECS}s (log: $log)"
-  # -timeout: one input may take 5 s (they take milliseconds); models are also capped by
+  # -timeout: one input may take FUZZ_TIMEOUT s (default 5; they take milliseconds, but a
+  # machine shared by many jobs can be 20 times slower); models are also capped by
   # KERAC_MEMORY_LIMIT (fuzz_common.h)
   limit=(-max_total_time="$SECS")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}")
-  if ! ASAN_OPTIONS=$asan "$OUT/fuzz_$t" "${limit[@]}" -timeout=5 -rss_limit_mb=3072 \
+  if ! ASAN_OPTIONS=$asan "$OUT/fuzz_$t" "${limit[@]}" -timeout="${FUZZ_TIMEOUT:-5}" -rss_limit_mb=3072 \
         -malloc_limit_mb=4096 -max_len=65536 -dict="$dict" -print_final_stats=1 -artifact_prefix="$art/" \
         "$OUT/corpus/$t" "fuzz/corpus/$t" >"$log" 2>&1; then
     tail -n 60 "$log" >&2

@@ -44,7 +44,10 @@ typedef enum kc_status {
     KC_STATUS_DEVICE,           /* a device or backend problem */
     KC_STATUS_NUMERIC,          /* NaN/Inf where a finite value was needed */
     KC_STATUS_INTERRUPTED,      /* a callback asked training to stop with an error */
-    KC_STATUS_INTERNAL          /* a bug in kerac: please report it */
+    KC_STATUS_INTERNAL,         /* a bug in kerac: please report it */
+    KC_STATUS_STORAGE           /* writing failed for want of room or a failing disk: no space
+                                 * left, quota, file size limit, I/O error (the file that was
+                                 * being replaced is intact) */
 } kc_status;
 
 /* The message of the last failed call on this thread ("" when none). */
@@ -418,6 +421,10 @@ typedef struct kc_dataset kc_dataset;
  *                                   of kc_dataset_open_images)
  * uint8 images are scaled to [0, 1]. */
 kc_status kc_dataset_open(const char *spec, kc_dataset **out);
+/* Float32 images holding NaN or Inf are refused when a dataset file is opened (BAD_FILE
+ * naming the file and the first such example: one NaN pixel leaves NaN weights). allow = 1
+ * accepts them, for the whole process (kerac --allow-nonfinite-input). */
+void kc_set_allow_nonfinite_input(int allow);
 /* A dataset from memory (copied): x is (n, shape...) float32, y is (n,) class indices. */
 kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc_shape shape,
                                  int num_classes, kc_dataset **out);

@@ -330,10 +330,10 @@ static void test_resume_keeps_callback_state(void **state) {
 
 static void test_resume_adam_mid_epoch(void **state) {
     (void)state;
-    /* checkpoints every 4 steps (7 per epoch); stop after step 10: resume from step 8 =
-     * epoch 1, step 1 */
+    /* checkpoints every 4 steps (7 per epoch); stopped after step 10 (epoch 1, step 3): the
+     * stop writes a checkpoint there too, in this mode as in the epoch mode */
     resume_case rc = {.dir = tpath("adam"), .opt = KC_ADAM(.learning_rate = 0.01), .every = 4, .stop_at = 10,
-                      .expect_newest = "-e0001-s000001.keras"};
+                      .expect_newest = "-e0001-s000003.keras"};
     run_resume_case(&rc);
 }
 
@@ -348,12 +348,13 @@ static void test_resume_sgd_cut_epoch(void **state) {
 
 static void test_resume_rmsprop_epoch_boundary(void **state) {
     (void)state;
-    /* every 7 steps = each epoch's last step, before its validation; micro-batches of 4 */
+    /* every 7 steps = each epoch's last step, before its validation; micro-batches of 4;
+     * stopped after step 17 = epoch 2, step 3, where the stop writes its checkpoint */
     resume_case rc = {.dir = tpath("rms"),
                       .opt = KC_RMSPROP(.learning_rate = 0.01, .momentum = 0.5, .schedule = "exponential_decay",
                                         .decay_steps = 5, .decay_rate = 0.7),
                       .every = 7, .grad_accum = 2, .stop_at = 17, .load_from_checkpoint = true,
-                      .expect_newest = "-e0001-s000007.keras"};
+                      .expect_newest = "-e0002-s000003.keras"};
     run_resume_case(&rc);
 }
 

@@ -106,7 +106,8 @@ static kc_status h_after_step(void *run, kc_model *m, const kc__fit_pos *p, cons
     return KC_STATUS_OK;
 }
 
-static kc_status h_after_epoch(void *run, kc_model *m, const kc__fit_pos *p, bool complete, const kc_epoch_logs *el,
+static kc_status h_after_epoch(void *run, kc_model *m, const kc__fit_pos *p, bool complete, bool stopping,
+                               const kc_epoch_logs *el,
                                const kc_epoch_logs *hist, int n_hist) {
     note(of_run(run), "after_epoch e%d %s pos=e%d s%lld hist=%d", el->epoch, complete ? "complete" : "cut", p->epoch,
          (long long)p->step, n_hist);

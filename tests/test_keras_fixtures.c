@@ -307,7 +307,29 @@ static uint64_t rd64(const uint8_t *p) {
     return v;
 }
 
-enum { ZERO_FREE_SPACE, OVERSIZED_OBJECT };
+enum { ZERO_FREE_SPACE, OVERSIZED_OBJECT, BAD_INDEX, BAD_LENGTH };
+
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* Damage every variable-length string that refers to the first global heap collection
+ * (on disk: length 4, collection address 8, object index 4): give it an object index the
+ * collection does not hold (libhdf5 1.10 indexes past its object table: a segfault, the
+ * damage of ../shared/repro/crash-h5hg-read.h5), or a length other than its object's
+ * (libhdf5 copies the object into a buffer of the string's length). */
+static void damage_string_ref(uint8_t *d, size_t len, int how) {
+    size_t gcol = 0;
+    while (gcol + 16 <= len && memcmp(d + gcol, "GCOL", 4) != 0) gcol++;
+    assert_true(gcol + 16 <= len);
+    int found = 0;
+    for (size_t p = 0; p + 16 <= len; p++) {
+        uint32_t n = rd32(d + p), idx = rd32(d + p + 12);
+        if (rd64(d + p + 4) != gcol || n == 0 || n > 100000 || idx == 0 || idx > 1000) continue;
+        uint32_t v = how == BAD_INDEX ? 0x79746408u : n + 9;
+        for (int b = 0; b < 4; b++) d[p + (how == BAD_INDEX ? 12 : 0) + b] = (uint8_t)(v >> (8 * b));
+        found++;
+    }
+    if (!found) fail_msg("no variable-length string to damage found");
+}
 
 /* Damage the first global heap collection ("GCOL"): give its free-space object (index 0)
  * the size 0, with which libhdf5 1.10 never finishes reading the collection, or give its
@@ -366,10 +388,11 @@ static void test_damaged_global_heap(void **state) {
     snprintf(keras, sizeof keras, "%s/damaged.keras", dir);
 
     /* a Keras 2 .h5 file: its string attributes live in the global heap */
-    for (int how = ZERO_FREE_SPACE; how <= OVERSIZED_OBJECT; how++) {
+    for (int how = ZERO_FREE_SPACE; how <= BAD_LENGTH; how++) {
         size_t len = 0;
         uint8_t *d = slurp(fpath("dense", ".keras2.h5"), &len);
-        damage_global_heap(d, len, how);
+        if (how <= OVERSIZED_OBJECT) damage_global_heap(d, len, how);
+        else damage_string_ref(d, len, how);
         FILE *f = fopen(h5, "wb");
         assert_non_null(f);
         assert_int_equal(fwrite(d, 1, len, f), len);

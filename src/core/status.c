@@ -52,6 +52,7 @@ const char *kc_status_name(kc_status s) {
     case KC_STATUS_NUMERIC: return "numeric error";
     case KC_STATUS_INTERRUPTED: return "interrupted";
     case KC_STATUS_INTERNAL: return "internal error";
+    case KC_STATUS_STORAGE: return "storage full or failing";
     }
     return "unknown status";
 }

@@ -73,4 +73,8 @@ kc_status kc__mnist_dir_load(const char *kind, const char *dir, bool train, cons
 kc_status kc__cifar10_load(const char *dir, bool train, kc_dataset **out);
 kc_status kc__npy_load(const char *x_path, const char *y_path, kc_dataset **out);
 
+/* finite.c: BAD_FILE naming path and the first example holding NaN or Inf in x (n examples
+ * of e values), unless kc_set_allow_nonfinite_input(1). */
+kc_status kc__ds_check_finite(const float *x, int64_t n, int64_t e, const char *what, const char *path);
+
 #endif /* KC_DATASET_H */

@@ -1,7 +1,9 @@
 /* npy.c — NumPy .npy files (format versions 1, 2 and 3): "\x93NUMPY", major, minor, a
  * little-endian header length (uint16 for v1, uint32 for v2/v3), a Python dict literal
  * {'descr': '<f4', 'fortran_order': False, 'shape': (N, H, W), } and the raw array.
- * Images: uint8 or float32 (N, H, W) -> (H, W, 1), (N, H, W, C) or (N, D) -> (D), C order.
+ * Images: uint8, float32 or float64 (narrowed to float32), either byte order, (N, H, W) ->
+ * (H, W, 1), (N, H, W, C) or (N, D) -> (D), C order: the rule predict's reader
+ * (tools/kerac/npy.c) follows too.
  * Labels: any integer dtype, (N,) or (N, 1). */
 #include <errno.h>
 #include <limits.h>
@@ -224,6 +226,22 @@ static kc_status npy_read(const npy_file *f, void *dst, int64_t bytes) {
     return KC_STATUS_OK;
 }
 
+/* count float64 values, in chunks, byte-swapped where needed, narrowed to float32. */
+static kc_status npy_read_f64(const npy_file *f, float *dst, int64_t count) {
+    enum { CHUNK = 1 << 16 };
+    double *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading %s file '%s'", f->what, f->path);
+    kc_status s = KC_STATUS_OK;
+    for (int64_t at = 0; at < count && s == KC_STATUS_OK; at += CHUNK) {
+        int64_t k = KC_MIN((int64_t)CHUNK, count - at);
+        s = npy_read(f, buf, k * 8);
+        if (s == KC_STATUS_OK && needs_swap(f->order, 8)) swap_bytes((uint8_t *)buf, k, 8);
+        for (int64_t i = 0; s == KC_STATUS_OK && i < k; i++) dst[at + i] = (float)buf[i];
+    }
+    free(buf);
+    return s;
+}
+
 /* Widen labels of any integer dtype to int32, rejecting negatives. raw: (n) items. */
 static kc_status convert_labels(const npy_file *f, const uint8_t *raw, int64_t n, int32_t *y) {
     for (int64_t i = 0; i < n; i++) {
@@ -269,11 +287,13 @@ static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, 
 
     /* images: dtype, order, shape */
     kc_ds_dtype dtype;
+    bool narrow = false; /* float64 images: read, narrowed to float32 (as predict reads them) */
     if (fx->kind == 'u' && fx->itemsize == 1) dtype = KC_DS_U8;
     else if (fx->kind == 'f' && fx->itemsize == 4) dtype = KC_DS_F32;
+    else if (fx->kind == 'f' && fx->itemsize == 8) dtype = KC_DS_F32, narrow = true;
     else
-        return kc__fail(KC_STATUS_UNSUPPORTED, "images file '%s' has dtype '%s'; kerac reads uint8 ('|u1') "
-                        "or float32 ('<f4') images: save x.astype('float32') or x.astype('uint8')",
+        return kc__fail(KC_STATUS_UNSUPPORTED, "images file '%s' has dtype '%s'; kerac reads uint8, float32 or "
+                        "float64 images in either byte order: save x.astype('float32') or x.astype('uint8')",
                         x_path, fx->descr);
     if (fx->fortran && fx->rank > 1)
         return kc__fail(KC_STATUS_UNSUPPORTED, "images file '%s' is stored in Fortran order "
@@ -320,19 +340,22 @@ static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, 
     kc_ds_storage *st = NULL;
     /* images in the host's byte order are memory-mapped (read on demand: a dataset larger
      * than RAM trains); others are read and swapped */
-    bool map = !needs_swap(fx->order, fx->itemsize) && fx->data_offset % fx->itemsize == 0;
+    bool map = !narrow && !needs_swap(fx->order, fx->itemsize) && fx->data_offset % fx->itemsize == 0;
     if (map) KC_TRY(kc__ds_storage_create_mapped(dtype, n, shape, source, x_path, fx->data_offset, &st));
     else KC_TRY(kc__ds_storage_create(dtype, n, shape, source, &st));
     uint8_t *raw_y = malloc((size_t)n * (size_t)fy->itemsize); /* (n) labels as stored */
     kc_status s = raw_y ? KC_STATUS_OK : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", y_path);
-    if (s == KC_STATUS_OK && !map)
+    if (s == KC_STATUS_OK && !map && narrow) s = npy_read_f64(fx, st->x_f32, n * e);
+    else if (s == KC_STATUS_OK && !map)
         s = npy_read(fx, dtype == KC_DS_U8 ? (void *)st->x_u8 : (void *)st->x_f32, n * e * fx->itemsize);
     if (s == KC_STATUS_OK) s = npy_read(fy, raw_y, n * fy->itemsize);
     if (s == KC_STATUS_OK) {
-        if (!map && needs_swap(fx->order, fx->itemsize)) swap_bytes((uint8_t *)st->x_f32, n * e, fx->itemsize);
+        if (!map && !narrow && needs_swap(fx->order, fx->itemsize))
+            swap_bytes((uint8_t *)st->x_f32, n * e, fx->itemsize);
         if (needs_swap(fy->order, fy->itemsize)) swap_bytes(raw_y, n, fy->itemsize);
         s = convert_labels(fy, raw_y, n, st->y);
     }
+    if (s == KC_STATUS_OK && dtype == KC_DS_F32) s = kc__ds_check_finite(st->x_f32, n, e, "images", x_path);
     free(raw_y);
     if (s != KC_STATUS_OK) {
         kc__ds_storage_free(st);

@@ -82,6 +82,8 @@ typedef struct kc__ckpt {
     int n_hist;
     kc__ckpt_callback *saved_cbs; /* the checkpoint's callback states */
     int n_saved_cbs;
+    int lock_fd;             /* the folder's lock (dir_lock.c), or -1 */
+    int64_t saved_at;        /* the global step of the last checkpoint written, or -1 */
 } kc__ckpt;
 
 /* ---------------------------------------------------------------- checkpoint_state.c */
@@ -157,6 +159,9 @@ typedef struct kc__archive_extras {
 kc_status kc__keras_archive_save_ex(kc_model *m, const char *path, const kc__archive_extras *x);
 /* Entry `name` of the .keras archive at path (NUL-terminated, malloc'd); *present is
  * false (status OK) when there is no such entry. */
+/* Read every entry of the .keras archive at path to its end: BAD_FILE naming the first
+ * entry whose CRC does not match (or that cannot be read). */
+kc_status kc__keras_archive_verify(const char *path);
 kc_status kc__keras_archive_read_entry(const char *path, const char *name, char **data, size_t *len, bool *present);
 /* model.weights.h5 of the archive as a read-only HDF5 file in memory (H5Fclose it). */
 kc_status kc__keras_archive_open_weights(const char *path, int64_t *file);

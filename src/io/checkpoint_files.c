@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "checkpoint.h"
 
 #define PREFIX "ckpt-"
@@ -99,9 +100,12 @@ static bool parse_name(const char *name, ckpt_file *f) {
     return true;
 }
 
+/* A temporary left by a checkpoint writer that died: its process is gone (atomic_file.c),
+ * or it is an older kerac's "<checkpoint>.tmp". */
 static bool is_stray_tmp(const char *name) {
-    size_t n = strlen(name);
-    return strncmp(name, PREFIX, strlen(PREFIX)) == 0 && n > 4 && strcmp(name + n - 4, ".tmp") == 0;
+    size_t n = strlen(name), s = strlen(SUFFIX ".tmp");
+    if (strncmp(name, PREFIX, strlen(PREFIX)) != 0) return false;
+    return kc__tmp_is_stale(name, NULL) || (n > s && strcmp(name + n - s, SUFFIX ".tmp") == 0);
 }
 
 static int by_seq_desc(const void *a, const void *b) {
@@ -162,6 +166,22 @@ static char *join(const char *dir, const char *name) {
     return p;
 }
 
+/* The first of v (newest first) whose every zip entry reads with a matching CRC; -1, with
+ * the newest one's error, when none does. Skipping one is said always. */
+static int newest_readable(const char *dir, const ckpt_file *v, int count) {
+    char first[512] = "", path[4096];
+    for (int i = 0; i < count; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
+        kc_status s = kc__keras_archive_verify(path);
+        if (s == KC_STATUS_OK && i > 0)
+            kc__log_always(KC_LOG_WARNING, "resuming from '%s', the newest checkpoint that reads: %s", path, first);
+        if (s == KC_STATUS_OK) return i;
+        if (i == 0) snprintf(first, sizeof first, "%s", kc_last_error());
+    }
+    kc__fail(KC_STATUS_BAD_FILE, "%s; no checkpoint in '%s' reads", first, dir);
+    return -1;
+}
+
 kc_status kc_checkpoint_latest(const char *dir, char *path, size_t n) {
     if (!dir || !*dir || !path || n == 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_checkpoint_latest: the folder or the output is empty");
@@ -173,7 +193,12 @@ kc_status kc_checkpoint_latest(const char *dir, char *path, size_t n) {
         return kc__fail(KC_STATUS_IO, "no checkpoint in '%s' (no " PREFIX "*" SUFFIX " file); train with a checkpoint "
                         "folder first", dir);
     }
-    int w = snprintf(path, n, "%s/%s", dir, v[0].name);
+    int use = newest_readable(dir, v, count);
+    if (use < 0) {
+        free(v);
+        return KC_STATUS_BAD_FILE; /* the newest one's error */
+    }
+    int w = snprintf(path, n, "%s/%s", dir, v[use].name);
     free(v);
     if (w < 0 || (size_t)w >= n)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_checkpoint_latest: a path in '%s' is longer than %zu bytes",

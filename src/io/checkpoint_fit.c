@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "dir_lock.h"
 #include "h5util.h"
 
 /* Keras's mode "auto": max for accuracies ("acc" in the name), min otherwise. */
@@ -179,6 +180,8 @@ static kc_status begin(void *user, kc_model *m, const kc_fit_opts *o, const kc__
     if (!o->checkpoint_dir && !o->resume_from) return KC_STATUS_OK;
     kc__ckpt *c = kc__calloc(1, sizeof *c, "checkpoint state");
     if (!c) return KC_STATUS_OUT_OF_MEMORY;
+    c->lock_fd = -1;
+    c->saved_at = -1;
     c->geom = *g;
     c->cbs = o->callbacks;
     c->n_cbs = o->num_callbacks;
@@ -186,6 +189,7 @@ static kc_status begin(void *user, kc_model *m, const kc_fit_opts *o, const kc__
     if (s == KC_STATUS_OK && o->checkpoint_dir) {
         c->dir = kc__strdup(o->checkpoint_dir);
         s = c->dir ? kc__ckpt_probe_dir(c->dir) : KC_STATUS_OUT_OF_MEMORY;
+        if (s == KC_STATUS_OK) s = kc__dir_lock(c->dir, &c->lock_fd);
     }
     if (s == KC_STATUS_OK && o->resume_from) s = resume(c, m, o, g, rng, order);
     if (s != KC_STATUS_OK) {
@@ -195,6 +199,18 @@ static kc_status begin(void *user, kc_model *m, const kc_fit_opts *o, const kc__
     if (c->resumed) *res = (kc__fit_resume){.pos = &c->pos, .history = c->hist, .n_history = c->n_hist};
     *run = c;
     return KC_STATUS_OK;
+}
+
+/* A checkpoint not written for want of room (write_error.c said what and where): say what
+ * is left to resume from (the newest in dir other than the one that failed). */
+static void storage_failed(const char *dir, const char *failed) {
+    char msg[700], prev[4096] = "";
+    snprintf(msg, sizeof msg, "%s", kc_last_error());
+    char *rest = strstr(msg, "; ");
+    if (rest) *rest = '\0';
+    bool have = kc_checkpoint_latest(dir, prev, sizeof prev) == KC_STATUS_OK && strcmp(prev, failed) != 0;
+    if (have) kc__fail(KC_STATUS_STORAGE, "%s; the previous checkpoint '%s' is intact", msg, prev);
+    else kc__fail(KC_STATUS_STORAGE, "%s; there is no earlier checkpoint", msg);
 }
 
 /* Write a checkpoint for position p, then delete the ones beyond keep. */
@@ -214,10 +230,12 @@ static kc_status save(kc__ckpt *c, kc_model *m, const kc__fit_pos *p, const kc_e
         kc__h5_silence_begin(&q);
         s = kc__keras_archive_save_ex(m, path, &x);
         kc__h5_silence_end(&q);
-        if (s != KC_STATUS_OK) kc__wrap(s, "checkpoint: ");
+        if (s == KC_STATUS_STORAGE) storage_failed(c->dir, path);
+        else if (s != KC_STATUS_OK) kc__wrap(s, "checkpoint: ");
     }
     if (s == KC_STATUS_OK) s = kc__ckpt_prune(c->dir, c->keep);
     if (s == KC_STATUS_OK) kc__log(KC_LOG_INFO, "checkpoint '%s' written", path);
+    if (s == KC_STATUS_OK) c->saved_at = (int64_t)p->epoch * c->geom.steps + p->step;
     free(path);
     free(state);
     free(cc);
@@ -251,6 +269,7 @@ static void train_begun(void *run, kc_model *m) {
 static void end(void *run) {
     kc__ckpt *c = run;
     if (!c) return;
+    kc__dir_unlock(c->lock_fd);
     free(c->dir);
     free(c->saved_cbs);
     free(c->hist);
@@ -291,11 +310,16 @@ static kc_status after_step(void *run, kc_model *m, const kc__fit_pos *pos, cons
     return save(c, m, pos, hist, n_hist);
 }
 
-static kc_status after_epoch(void *run, kc_model *m, const kc__fit_pos *pos, bool complete, const kc_epoch_logs *el,
-                             const kc_epoch_logs *hist, int n_hist) {
+static kc_status after_epoch(void *run, kc_model *m, const kc__fit_pos *pos, bool complete, bool stopping,
+                             const kc_epoch_logs *el, const kc_epoch_logs *hist, int n_hist) {
     kc__ckpt *c = run;
-    if (!c->dir || c->every > 0) return KC_STATUS_OK;
-    if (!complete) return c->best_only ? KC_STATUS_OK : save(c, m, pos, hist, n_hist);
+    if (!c->dir) return KC_STATUS_OK;
+    /* training stops (Ctrl-C, SIGTERM, a callback): a checkpoint where it stopped, in either
+     * mode, unless that very step was just written */
+    bool written = c->saved_at == (int64_t)pos->epoch * c->geom.steps + pos->step;
+    if (!complete || (stopping && c->every > 0))
+        return c->best_only || written ? KC_STATUS_OK : save(c, m, pos, hist, n_hist);
+    if (c->every > 0) return KC_STATUS_OK;
     if (c->best_only) {
         double v = monitor_value(c, m, NULL, el);
         if (!improved(c, v)) return KC_STATUS_OK;

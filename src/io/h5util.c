@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5_gheap.h"
 #include "h5util.h"
 
 /* Attributes Keras splits into name0, name1, ... (HDF5's object header limit). */
@@ -73,82 +74,6 @@ static void image_name(char *buf, size_t n) {
     snprintf(buf, n, KC_H5_IMAGE_DIR "/%ld-%lu.h5", (long)getpid(), __atomic_fetch_add(&g_image_counter, 1, __ATOMIC_RELAXED));
 }
 
-/* libhdf5 1.10 (Debian 12) trusts the sizes inside a global heap collection ("GCOL": where
- * variable-length strings such as h5py's str attributes live). A free-space object of size 0
- * before the end makes it loop forever (it steps from object to object by their sizes); an
- * object larger than what is left of the collection makes it read past its buffer. Only damage
- * makes such a collection (nor a free-space object smaller than its own header), so the readers
- * refuse a file holding one before libhdf5 can touch it (both found by fuzz/fuzz_keras.c). A
- * collection: "GCOL", version 1, 3 reserved bytes, its size (8 bytes,
- * header included); then objects: index (2), references (2), reserved (4), size (8), the data
- * padded to 8 bytes (index 0 is the free space: its size covers its header, no padding). */
-#define KC_GCOL_HDR 16
-#define KC_GCOL_OBJ 16
-
-typedef struct byte_src {
-    const uint8_t *mem;      /* (len) the file in memory, or NULL */
-    FILE *fp;                /* else the file */
-    uint64_t len;
-} byte_src;
-
-static bool src_read(const byte_src *b, uint64_t off, uint8_t *dst, size_t n) {
-    if (off > b->len || n > b->len - off) return false;
-    if (b->mem) {
-        memcpy(dst, b->mem + off, n);
-        return true;
-    }
-    return fseeko(b->fp, (off_t)off, SEEK_SET) == 0 && fread(dst, 1, n, b->fp) == n;
-}
-
-static uint64_t le64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
-/* Would libhdf5 loop forever over the collection at `off`, or read past it? */
-static bool gcol_damaged(const byte_src *b, uint64_t off) {
-    uint8_t h[KC_GCOL_HDR];
-    if (!src_read(b, off, h, sizeof h) || h[4] != 1) return false;
-    uint64_t size = le64(h + 8);
-    if (size < KC_GCOL_HDR || size > b->len - off) return false; /* libhdf5 refuses to load it */
-    uint64_t end = off + size;
-    for (uint64_t p = off + KC_GCOL_HDR; p < end;) {
-        uint8_t o[KC_GCOL_OBJ];
-        if (end - p < KC_GCOL_OBJ) return false; /* free space too small for an object header */
-        if (!src_read(b, p, o, sizeof o)) return false;
-        uint64_t osize = le64(o + 8);
-        if (o[0] | o[1]) { /* an object: its data must fit in the collection */
-            if (osize > end - p - KC_GCOL_OBJ) return true;
-            p += KC_GCOL_OBJ + ((osize + 7) & ~(uint64_t)7);
-        } else { /* the free space: libhdf5 steps by its size, header included (0: forever) */
-            if (osize < KC_GCOL_OBJ) return true;
-            p += osize;
-        }
-    }
-    return false;
-}
-
-/* The byte offset of a collection libhdf5 cannot read safely, or -1. */
-static int64_t find_damaged_gcol(const byte_src *b) {
-    enum { CHUNK = 1 << 20 };
-    uint8_t *buf = b->mem ? NULL : malloc(CHUNK);
-    if (!b->mem && !buf) return -1; /* out of memory: skip the check */
-    int64_t hit = -1;
-    for (uint64_t at = 0; at < b->len && hit < 0;) {
-        size_t n = b->len - at < CHUNK ? (size_t)(b->len - at) : CHUNK;
-        const uint8_t *win = b->mem ? b->mem + at : buf;
-        if (!b->mem && !src_read(b, at, buf, n)) break;
-        for (const uint8_t *q = win, *e = win + n; hit < 0 && (q = memchr(q, 'G', (size_t)(e - q))) != NULL; q++)
-            if (e - q >= 4 && memcmp(q, "GCOL", 4) == 0 && gcol_damaged(b, at + (uint64_t)(q - win)))
-                hit = (int64_t)(at + (uint64_t)(q - win));
-        if (n < CHUNK) break;
-        at += n - 3; /* "GCOL" across the chunk boundary */
-    }
-    free(buf);
-    return hit;
-}
-
 kc_status kc__h5_open_path(const char *path, hid_t *out) {
     char why[400];
     *out = H5I_INVALID_HID;
@@ -159,10 +84,7 @@ kc_status kc__h5_open_path(const char *path, hid_t *out) {
     size_t got = fread(sig, 1, sizeof sig, f);
     struct stat sb;
     int64_t bad = -1;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) {
-        byte_src src = {NULL, f, (uint64_t)sb.st_size};
-        bad = find_damaged_gcol(&src);
-    }
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) bad = kc__h5_find_damaged_gcol_fd(fileno(f), (uint64_t)sb.st_size);
     fclose(f);
     if (bad >= 0)
         return kc__fail(KC_STATUS_BAD_FILE,
@@ -192,8 +114,7 @@ kc_status kc__h5_open_image(const void *data, size_t len, hid_t *out) {
     *out = H5I_INVALID_HID;
     kc__h5_quiet();
     if (len == 0) return kc__fail(KC_STATUS_BAD_FILE, "the HDF5 file is empty (0 bytes)");
-    byte_src src = {data, NULL, len};
-    int64_t bad = find_damaged_gcol(&src);
+    int64_t bad = kc__h5_find_damaged_gcol_mem(data, len);
     if (bad >= 0)
         return kc__fail(KC_STATUS_BAD_FILE,
                         "it is a damaged HDF5 file: the global heap collection at byte %lld holds an object whose size "
@@ -215,40 +136,6 @@ kc_status kc__h5_open_image(const void *data, size_t len, hid_t *out) {
         return kc__fail(KC_STATUS_BAD_FILE, "it is a damaged HDF5 file (%s)", why);
     }
     *out = h;
-    return KC_STATUS_OK;
-}
-
-kc_status kc__h5_create_file(const char *path, size_t expected_bytes, bool big_attrs, hid_t *out) {
-    char why[400];
-    *out = H5I_INVALID_HID;
-    kc__h5_quiet();
-    FILE *probe = fopen(path, "wb"); /* a clear message for a missing folder or no permission */
-    if (!probe) return kc__fail(KC_STATUS_IO, "cannot create the file '%s': %s", path, strerror(errno));
-    fclose(probe);
-    size_t inc = expected_bytes + (1u << 16);
-    if (inc > ((size_t)1 << 30)) inc = (size_t)1 << 30;
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_fapl_core(fapl, inc, 1) < 0 ||
-#if H5_VERSION_GE(1, 10, 7)
-        H5Pset_file_locking(fapl, 0, 1) < 0 || /* a new private file: nobody else opens it */
-#endif
-        (big_attrs && H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0)) {
-        kc__h5_reason(why, sizeof why);
-        if (fapl >= 0) H5Pclose(fapl);
-        return kc__fail(KC_STATUS_INTERNAL, "HDF5: cannot set up file '%s' (%s)", path, why);
-    }
-    hid_t h = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    if (h < 0) kc__h5_reason(why, sizeof why);
-    H5Pclose(fapl);
-    if (h < 0) return kc__fail(KC_STATUS_IO, "HDF5: cannot create '%s' (%s)", path, why);
-    *out = h;
-    return KC_STATUS_OK;
-}
-
-kc_status kc__h5_close_file(hid_t file, const char *path) {
-    char why[400];
-    if (H5Fclose(file) < 0)
-        return kc__fail(KC_STATUS_IO, "HDF5: cannot write '%s' (%s)", path, kc__h5_reason(why, sizeof why));
     return KC_STATUS_OK;
 }
 
@@ -395,8 +282,7 @@ static kc_status read_attr_strings(hid_t obj, const char *name, kc__strlist *l) 
             goto done;
         }
         buf = p;
-        if (H5Aread(a, mt, p) < 0) {
-            kc__h5_reason(why, sizeof why);
+        if (kc__h5_read_vlen_strings(a, mt, p, why, sizeof why) < 0) {
             s = kc__fail(KC_STATUS_BAD_FILE, "cannot read attribute '%s' of '%s' (%s)", name, obj_name(obj, on, sizeof on),
                          why);
             goto done;

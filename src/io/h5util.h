@@ -30,13 +30,15 @@ kc_status kc__h5_open_path(const char *path, hid_t *out);
 /* A read-only HDF5 file from an image in memory (the image is copied). BAD_FILE when the
  * bytes are not HDF5. */
 kc_status kc__h5_open_image(const void *data, size_t len, hid_t *out);
-/* A new HDF5 file at path (truncated), held in memory and written out in one piece by
- * kc__h5_close_file (HDF5's core driver with a backing store). Writers give it a
- * temporary path and rename it when it is complete. big_attrs: allow attributes over
- * 64 KiB (HDF5 1.8 object headers; readable by every HDF5 since 1.8). */
-kc_status kc__h5_create_file(const char *path, size_t expected_bytes, bool big_attrs, hid_t *out);
-/* Close a file made by kc__h5_create_file: this writes it (KC_STATUS_IO on failure). */
-kc_status kc__h5_close_file(hid_t file, const char *path);
+/* A new HDF5 file held in memory (HDF5's core driver, no backing store; h5_memfile.c). big_attrs: allow
+ * attributes over 64 KiB (HDF5 1.8 object headers; readable by every HDF5 since 1.8). */
+kc_status kc__h5_create_file(size_t expected_bytes, bool big_attrs, hid_t *out);
+/* Close a file made by kc__h5_create_file, giving its bytes (malloc'd): writers put them in
+ * place themselves (kc__write_file_atomic), so that a failed write is reported with its own
+ * errno, not through libhdf5. */
+kc_status kc__h5_close_image(hid_t file, void **data, size_t *len);
+/* Close a file made by kc__h5_create_file, dropping it (after a failure). */
+void kc__h5_discard(hid_t file);
 
 /* ---- objects */
 

@@ -76,13 +76,8 @@ void kc__h5_silence_end(const kc__h5_silence *q);
 
 /* The whole file, NUL-terminated (malloc'd; *len excludes the NUL). KC_STATUS_IO names the path. */
 kc_status kc__read_file(const char *path, char **data, size_t *len);
-/* Write to "path.tmp", flush, then rename over path: never a partial file. */
-kc_status kc__write_file_atomic(const char *path, const char *data, size_t len);
-/* For writers that make the file themselves: the temporary name ("path.tmp", malloc'd;
- * NULL with an error set when out of memory), and the commit: fsync the temporary, rename
- * it over path; the temporary is removed when that fails. */
-char *kc__tmp_path(const char *path);
-kc_status kc__commit_tmp(const char *tmp, const char *path);
+/* Atomic writes: a temporary file per writer, fsync, rename (atomic_file.h). */
+#include "atomic_file.h"
 
 /* Keras JSON with jansson dump flags (compact for to_json, indent 2 for files). */
 kc_status kc__model_to_json_flags(kc_model *m, int flavour, size_t flags, char **out);

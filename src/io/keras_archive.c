@@ -52,6 +52,22 @@ static kc_status open_archive(const char *path, zip_t **out) {
     return KC_STATUS_OK;
 }
 
+/* After an entry's last byte: libzip compares the CRC only when a read reaches the end, so
+ * read once more; the data must end there and its CRC must match the archive's. */
+static kc_status entry_end(zip_file_t *zf, const char *path, const char *name) {
+    char extra;
+    zip_int64_t r = zip_fread(zf, &extra, 1);
+    if (r == 0) return KC_STATUS_OK;
+    if (r > 0)
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s': entry '%s' holds more data than its size says; the file is damaged",
+                        path, name);
+    zip_error_t *e = zip_file_get_error(zf);
+    if (zip_error_code_zip(e) == ZIP_ER_CRC)
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s': entry '%s' fails its CRC check; the file is damaged", path, name);
+    return kc__fail(KC_STATUS_BAD_FILE, "'%s': cannot read entry '%s': %s; the file is damaged", path, name,
+                    zip_file_strerror(zf));
+}
+
 /* The whole entry `name` (NUL-terminated, malloc'd). *present = false (OK) when absent. */
 static kc_status read_entry(zip_t *za, const char *path, const char *name, char **data, size_t *len, bool *present) {
     *data = NULL;
@@ -85,7 +101,12 @@ static kc_status read_entry(zip_t *za, const char *path, const char *name, char 
         if (r == 0) break;
         got += (zip_uint64_t)r;
     }
+    kc_status crc = got == st.size ? entry_end(zf, path, name) : KC_STATUS_OK;
     zip_fclose(zf);
+    if (crc != KC_STATUS_OK) {
+        free(buf);
+        return crc;
+    }
     if (got != st.size) {
         free(buf);
         return kc__fail(KC_STATUS_BAD_FILE, "'%s': entry '%s' is truncated (%llu of %llu bytes)", path, name,
@@ -274,9 +295,7 @@ static kc_status archive_save(kc_model *m, const char *path, const kc__archive_e
      * no optimizer state; Keras omits the key for an uncompiled model) */
     kc_status s = kc__model_to_json_flags(m, 3, 0, &config);
     if (s == KC_STATUS_OK && x && x->compile_config) s = add_compile_config(path, &config, x->compile_config);
-    /* model.weights.h5: made as a file next to the target, read back, removed */
-    char *tmp = s == KC_STATUS_OK ? kc__tmp_path(path) : NULL;
-    if (s == KC_STATUS_OK && !tmp) s = KC_STATUS_OUT_OF_MEMORY;
+    /* model.weights.h5: made in memory */
     if (s == KC_STATUS_OK) {
         size_t expect = x ? x->h5_bytes : 0;
         for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
@@ -284,17 +303,14 @@ static kc_status archive_save(kc_model *m, const char *path, const kc__archive_e
             if (kc_model_weight_info(m, g, &wi) == KC_STATUS_OK) expect += (size_t)wi.size * sizeof(float) + 1024;
         }
         hid_t f = H5I_INVALID_HID;
-        s = kc__h5_create_file(tmp, expect, false, &f);
+        s = kc__h5_create_file(expect, false, &f);
         if (s == KC_STATUS_OK) {
             s = kc__keras3_weights_write(m, f);
             if (s == KC_STATUS_OK && x && x->write_h5) s = x->write_h5(m, (int64_t)f, x->user);
-            kc_status c = kc__h5_close_file(f, tmp);
-            if (s == KC_STATUS_OK) s = c;
+            if (s == KC_STATUS_OK) s = kc__h5_close_image(f, (void **)&weights, &wlen);
+            else kc__h5_discard(f);
         }
-        if (s == KC_STATUS_OK) s = kc__read_file(tmp, &weights, &wlen);
-        unlink(tmp);
     }
-    free(tmp);
     if (s != KC_STATUS_OK) {
         free(config);
         free(weights);
@@ -336,6 +352,29 @@ kc_status kc__keras_archive_save(kc_model *m, const char *path) { return archive
 
 kc_status kc__keras_archive_save_ex(kc_model *m, const char *path, const kc__archive_extras *x) {
     return archive_save(m, path, x);
+}
+
+kc_status kc__keras_archive_verify(const char *path) {
+    zip_t *za = NULL;
+    KC_TRY(open_archive(path, &za));
+    kc_status s = KC_STATUS_OK;
+    char buf[1 << 14];
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    for (zip_int64_t i = 0; i < n && s == KC_STATUS_OK; i++) {
+        const char *name = zip_get_name(za, (zip_uint64_t)i, 0);
+        zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)i, 0);
+        if (!zf) {
+            s = kc__fail(KC_STATUS_BAD_FILE, "'%s': cannot open entry '%s': %s; the file is damaged", path,
+                         name ? name : "?", zip_strerror(za));
+            break;
+        }
+        zip_int64_t r;
+        while ((r = zip_fread(zf, buf, sizeof buf)) > 0) continue;
+        if (r < 0) s = entry_end(zf, path, name ? name : "?"); /* the read error, said as entry_end says it */
+        zip_fclose(zf);
+    }
+    zip_discard(za);
+    return s;
 }
 
 kc_status kc__keras_archive_read_entry(const char *path, const char *name, char **data, size_t *len, bool *present) {

@@ -454,35 +454,28 @@ static kc_status legacy_weights_read(kc_model *m, hid_t group, const char *gname
 
 /* ---------------------------------------------------------------- writing files */
 
-/* Fill a new HDF5 file with fill(m, root) under a temporary name, then rename it over
- * path; on any failure the temporary is removed and path is untouched. */
+/* Fill a new HDF5 file with fill(m, root) in memory, then write it over path atomically;
+ * on any failure path is untouched. */
 static kc_status write_h5_file(kc_model *m, const char *path, bool big_attrs,
                                kc_status (*fill)(kc_model *m, hid_t root, void *ctx), void *ctx) {
     KC_TRY(kc_model_build(m));
-    char *tmp = kc__tmp_path(path);
-    if (!tmp) return KC_STATUS_OUT_OF_MEMORY;
     size_t expect = 0;
     for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
         kc_weight_info wi;
         if (kc_model_weight_info(m, g, &wi) == KC_STATUS_OK) expect += (size_t)wi.size * sizeof(float) + 1024;
     }
     hid_t f = H5I_INVALID_HID;
-    kc_status s = kc__h5_create_file(tmp, expect, big_attrs, &f);
-    if (s != KC_STATUS_OK) {
-        unlink(tmp);
-        free(tmp);
-        return kc__wrap(s, "saving '%s': ", path);
-    }
-    s = fill(m, f, ctx);
-    kc_status c = kc__h5_close_file(f, tmp);
-    if (s == KC_STATUS_OK) s = c;
+    void *image = NULL;
+    size_t len = 0;
+    kc_status s = kc__h5_create_file(expect, big_attrs, &f);
     if (s == KC_STATUS_OK) {
-        s = kc__commit_tmp(tmp, path);
-    } else {
-        unlink(tmp);
-        kc__wrap(s, "saving '%s': ", path);
+        s = fill(m, f, ctx);
+        if (s == KC_STATUS_OK) s = kc__h5_close_image(f, &image, &len);
+        else kc__h5_discard(f);
     }
-    free(tmp);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "saving '%s': ", path);
+    s = kc__write_file_atomic(path, image, len);
+    free(image);
     return s;
 }
 

@@ -6,8 +6,9 @@
  *   .h5 .hdf5    Keras 2 full-model HDF5 file: config + weights (keras_h5.c)
  *   .weights.h5  weights only, Keras 3 layout (kc_model_save writes it; kc_model_load
  *                cannot make a model from it)
- * Writes go to "path.tmp", are flushed to disk and renamed over the path, so a crash or a
- * full disk never leaves a partial model file behind. */
+ * Writes go to a temporary file of their own, are flushed to disk and renamed over the
+ * path (atomic_file.c), so a crash, a full disk or a second writer never leaves a partial
+ * model file behind. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -56,67 +57,6 @@ kc_status kc__read_file(const char *path, char **data, size_t *len) {
     buf[n] = '\0';
     *data = buf;
     *len = n;
-    return KC_STATUS_OK;
-}
-
-char *kc__tmp_path(const char *path) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) {
-        kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s'", path);
-        return NULL;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    return tmp;
-}
-
-kc_status kc__commit_tmp(const char *tmp, const char *path) {
-    int fd = open(tmp, O_RDONLY);
-    int err = fd < 0 ? errno : 0;
-    if (fd >= 0 && fsync(fd) != 0) err = errno ? errno : EIO;
-    if (fd >= 0) close(fd);
-    if (err) {
-        unlink(tmp);
-        return kc__fail(KC_STATUS_IO, "cannot write '%s': %s; the file was left unchanged", path, strerror(err));
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        unlink(tmp);
-        return kc__fail(KC_STATUS_IO, "cannot replace '%s' with '%s': %s", path, tmp, strerror(err));
-    }
-    return KC_STATUS_OK;
-}
-
-kc_status kc__write_file_atomic(const char *path, const char *data, size_t len) {
-    char *tmp = kc__tmp_path(path);
-    if (!tmp) return KC_STATUS_OUT_OF_MEMORY;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        kc_status s = kc__fail(KC_STATUS_IO, "cannot write '%s' (via '%s'): %s", path, tmp, strerror(errno));
-        free(tmp);
-        return s;
-    }
-    int err = 0;
-    errno = 0;
-    if (fwrite(data, 1, len, f) != len) err = errno ? errno : EIO;
-    if (!err && fflush(f) != 0) err = errno ? errno : EIO;
-    if (!err && fsync(fileno(f)) != 0) err = errno ? errno : EIO;
-    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
-    if (err) {
-        unlink(tmp);
-        kc_status s = kc__fail(KC_STATUS_IO, "cannot write '%s': %s; the file was left unchanged", path, strerror(err));
-        free(tmp);
-        return s;
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        unlink(tmp);
-        kc_status s = kc__fail(KC_STATUS_IO, "cannot replace '%s' with '%s': %s", path, tmp, strerror(err));
-        free(tmp);
-        return s;
-    }
-    free(tmp);
     return KC_STATUS_OK;
 }
 
@@ -188,12 +128,9 @@ const kc__model_format *kc__model_format_for_path(const char *path) {
 
 static kc_status format_of(const char *path, const kc__model_format **out) {
     const kc__model_format *f = kc__model_format_for_path(path);
-    if (!f) {
-        const char *dot = strrchr(path, '.');
+    if (!f) /* (the extension itself is not repeated: for a name without one it is nonsense) */
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "'%s': unknown model file extension '%s'; use .keras, .h5 or .json", path,
-                        dot && !strchr(dot, '/') ? dot : "(none)");
-    }
+                        "'%s': unknown model file extension: use .keras, .h5, .weights.h5 or .json", path);
     *out = f;
     return KC_STATUS_OK;
 }

@@ -525,7 +525,8 @@ static kc_status end_epoch(fit_run *r, const epoch_run *e, double waited) {
     double zero[1 + KC_MAX_METRICS] = {0};
     kc__fit_pos p = complete ? fit_pos(e->epoch + 1, 0, 0, zero, 0, r->mb, &r->rng)
                              : fit_pos(e->epoch, e->step, e->seen, e->sums, e->lr, r->mb, &e->rng_start);
-    return r->hooks->after_epoch(r->hrun, m, &p, complete, &el, r->h->epochs, complete ? r->h->n : r->h->n - 1);
+    return r->hooks->after_epoch(r->hrun, m, &p, complete, r->stop, &el, r->h->epochs,
+                                 complete ? r->h->n : r->h->n - 1);
 }
 
 static kc_status run_epoch(fit_run *r, int epoch) {

@@ -66,10 +66,10 @@ typedef struct kc__fit_hooks {
     kc_status (*after_step)(void *run, kc_model *m, const kc__fit_pos *pos, const kc_batch_logs *bl,
                             const kc_epoch_logs *hist, int n_hist);
     /* After an epoch's on_epoch_end. complete: every step ran, pos is the start of the next
-     * epoch; else pos is where the epoch was cut short. el: its logs (the last of hist
-     * when complete). */
-    kc_status (*after_epoch)(void *run, kc_model *m, const kc__fit_pos *pos, bool complete, const kc_epoch_logs *el,
-                             const kc_epoch_logs *hist, int n_hist);
+     * epoch; else pos is where the epoch was cut short. stopping: training ends there
+     * (a callback, Ctrl-C, SIGTERM). el: its logs (the last of hist when complete). */
+    kc_status (*after_epoch)(void *run, kc_model *m, const kc__fit_pos *pos, bool complete, bool stopping,
+                             const kc_epoch_logs *el, const kc_epoch_logs *hist, int n_hist);
     void (*end)(void *run);
 } kc__fit_hooks;
 

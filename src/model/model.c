@@ -49,6 +49,7 @@ void kc_model_destroy(kc_model *m) {
     kc_backend_destroy(m->be);
     for (int i = 0; i < m->n_layers; i++) kc__layer_destroy(m->layers[i]);
     free(m->layers);
+    kc__name_index_free(&m->names);
     kc__plan_free(&m->plan);
     free(m->opt.boundaries);
     free(m->opt.values);
@@ -85,21 +86,21 @@ kc_status kc_model_set_seed(kc_model *m, uint64_t seed) {
     return KC_STATUS_OK;
 }
 
-static int find_layer(const kc_model *m, const char *name) {
-    for (int i = 0; i < m->n_layers; i++)
-        if (strcmp(m->layers[i]->name, name) == 0) return i;
-    return -1;
-}
+static int find_layer(const kc_model *m, const char *name) { return kc__name_find(&m->names, m->layers, name); }
 
-/* Keras auto names: "conv2d", "conv2d_1", "conv2d_2", ... */
-static void auto_name(const kc_model *m, kc_layer *l) {
+/* Keras auto names: "conv2d", "conv2d_1", "conv2d_2", ... (the search for a free one goes
+ * on from where the last one of the kind stopped) */
+static void auto_name(kc_model *m, kc_layer *l) {
     const char *stem = l->ops->snake_name;
-    for (int k = 0;; k++) {
+    for (int k = kc__name_stem_next(&m->names, stem);; k++) {
         if (k == 0)
             snprintf(l->name, sizeof l->name, "%s", stem);
         else
             snprintf(l->name, sizeof l->name, "%s_%d", stem, k);
-        if (find_layer(m, l->name) < 0) return;
+        if (find_layer(m, l->name) < 0) {
+            kc__name_stem_set(&m->names, stem, k + 1);
+            return;
+        }
     }
 }
 
@@ -164,7 +165,13 @@ static kc_node add_node(kc_model *m, const kc_layer_spec *spec, const kc_node *x
         m->cap_layers = cap;
     }
     l->index = m->n_layers;
-    m->layers[m->n_layers++] = l;
+    m->layers[m->n_layers] = l;
+    if ((s = kc__name_add(&m->names, m->layers, l->index)) != KC_STATUS_OK) {
+        kc__model_fail(m, s);
+        kc__layer_destroy(l);
+        return -1;
+    }
+    m->n_layers++;
     return l->index;
 }
 

@@ -8,6 +8,7 @@
 #include "../core/trace.h"
 #include "../layers/layer.h"
 #include "../train/train.h"
+#include "name_index.h"
 #include "plan.h"
 
 typedef struct kc_metric {
@@ -32,6 +33,7 @@ struct kc_model {
     bool sequential;
     kc_layer **layers;
     int n_layers, cap_layers;
+    kc__name_index names;    /* the layers' names, hashed (name_index.c) */
     int output;              /* node id of the output, -1: the last layer */
     kc_status err;           /* first builder error (sticky) */
     char errmsg[KC_ERROR_MAX];

@@ -106,6 +106,21 @@ grep -q '^epoch' "$T/out" && fail "train --save into a missing folder trained be
 expect '2|3' "'[^']*m\.unknownext'" train --data "npy:$T/x.npy,$T/y.npy" --epochs 1 --save "$T/m.unknownext"
 grep -q 'kerac-check' "$T/err" && fail "the --save check leaked its scratch file name: $(cat "$T/err")"
 ls "$T" | grep -q 'kerac-check' && fail "the --save check left a scratch file behind"
+expect '1|2|3' "'[^']*/modelnoext': unknown model file extension: use \.keras, \.h5, \.weights\.h5 or \.json" \
+    train --data "npy:$T/x.npy,$T/y.npy" --epochs 1 --save "$T/modelnoext"
+grep -q 'kerac-check' "$T/err" && fail "the --save check leaked its scratch file name: $(cat "$T/err")"
+
+# ---- --grad-accum larger than the batch, a malformed KERAC_MEMORY_LIMIT: usage errors (exit 1)
+# before anything runs, not a failure after training started or a "model file" error
+"$K" train --data "npy:$T/x.npy,$T/y.npy" --batch-size 4 --grad-accum 8 --epochs 1 >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc = 1 ] && grep -q "'--grad-accum 8' splits each batch into 8 micro-batches, more than the 4" "$T/err" ||
+    fail "--grad-accum 8 with --batch-size 4: exit $rc: $(cat "$T/err")"
+grep -q '^epoch' "$T/out" && fail "--grad-accum larger than the batch started training"
+KERAC_MEMORY_LIMIT=garbage "$K" summary "$T/m28.json" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc = 1 ] && grep -q "^kerac: environment variable KERAC_MEMORY_LIMIT='garbage' is not a memory size" "$T/err" ||
+    fail "KERAC_MEMORY_LIMIT=garbage: exit $rc: $(cat "$T/err")"
 
 # ---- bad .npy input to predict
 printf 'this is not numpy' >"$T/garbage.npy"

@@ -18,7 +18,8 @@ enum {
     CLI_EXIT_USAGE = 1,   /* unknown option, missing value, bad number */
     CLI_EXIT_INPUT = 2,   /* bad input file: model, dataset, .npy */
     CLI_EXIT_RUNTIME = 3, /* anything else that fails while running */
-    CLI_EXIT_INTERRUPTED = 130 /* train: stopped by Ctrl-C (after saving / evaluating) */
+    CLI_EXIT_INTERRUPTED = 130, /* train: stopped by Ctrl-C (after saving / evaluating) */
+    CLI_EXIT_TERMINATED = 143   /* train: stopped by SIGTERM (after saving) */
 };
 
 /* Where a kc_status came from: loading a model / dataset / input file, or running
@@ -136,6 +137,7 @@ typedef struct cli_npy {
     int64_t count;        /* product of shape */
     float *data;          /* (count) converted to float32; uint8 scaled to [0, 1] */
     cli_npy_dtype dtype;  /* what the file held */
+    bool big_endian;      /* it was stored big-endian ('>f4') */
 } cli_npy;
 
 /* Read a C-order little-endian float32 / float64 / uint8 array. On failure writes a

@@ -79,17 +79,24 @@ static const char usage[] =
     "\n"
     "On a terminal a progress bar shows each epoch; otherwise one line per epoch is printed.\n"
     "Ctrl-C stops training after the current step; the model is still saved and evaluated,\n"
-    "and the exit code is 130. A second Ctrl-C ends the program at once. With --checkpoint\n"
-    "(every epoch), the epoch cut short is checkpointed too, so --resume goes on from there.\n"
+    "and the exit code is 130. SIGTERM (what Slurm and Kubernetes send) does the same without\n"
+    "the evaluation, and the exit code is 143. A second signal ends the program at once.\n"
+    "With --checkpoint, a checkpoint is written where training stopped, so --resume goes on\n"
+    "from there.\n"
     "Exit codes: 0 success, 1 usage error, 2 bad model or data file, 3 training failure,\n"
-    "130 interrupted.\n";
+    "130 interrupted (Ctrl-C), 143 stopped by SIGTERM.\n";
 
 static volatile sig_atomic_t interrupted = 0;
 
+static volatile sig_atomic_t interrupt_signal = 0; /* SIGINT or SIGTERM */
+
 static void on_sigint(int sig) {
     interrupted = 1;
-    signal(sig, SIG_DFL); /* a second Ctrl-C ends the program */
+    interrupt_signal = sig;
+    signal(sig, SIG_DFL); /* a second Ctrl-C (or SIGTERM) ends the program */
 }
+
+static const char *interrupt_name(void) { return interrupt_signal == SIGTERM ? "SIGTERM" : "Ctrl-C"; }
 
 typedef struct train_args {
     const char *model_path;
@@ -243,6 +250,9 @@ static int parse(int argc, char **argv, train_args *t) {
     if (!t->checkpoint && !t->resume && (t->has_every || t->has_keep || t->save_best_only || t->monitor))
         return cli_usage_error(a.cmd, "--checkpoint-every, --keep, --save-best-only and --monitor need "
                                "'--checkpoint DIR' (or '--resume DIR')");
+    if (t->grad_accum > 1 && !t->batch_auto && (t->has_batch_size || !t->resume) && t->grad_accum > t->batch_size)
+        return cli_usage_error(a.cmd, "'--grad-accum %ld' splits each batch into %ld micro-batches, more than the %ld "
+                               "examples of a batch (--batch-size)", t->grad_accum, t->grad_accum, t->batch_size);
     if (t->monitor && !t->save_best_only)
         return cli_usage_error(a.cmd, "'--monitor' names what --save-best-only compares; add --save-best-only");
     if (t->init_from) {
@@ -461,20 +471,22 @@ int cli_cmd_train(int argc, char **argv) {
     fo.grad_accum = (int)t.grad_accum;
     if (t.no_oom_recovery) fo.oom_recovery = KC_FALSE;
     void (*old_handler)(int) = signal(SIGINT, on_sigint);
+    void (*old_term)(int) = signal(SIGTERM, on_sigint);
     s = kc_fit(m, train, &fo, &h);
     signal(SIGINT, old_handler == SIG_ERR ? SIG_DFL : old_handler);
+    signal(SIGTERM, old_term == SIG_ERR ? SIG_DFL : old_term);
     if (s) {
         rc = cli_fail(s, CLI_PHASE_RUN);
         goto done;
     }
     if ((rc = cli_observe_finish(&t.obs, m, h, &obs, mode == CLI_OUT_JSON || t.quiet))) goto done;
     if (mode == CLI_OUT_JSON && interrupted) {
-        fprintf(stderr, "kerac: training interrupted (Ctrl-C) after %d epoch%s\n", h ? kc_history_epochs(h) : 0,
+        fprintf(stderr, "kerac: training interrupted (%s) after %d epoch%s\n", interrupt_name(), h ? kc_history_epochs(h) : 0,
                 h && kc_history_epochs(h) == 1 ? "" : "s");
     } else if (mode != CLI_OUT_JSON) {
         const char *why = h ? kc_history_stop_reason(h) : "";
         if (interrupted)
-            printf("training interrupted (Ctrl-C) after %d epoch%s\n", h ? kc_history_epochs(h) : 0,
+            printf("training interrupted (%s) after %d epoch%s\n", interrupt_name(), h ? kc_history_epochs(h) : 0,
                    h && kc_history_epochs(h) == 1 ? "" : "s");
         else if (why && why[0])
             printf("training stopped early by %s after %d epochs\n", why, h ? kc_history_epochs(h) : 0);
@@ -494,7 +506,7 @@ int cli_cmd_train(int argc, char **argv) {
         }
     }
 
-    if (test) {
+    if (test && interrupt_signal != SIGTERM) { /* a scheduler's grace period is short */
         kc_eval_result r;
         /* evaluate with the micro-batch training used: it is known to fit */
         int eval_batch = (int)t.batch_size;
@@ -522,7 +534,7 @@ int cli_cmd_train(int argc, char **argv) {
     }
     fflush(stdout);
     /* the model was saved and evaluated, but the run did not finish: say so to scripts */
-    rc = interrupted ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
+    rc = !interrupted ? CLI_EXIT_OK : interrupt_signal == SIGTERM ? CLI_EXIT_TERMINATED : CLI_EXIT_INTERRUPTED;
 done:
     cli_observe_end(&obs);
     kc_history_destroy(h);

@@ -1,4 +1,5 @@
 /* main.c — `kerac`: dispatch to the subcommands, `kerac --help`, `kerac --version`. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -28,11 +29,14 @@ static const char usage[] =
     "  --version                 show the version\n"
     "  --log-level L             with any command: debug, info, warning or error (or 0-3;\n"
     "                            default KERAC_LOG_LEVEL, else warning)\n"
+    "  --allow-nonfinite-input   with any command: accept NaN and Inf in float32 input data\n"
+    "                            (refused by default: they make NaN weights)\n"
     "  --log-device-placement    with any command: at the first training step, one line per\n"
     "                            layer with its device, kernel or cuDNN algorithm and workspace\n"
     "\n"
     "exit codes: 0 success, 1 usage error, 2 bad input file (model, data), 3 failure while\n"
-    "running (training, evaluation, saving), 130 training interrupted by Ctrl-C.\n"
+    "running (training, evaluation, saving), 130 training interrupted by Ctrl-C, 143 by\n"
+    "SIGTERM.\n"
     "\n"
     "environment: KERAC_NUM_THREADS (CPU threads), KERAC_LOG_LEVEL (debug|info|warning|error),\n"
     "KERAC_DEVICE (cpu|cuda|cuda:N|auto); `kerac doctor --help` lists every variable.\n";
@@ -64,6 +68,10 @@ static int global_options(int *argc, char **argv) {
             while (i < *argc) argv[out++] = argv[i++];
             break;
         }
+        if (!strcmp(arg, "--allow-nonfinite-input")) {
+            kc_set_allow_nonfinite_input(1);
+            continue;
+        }
         if (!strcmp(arg, "--log-device-placement")) {
             kc_set_log_device_placement(1);
             continue;
@@ -81,6 +89,17 @@ static int global_options(int *argc, char **argv) {
     }
     argv[out] = NULL;
     *argc = out;
+    return 0;
+}
+
+/* Environment variables the library reads later, checked now: a bad value is the user's
+ * setting, not a fault of the model file being loaded when the library meets it. */
+static int check_environment(const char *cmd) {
+    const char *v = getenv("KERAC_MEMORY_LIMIT");
+    size_t bytes;
+    if (v && *v && kc_parse_size(v, &bytes) != KC_STATUS_OK)
+        return cli_error(CLI_EXIT_USAGE, "environment variable KERAC_MEMORY_LIMIT='%s' is not a memory size (512M, 2G, "
+                         "...); fix or unset it (kerac %s)", v, cmd);
     return 0;
 }
 
@@ -112,6 +131,7 @@ int main(int argc, char **argv) {
         if (!strcmp(cmd, commands[i].name)) {
             int rc = global_options(&argc, argv);
             if (rc) return rc;
+            if ((rc = check_environment(cmd))) return rc;
             return commands[i].run(argc - 1, argv + 1);
         }
     if (cmd[0] == '-')

@@ -54,15 +54,18 @@ static int parse_header(const char *path, const char *hdr, cli_npy *a, char *err
     descr[len] = '\0';
     if (*d != q)
         return npy_err(err, n, -2, "'%s': the .npy header's 'descr' is malformed", path);
-    if (!strcmp(descr, "<f4"))
+    /* the rule of the datasets' reader (src/data/npy.c): uint8, float32, float64, either order */
+    const char *t = strchr("<>|=", descr[0]) && descr[0] ? descr + 1 : descr;
+    a->big_endian = descr[0] == '>';
+    if (!strcmp(t, "f4"))
         a->dtype = CLI_NPY_F32;
-    else if (!strcmp(descr, "<f8"))
+    else if (!strcmp(t, "f8"))
         a->dtype = CLI_NPY_F64;
-    else if (!strcmp(descr, "|u1") || !strcmp(descr, "<u1") || !strcmp(descr, "u1"))
+    else if (!strcmp(t, "u1"))
         a->dtype = CLI_NPY_U8;
     else
         return npy_err(err, n, -2,
-                       "'%s': unsupported .npy dtype '%s'; use float32 ('<f4'), float64 or uint8 "
+                       "'%s': unsupported .npy dtype '%s'; use uint8, float32 or float64 in either byte order "
                        "(x.astype(numpy.float32))",
                        path, descr);
 
@@ -173,7 +176,12 @@ int cli_npy_read(const char *path, cli_npy *a, char *err, size_t n) {
         goto done;
     }
     for (size_t i = 0; i < count; i++) {
-        const unsigned char *p = (const unsigned char *)raw + i * esize;
+        unsigned char *p = (unsigned char *)raw + i * esize;
+        for (size_t x = 0, y = esize - 1; a->big_endian && x < y; x++, y--) { /* to the host's order */
+            unsigned char c = p[x];
+            p[x] = p[y];
+            p[y] = c;
+        }
         if (a->dtype == CLI_NPY_U8) {
             a->data[i] = (float)p[0] * (1.0f / 255.0f);
         } else if (a->dtype == CLI_NPY_F32) {
