@@ -96,6 +96,16 @@ static int list_names(const char *dir, const char *suffix, char names[][128], in
     return n;
 }
 
+/* The highest sequence number among dir's ckpt-*.keras files (0: none). */
+static long long newest_seq(const char *dir) {
+    char names[64][128];
+    int n = list_names(dir, ".keras", names, 64);
+    long long best = 0;
+    for (int i = 0; i < n; i++)
+        if (strncmp(names[i], "ckpt-", 5) == 0 && atoll(names[i] + 5) > best) best = atoll(names[i] + 5);
+    return best;
+}
+
 /* 61 examples of 8 features, 3 classes (a linear rule plus noise): 48 train / 13 val
  * with validation_split 0.2; batch 7 -> 7 steps per epoch, the last one of 6. */
 #define N_EX 61
@@ -738,8 +748,13 @@ static void test_crash_safety(void **state) {
             execl(g_self, g_self, "--crash-child", dir, (char *)NULL);
             _exit(127);
         }
-        /* long enough to start and write a few, then at a random moment */
-        long ms = (60 + rand() % 140) * (getenv("KERAC_SANITIZED") ? 4 : 1); /* sanitizers slow the child */
+        /* until the child has written a checkpoint past the last round's (so a loaded machine
+         * cannot starve the test of progress), then a random moment later: mid-write or not */
+        for (int waited = 0; newest_seq(dir) <= last_seq && waited < 30000; waited += 5) {
+            if (waitpid(pid, NULL, WNOHANG) == pid) fail_msg("round %d: the child ended by itself", round);
+            nanosleep(&(struct timespec){0, 5 * 1000000L}, NULL);
+        }
+        long ms = (rand() % 140) * (getenv("KERAC_SANITIZED") ? 4 : 1); /* sanitizers slow the child */
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         int status = 0;
@@ -775,7 +790,7 @@ static void test_crash_safety(void **state) {
             last_seq = seq;
         }
     }
-    assert_true(last_seq >= 5); /* it wrote checkpoints along the way */
+    assert_true(last_seq >= 20); /* each round waited for a new checkpoint before its kill */
     print_message("crash safety: 20 kills, %d of them left a temporary behind, %d checkpoints loaded, newest seq %lld\n",
                   kills_with_tmp, loads, last_seq);
     /* the next save (here, in this process) cleans stray temporaries */
