@@ -742,6 +742,24 @@ const char *kc_history_device(const kc_history *h);
 const char *kc_history_device_reason(const kc_history *h);
 void kc_history_destroy(kc_history *h);
 
+/* Data-parallel training: a collective interface over the processes (ranks) of one run,
+ * given to kc_fit in kc_fit_opts.collective. libkerac has no MPI of its own; the caller
+ * (the kerac command over Open MPI) fills the table. Each function returns KC_STATUS_OK
+ * or a failure status, with a message that error(ctx) returns. Every rank must make the
+ * same calls in the same order. */
+typedef struct kc_collective {
+    int rank, size;           /* this process's rank in [0, size) and the number of ranks */
+    void *ctx;
+    /* buf (n floats or doubles) becomes the element-wise sum over the ranks */
+    kc_status (*allreduce_sum_f32)(void *ctx, float *buf, int64_t n);
+    kc_status (*allreduce_sum_f64)(void *ctx, double *buf, int64_t n);
+    /* buf (bytes) becomes rank root's */
+    kc_status (*broadcast)(void *ctx, void *buf, size_t bytes, int root);
+    /* recv (size x bytes) becomes every rank's send (bytes), in rank order */
+    kc_status (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+    const char *(*error)(void *ctx); /* the message of the last failure */
+} kc_collective;
+
 typedef struct kc_fit_opts {
     int epochs;               /* default 1 */
     int batch_size;           /* default 32 */
@@ -806,6 +824,24 @@ typedef struct kc_fit_opts {
      * of the best weights (restore_best_weights) is not in the checkpoint: after a resume it
      * can restore only a best epoch reached since. */
     const char *resume_from;
+    /* Data-parallel training over collective->size ranks (NULL or size 1: one process).
+     * At the start every rank checks that all run the same kerac version and the same
+     * model (a hash of its config and weight shapes), naming a rank that differs, and
+     * rank 0's weights are broadcast. Each epoch's shuffle is the same on every rank and
+     * rank r takes positions r, r + size, ... of it (PyTorch's DistributedSampler); the
+     * tail is padded with the order's start so that every rank has ceil(N / size)
+     * examples, or dropped (floor(N / size)) with drop_remainder = KC_TRUE. batch_size is
+     * the global batch: each rank trains batch_size / size examples per step (a
+     * batch_size that size does not divide is an error). After the backward pass the
+     * gradient slab is summed over the ranks with one all-reduce and divided by size, so
+     * every rank applies the same update; the loss and metrics are summed over the ranks
+     * before callbacks see them, and a stop asked by a callback on any rank stops all.
+     * Validation runs on every rank over the whole validation set. Checkpoints are the
+     * caller's to write on one rank only (checkpoint_dir NULL on the others); they record
+     * the global batch size and data order, so one process can resume them (resume_from
+     * with size > 1 is refused). */
+    const kc_collective *collective;
+    int drop_remainder;       /* KC_TRUE: see collective */
 } kc_fit_opts;
 
 #define KC_BATCH_SIZE_AUTO (-1)

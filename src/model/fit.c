@@ -16,6 +16,7 @@
 
 #include "../data/loader.h"
 #include "device.h"
+#include "dist.h"
 #include "feed.h"
 #include "fit_hooks.h"
 
@@ -214,7 +215,8 @@ static void release_step_memory(kc_model *m) {
 /* Enqueue one optimizer step over the n examples in feed slot `slot`: micro-batches of mb
  * examples whose gradients (each of the batch-mean loss) are summed, then one update. The
  * loss sum and metric counts stay on the device (read_step). */
-static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, uint64_t step_seed) {
+static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, uint64_t step_seed,
+                            const kc_collective *coll) {
     int k = (n + mb - 1) / mb;
     KC_TRY(kc__model_prepare(m, mb, true));
     if (k > 1) KC_TRY(ensure_accum(m));
@@ -233,16 +235,20 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
         if (j == 0) KC_TRY(m->be->copy(m->be, m->accum, m->grads, (size_t)m->n_trainable * sizeof(float)));
         else KC_TRY(m->be->axpy(m->be, m->accum, m->grads, 1.0f, m->n_trainable));
     }
-    if (m->n_trainable > 0) KC_TRY(kc__model_apply_gradients(m, k > 1 ? m->accum : m->grads));
+    float *g = k > 1 ? m->accum : m->grads;
+    if (m->n_trainable > 0) KC_TRY(kc__dist_average_grads(m, coll, g)); /* data-parallel: the ranks' mean */
+    if (m->n_trainable > 0) KC_TRY(kc__model_apply_gradients(m, g));
     return kc__feed_release(f, slot);
 }
 
 /* The step's loss sum and metric counts into sums (the step's one wait for the device). */
-static kc_status read_step(kc_model *m, int n, int mb, double *sums) {
+static kc_status read_step(kc_model *m, int n, int mb, double *sums, const kc_collective *coll) {
     float sc[KC_SCALAR_COUNT];
     KC_TRY(read_scalars(m, sc));
-    sums[0] += (n + mb - 1) / mb > 1 ? sc[KC_SCALAR_STEP_LOSS] : sc[KC_SCALAR_LOSS];
-    for (int i = 0; i < m->n_metrics; i++) sums[1 + i] += sc[KC_SCALAR_METRICS + i];
+    double d[1 + KC_MAX_METRICS] = {(n + mb - 1) / mb > 1 ? sc[KC_SCALAR_STEP_LOSS] : sc[KC_SCALAR_LOSS]};
+    for (int i = 0; i < m->n_metrics; i++) d[1 + i] = sc[KC_SCALAR_METRICS + i];
+    KC_TRY(kc__dist_sum(coll, d, 1 + m->n_metrics, "the all-reduce of the loss and metrics"));
+    for (int i = 0; i <= m->n_metrics; i++) sums[i] += d[i];
     return KC_STATUS_OK;
 }
 
@@ -250,9 +256,9 @@ static kc_status read_step(kc_model *m, int n, int mb, double *sums) {
  * memory, halve the micro-batch (doubling the accumulation: the batch is unchanged) and
  * retry the same step from its start. */
 static kc_status train_step_recovering(kc_model *m, kc__feed *f, int slot, int n, int *mb, int batch_size,
-                                       bool recover, uint64_t step_seed) {
+                                       bool recover, uint64_t step_seed, const kc_collective *coll) {
     for (;;) {
-        kc_status s = train_step(m, f, slot, n, *mb, step_seed);
+        kc_status s = train_step(m, f, slot, n, *mb, step_seed, coll);
         if (s != KC_STATUS_OUT_OF_MEMORY || !recover) return s;
         char cause[KC_ERROR_MAX];
         snprintf(cause, sizeof cause, "%s", kc_last_error());
@@ -304,7 +310,12 @@ typedef struct fit_run {
     bool recover, stop;
     uint64_t seed;
     kc_rng rng;                   /* the shuffle generator */
-    int64_t *order;               /* (n) the data order, reshuffled per epoch */
+    int64_t *order;               /* (n_data) the data order, reshuffled per epoch */
+    /* data-parallel (o.collective over several ranks): n is this rank's share of n_data
+     * examples, bs its share of the global batch, ord its positions of order */
+    const kc_collective *coll;
+    int64_t n_data;
+    int64_t *ord;
     const kc__fit_pos *rp;        /* where a resume continues (NULL: from the start) */
 } fit_run;
 
@@ -404,6 +415,19 @@ static kc_status choose_batch_size(fit_run *r) {
     return s;
 }
 
+/* Data-parallel: this rank's share of the data and batch, then the ranks' agreement on
+ * the model and rank 0's weights (dist.c). Nothing without a collective. */
+static kc_status dist_start(fit_run *r) {
+    r->coll = r->o.collective;
+    r->n_data = r->n;
+    if (kc__dist_on(r->coll) && r->o.resume_from)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: resuming a run with %d ranks is not supported yet; resume "
+                        "it in one process", r->coll->size);
+    KC_TRY(kc__dist_geometry(r->coll, r->n_data, r->o.batch_size, r->o.drop_remainder == KC_TRUE, &r->n,
+                             &r->o.batch_size));
+    return kc__dist_begin(r->m, r->coll, r->n_data);
+}
+
 /* The run's sizes, history, data order and feed; then the hooks' begin (on a resume: the
  * model's state, the finished epochs' shuffles and logs, where to continue). */
 static kc_status fit_start(fit_run *r) {
@@ -414,8 +438,9 @@ static kc_status fit_start(fit_run *r) {
     if (r->o.steps_per_epoch > 0 && r->o.steps_per_epoch < r->steps) r->steps = r->o.steps_per_epoch;
     r->per_epoch = KC_MIN(r->n, r->steps * r->bs);
     r->h = kc__calloc(1, sizeof *r->h, "the training history");
-    r->order = kc__calloc((size_t)r->n, sizeof(int64_t), "the shuffle order");
-    if (!r->h || !r->order) return KC_STATUS_OUT_OF_MEMORY;
+    r->order = kc__calloc((size_t)r->n_data, sizeof(int64_t), "the shuffle order");
+    r->ord = kc__dist_on(r->coll) ? kc__calloc((size_t)r->n, sizeof(int64_t), "the rank's order") : r->order;
+    if (!r->h || !r->order || !r->ord) return KC_STATUS_OUT_OF_MEMORY;
     if (!r->feed.m) KC_TRY(kc__feed_open(m, r->bs, true, &r->feed));
     kc_history *h = r->h;
     snprintf(h->device, sizeof h->device, "%s", kc_model_device(m));
@@ -425,9 +450,11 @@ static kc_status fit_start(fit_run *r) {
         snprintf(h->metric_names[i], sizeof h->metric_names[i], "%s", m->metrics[i].name);
     r->seed = r->o.seed ? r->o.seed : m->seed;
     kc__rng_seed(&r->rng, r->seed);
-    for (int64_t i = 0; i < r->n; i++) r->order[i] = i;
+    for (int64_t i = 0; i < r->n_data; i++) r->order[i] = i;
     if (!r->hooks || !r->hooks->begin) return KC_STATUS_OK;
-    kc__fit_geom geom = {.num_examples = r->n, .batch_size = r->bs, .micro_batch = r->mb, .steps = r->steps,
+    /* data-parallel: the global geometry, so that one process can resume the run */
+    kc__fit_geom geom = {.num_examples = r->n_data, .batch_size = r->bs * kc__dist_size(r->coll),
+                         .micro_batch = r->mb, .steps = r->steps,
                          .epochs = r->o.epochs, .seed = r->seed, .shuffle = kc__bool3(r->o.shuffle, true),
                          .has_val = r->valp != NULL, .validation_split = r->o.validation_split};
     kc__fit_resume res = {0};
@@ -453,7 +480,7 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
     kc_model *m = r->m;
     int64_t skip = KC_MIN(r->per_epoch, e->step * r->bs);
     kc_loader *ld = NULL;
-    kc_status s = kc__loader_create(r->trp, r->order + skip, r->per_epoch - skip, r->bs, r->o.prefetch, &ld);
+    kc_status s = kc__loader_create(r->trp, r->ord + skip, r->per_epoch - skip, r->bs, r->o.prefetch, &ld);
     if (s == KC_STATUS_OK && m->trace) kc__loader_set_trace(ld, m->trace);
     const kc_batch *b = NULL;
     int slot = -1, rows = 0;
@@ -461,9 +488,10 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
     if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, rows = b->n, &slot);
     while (s == KC_STATUS_OK && !r->stop && b) {
         uint64_t step_seed = kc__hash64(r->seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
+        if (kc__dist_on(r->coll) && r->coll->rank > 0) step_seed = kc__hash64(step_seed ^ (uint64_t)r->coll->rank);
         int done = rows, next = -1;
         double t_step = kc__trace_step_begin(m), tt;
-        s = train_step_recovering(m, &r->feed, slot, done, &r->mb, r->bs, r->recover, step_seed);
+        s = train_step_recovering(m, &r->feed, slot, done, &r->mb, r->bs, r->recover, step_seed, r->coll);
         /* the next batch travels while this step computes; then the step's one wait */
         tt = kc__trace_t0(m);
         if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
@@ -472,11 +500,11 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
         if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, rows = b->n, &next);
         kc__trace_span(m, "upload next batch", "copy", tt);
         tt = kc__trace_t0(m);
-        if (s == KC_STATUS_OK) s = read_step(m, done, r->mb, e->sums);
+        if (s == KC_STATUS_OK) s = read_step(m, done, r->mb, e->sums, r->coll);
         kc__trace_span(m, "wait for device", "sync", tt);
         if (s != KC_STATUS_OK) break;
         slot = next;
-        e->seen += done;
+        e->seen += (int64_t)done * kc__dist_size(r->coll); /* over the ranks */
         kc_batch_logs bl = {.epoch = e->epoch, .step = e->step, .steps = r->steps, .loss = e->sums[0] / (double)e->seen,
                             .seconds = kc__now() - e->t0, .samples = e->seen};
         for (int i = 0; i < m->n_metrics; i++) bl.metrics[i] = e->sums[1 + i] / (double)e->seen;
@@ -484,6 +512,7 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
         e->step++;
         tt = kc__trace_t0(m);
         dispatch(r, CB_BATCH_END, e->epoch, &bl, NULL);
+        if ((s = kc__dist_any(r->coll, &r->stop)) != KC_STATUS_OK) break; /* a stop on one rank stops all */
         kc__trace_span(m, "callbacks", "callbacks", tt);
         kc__trace_step_end(m, t_step);
         if (r->hrun && r->hooks->after_step) {
@@ -502,7 +531,8 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
 static kc_status end_epoch(fit_run *r, const epoch_run *e, double waited) {
     kc_model *m = r->m;
     int64_t seen = e->seen;
-    kc_epoch_logs el = {.epoch = e->epoch, .steps = e->step, .lr = e->lr, .batch_size = r->bs, .micro_batch = r->mb,
+    kc_epoch_logs el = {.epoch = e->epoch, .steps = e->step, .lr = e->lr, .batch_size = r->bs * kc__dist_size(r->coll),
+                        .micro_batch = r->mb,
                         .grad_accum = (r->bs + r->mb - 1) / r->mb};
     el.loss = seen ? e->sums[0] / (double)seen : NAN;
     for (int i = 0; i < m->n_metrics; i++) el.metrics[i] = seen ? e->sums[1 + i] / (double)seen : NAN;
@@ -519,6 +549,7 @@ static kc_status end_epoch(fit_run *r, const epoch_run *e, double waited) {
     }
     KC_TRY(history_append(r->h, &el));
     dispatch(r, CB_EPOCH_END, e->epoch, NULL, &el);
+    KC_TRY(kc__dist_any(r->coll, &r->stop));
     if (!r->hrun || !r->hooks->after_epoch) return KC_STATUS_OK;
     /* a complete epoch: the next one starts; else where it was cut short */
     bool complete = e->step >= r->steps;
@@ -534,7 +565,8 @@ static kc_status run_epoch(fit_run *r, int epoch) {
     dispatch(r, CB_EPOCH_BEGIN, epoch, NULL, NULL);
     if (r->stop) return KC_STATUS_OK;
     epoch_run e = {.epoch = epoch, .rng_start = r->rng}; /* for checkpoints: this epoch's order replays from it */
-    if (kc__bool3(r->o.shuffle, true)) kc__shuffle_i64(&r->rng, r->order, r->n);
+    if (kc__bool3(r->o.shuffle, true)) kc__shuffle_i64(&r->rng, r->order, r->n_data);
+    if (r->ord != r->order) kc__dist_slice(r->coll, r->order, r->n_data, r->n, r->ord); /* this rank's share */
     e.t0 = kc__now();
     kc__fit_env_epoch_begin(&r->fe);
     e.lr = kc__optimizer_lr(&m->opt, m->opt.iterations);
@@ -563,6 +595,7 @@ kc_status kc__fit_run(kc_model *m, const kc_dataset *train, const kc_fit_opts *o
         return s;
     }
     if (r.valp) s = check_data(m, r.valp, "validation data");
+    if (s == KC_STATUS_OK) s = dist_start(&r);
     kc__fit_env_begin(&r.fe, m);
     if (s == KC_STATUS_OK && r.o.batch_size == KC_BATCH_SIZE_AUTO) s = choose_batch_size(&r);
     if (s == KC_STATUS_OK) s = fit_start(&r);
@@ -576,6 +609,7 @@ kc_status kc__fit_run(kc_model *m, const kc_dataset *train, const kc_fit_opts *o
     kc__feed_close(&r.feed);
     kc__fit_env_end(&r.fe, m);
     if (r.hrun && hooks->end) hooks->end(r.hrun);
+    if (r.ord != r.order) free(r.ord);
     free(r.order);
     kc_dataset_destroy(r.tr);
     kc_dataset_destroy(r.val);

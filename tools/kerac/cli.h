@@ -293,4 +293,26 @@ int cli_cmd_monitor(int argc, char **argv);
 int cli_cmd_profile(int argc, char **argv);
 int cli_cmd_report(int argc, char **argv);
 
+/* ---- data-parallel training under mpirun / srun (dist.c) */
+typedef struct cli_dist {
+    bool mpi;            /* MPI initialised */
+    int rank, size;      /* size 0: not launched by MPI */
+    bool drop_remainder; /* --drop-remainder */
+    kc_collective coll;
+    char err[512];
+} cli_dist;
+#define CLI_DIST_USAGE \
+    "  --drop-remainder        under mpirun/srun: drop the examples that do not split evenly\n" \
+    "                          over the ranks (default: pad with the epoch order's start)\n"
+/* --drop-remainder: 0 taken, -1 not this option, else an exit code. */
+int cli_dist_option(cli_args *a, cli_dist *d);
+/* Detect a launch with several ranks and initialise MPI; rank > 0's stdout is silenced.
+ * 0 or an exit code. */
+int cli_dist_start(cli_dist *d);
+/* The default number of threads per rank; the collective for kc_fit (NULL: one process). */
+int cli_dist_threads(const cli_dist *d);
+const kc_collective *cli_dist_collective(const cli_dist *d);
+/* Finalize MPI (or, when rc is not 0, abort every rank); returns rc. */
+int cli_dist_end(cli_dist *d, int rc);
+
 #endif /* KERAC_CLI_H */

@@ -49,6 +49,7 @@ static const char usage[] =
     "  --threads N             CPU threads (default: all cores; 0 = all)\n"
     CLI_DEVICE_USAGE
     CLI_OBSERVE_USAGE
+    CLI_DIST_USAGE
     "  --save FILE             save the trained model, format by extension: .keras (Keras 3),\n"
     "                          .h5 (Keras 2 HDF5), .weights.h5 (weights only) or .json\n"
     "                          (the model config only, no weights)\n"
@@ -126,6 +127,7 @@ typedef struct train_args {
     const char *test_data;  /* --test-data */
     bool has_loss;
     cli_observe_opts obs;
+    cli_dist dist;
 } train_args;
 
 static int parse(int argc, char **argv, train_args *t) {
@@ -234,6 +236,8 @@ static int parse(int argc, char **argv, train_args *t) {
             if (rc) return rc;
         } else if ((rc = cli_observe_option(&a, &t->obs)) >= 0) {
             if (rc) return rc;
+        } else if ((rc = cli_dist_option(&a, &t->dist)) >= 0) {
+            if (rc) return rc;
         } else {
             return cli_unknown(&a);
         }
@@ -328,11 +332,24 @@ static void print_eval_human(kc_model *m, const kc_eval_result *r, const char *p
     printf(" (%lld examples, %.1fs)\n", (long long)r->samples, r->seconds);
 }
 
+static int train(train_args *p);
+
 int cli_cmd_train(int argc, char **argv) {
     train_args t = {.data = "fashion-mnist", .epochs = 3, .batch_size = 128, .optimizer = "adam",
                     .loss = "sparse_categorical_crossentropy"};
     int rc = parse(argc, argv, &t);
     if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
+    if ((rc = cli_dist_start(&t.dist))) return rc;
+    return cli_dist_end(&t.dist, train(&t));
+}
+
+static int train(train_args *p) {
+    train_args t = *p;
+    int rc = 0;
+    bool rank0 = t.dist.rank == 0;
+    if (!rank0) /* data-parallel: rank 0 alone writes the CSV, TensorBoard, profile and report files */
+        t.obs.csv = t.obs.tensorboard = t.obs.profile = t.obs.report = NULL;
+    if (t.dist.size > 1 && !t.has_threads) kc_set_num_threads(cli_dist_threads(&t.dist));
     if (t.has_threads) kc_set_num_threads((int)t.threads);
     cli_device_apply(&t.dev);
 
@@ -400,7 +417,7 @@ int cli_cmd_train(int argc, char **argv) {
 
     /* --save: try the format and the folder now, on a scratch file next to the target, so
      * that an unsupported extension or a read-only folder fails before training, not after */
-    if (t.save) {
+    if (t.save && rank0) {
         const char *slash = strrchr(t.save, '/'), *dot = strrchr(t.save, '.');
         const char *ext = dot && (!slash || dot > slash) ? dot : "";
         char probe[4096];
@@ -460,7 +477,7 @@ int cli_cmd_train(int argc, char **argv) {
     kc_fit_opts fo = {.epochs = (int)t.epochs, .batch_size = (int)t.batch_size, .validation_split = split,
                       .seed = t.has_seed ? t.seed : 0, .callbacks = cbs, .num_callbacks = 1 + obs.n};
     if (val) fo.validation_data = val, fo.validation_split = 0;
-    fo.checkpoint_dir = t.checkpoint ? t.checkpoint : t.resume ? ckpt_dir : NULL;
+    fo.checkpoint_dir = !rank0 ? NULL : t.checkpoint ? t.checkpoint : t.resume ? ckpt_dir : NULL;
     fo.checkpoint_every_steps = t.every;
     fo.keep = (int)t.keep;
     fo.save_best_only = t.save_best_only ? KC_TRUE : KC_DEFAULT;
@@ -470,6 +487,8 @@ int cli_cmd_train(int argc, char **argv) {
     fo.max_batch_size = (int)t.max_batch_size;
     fo.grad_accum = (int)t.grad_accum;
     if (t.no_oom_recovery) fo.oom_recovery = KC_FALSE;
+    fo.collective = cli_dist_collective(&t.dist);
+    fo.drop_remainder = t.dist.drop_remainder ? KC_TRUE : KC_DEFAULT;
     void (*old_handler)(int) = signal(SIGINT, on_sigint);
     void (*old_term)(int) = signal(SIGTERM, on_sigint);
     s = kc_fit(m, train, &fo, &h);
@@ -492,7 +511,7 @@ int cli_cmd_train(int argc, char **argv) {
             printf("training stopped early by %s after %d epochs\n", why, h ? kc_history_epochs(h) : 0);
     }
 
-    if (t.save) {
+    if (t.save && rank0) {
         if ((s = kc_model_save(m, t.save))) {
             rc = cli_fail(s, CLI_PHASE_RUN);
             goto done;
@@ -506,7 +525,7 @@ int cli_cmd_train(int argc, char **argv) {
         }
     }
 
-    if (test && interrupt_signal != SIGTERM) { /* a scheduler's grace period is short */
+    if (test && rank0 && interrupt_signal != SIGTERM) { /* a scheduler's grace period is short */
         kc_eval_result r;
         /* evaluate with the micro-batch training used: it is known to fit */
         int eval_batch = (int)t.batch_size;
