@@ -282,7 +282,8 @@ __attribute__((visibility("default"))) const char *kc_backend_module_info(void) 
 }
 
 __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,
-                                                                        char *err, size_t err_size) {
+                                                                        char *err, size_t err_size,
+                                                                        const kc_device_opts *opts) {
     char tmp[8];
     if (!err || err_size == 0) {
         err = tmp;
@@ -296,6 +297,8 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
                          "this kerac_cuda module speaks backend ABI %d but libkerac speaks ABI %d: install the module "
                          "built with this kerac",
                          KC_BACKEND_ABI, abi);
+    const kc_device_opts none = {0};
+    if (!opts) opts = &none;
 
     /* 1. the device name */
     int idx = 0;
@@ -417,17 +420,12 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     c->L.stream = c->stream;
     c->L.max_blocks = c->sm_count * 16;
 
-    c->benchmark = env_on("KERAC_CUDNN_BENCHMARK");
-    c->deterministic = env_on("KERAC_DETERMINISTIC");
-    c->tf32 = env_on("KERAC_TF32");
-    c->debug_sync = env_on("KERAC_CUDA_DEBUG_SYNC");
-    c->ws_limit = (size_t)1 << 30;
-    const char *wl = getenv("KERAC_CUDNN_WORKSPACE_LIMIT");
-    if (wl && *wl && kc__cu_parse_size(wl, &c->ws_limit) != 0) {
-        s = init_fail(err, err_size, KC_STATUS_INVALID_ARGUMENT,
-                      "KERAC_CUDNN_WORKSPACE_LIMIT='%s' is not a size like 512M or 2G", wl);
-        goto fail;
-    }
+    /* the caller's options (kc_device_opts: libkerac read the environment for them) */
+    c->benchmark = opts->cudnn_benchmark == KC_TRUE;
+    c->deterministic = opts->deterministic == KC_TRUE;
+    c->tf32 = opts->tf32 == KC_TRUE;
+    c->ws_limit = opts->cudnn_workspace_limit ? opts->cudnn_workspace_limit : (size_t)1 << 30;
+    c->debug_sync = env_on("KERAC_CUDA_DEBUG_SYNC"); /* a debugging switch of the module's own */
 
     cublasStatus_t bs = cublasCreate(&c->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
@@ -464,7 +462,7 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
         goto fail;
     }
 
-    s = kc__cu_alloc_init(be, getenv("KERAC_GPU_MEMORY"), err, err_size);
+    s = kc__cu_alloc_init(be, opts->gpu_memory, err, err_size);
     if (s != KC_STATUS_OK) goto fail;
 
     /* the probe: this GPU runs the module's code */
