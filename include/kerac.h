@@ -290,8 +290,9 @@ typedef struct kc_device_opts {
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A
  * model given no options reads these when it is built. */
 KC_API kc_status kc_device_opts_default(kc_device_opts *out);
-/* Before the model is built: use these options (copied) instead of the environment; NULL
- * goes back to the environment's. */
+/* Before the model is built: use these options (copied) instead of the environment's; NULL
+ * goes back to the environment's. The whole set replaces what kc_model_set_device and
+ * kc_model_set_memory_limit set before it. */
 KC_API kc_status kc_model_set_device_opts(kc_model *m, const kc_device_opts *opts);
 /* Only the device ("cpu", "cuda", "cuda:N", "auto"), the other options staying as they are
  * (kc_model_set_device_opts, else the environment's). Before the model is built. */
