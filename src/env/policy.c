@@ -52,7 +52,7 @@ static kc_status open_policy(const char *d, const kc_device_opts *opts, kc_backe
         kc__env_note_open(d, *out);
         return s;
     }
-    char why[1024];
+    char why[960]; /* leaves room for the reason's own words around it */
     kc__env_auto_fallback(kc_last_error(), why, sizeof why);
     kc__log_always(KC_LOG_WARNING, "no GPU: %s; training on the CPU (run `kerac doctor` for the whole check)", why);
     return kc_backend_cpu_create(out);
