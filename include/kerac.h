@@ -30,6 +30,15 @@ extern "C" {
 #define KC_VERSION_PATCH 0
 #define KC_VERSION_STRING "0.1.0"
 
+/* What libkerac.so exports: the functions declared in this header and kerac_backend.h.
+ * The library is compiled with -fvisibility=hidden, so its internals (kc__*) stay out of
+ * the dynamic symbol table (tests/check_exports.sh checks it). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KC_API __attribute__((visibility("default")))
+#else
+#define KC_API
+#endif
+
 /* ---------------------------------------------------------------- status */
 
 typedef enum kc_status {
@@ -51,11 +60,11 @@ typedef enum kc_status {
 } kc_status;
 
 /* The message of the last failed call on this thread ("" when none). */
-const char *kc_last_error(void);
+KC_API const char *kc_last_error(void);
 /* A short name for a status: "shape", "bad file", ... */
-const char *kc_status_name(kc_status s);
+KC_API const char *kc_status_name(kc_status s);
 /* Library version string, e.g. "0.1.0". */
-const char *kc_version(void);
+KC_API const char *kc_version(void);
 
 /* Evaluate a kc_status expression; on failure return it from the enclosing function. */
 #define KC_TRY(expr)                                                                       \
@@ -78,17 +87,17 @@ typedef enum kc_log_level {
 typedef void (*kc_log_fn)(kc_log_level level, const char *message, void *user);
 /* Route log lines to fn (NULL restores the default: stderr). The level threshold starts
  * from KERAC_LOG_LEVEL (debug|info|warning|error or 0-3), default warning. */
-void kc_log_set_callback(kc_log_fn fn, void *user);
-void kc_log_set_level(kc_log_level level);
-kc_log_level kc_log_get_level(void);
+KC_API void kc_log_set_callback(kc_log_fn fn, void *user);
+KC_API void kc_log_set_level(kc_log_level level);
+KC_API kc_log_level kc_log_get_level(void);
 /* Parse "debug"/"info"/"warning"/"error" or "0".."3". */
-kc_status kc_log_level_parse(const char *text, kc_log_level *out);
+KC_API kc_status kc_log_level_parse(const char *text, kc_log_level *out);
 
 /* ---------------------------------------------------------------- threads */
 
 /* Threads used by CPU kernels (0 = all cores, the default; KERAC_NUM_THREADS overrides). */
-void kc_set_num_threads(int n);
-int kc_get_num_threads(void);
+KC_API void kc_set_num_threads(int n);
+KC_API int kc_get_num_threads(void);
 
 /* ---------------------------------------------------------------- shapes */
 
@@ -239,36 +248,68 @@ typedef struct kc_model kc_model;
  * builder call failed: the model remembers the first error and kc_compile reports it). */
 typedef int kc_node;
 
-kc_status kc_sequential(const char *name, kc_model **out); /* name NULL: "sequential" */
-kc_status kc_functional(const char *name, kc_model **out); /* name NULL: "functional" */
-void kc_model_destroy(kc_model *m);
+KC_API kc_status kc_sequential(const char *name, kc_model **out); /* name NULL: "sequential" */
+KC_API kc_status kc_functional(const char *name, kc_model **out); /* name NULL: "functional" */
+KC_API void kc_model_destroy(kc_model *m);
 
 /* Sequential: append a layer after the last one. The first layer must be KC_INPUT. */
-kc_status kc_add(kc_model *m, const kc_layer_spec *spec);
+KC_API kc_status kc_add(kc_model *m, const kc_layer_spec *spec);
 /* Functional: an input, a layer applied to one node, a merge of several nodes. */
-kc_node kc_input(kc_model *m, const kc_layer_spec *input_spec);
-kc_node kc_apply(kc_model *m, const kc_layer_spec *spec, kc_node x);
-kc_node kc_merge(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n);
+KC_API kc_node kc_input(kc_model *m, const kc_layer_spec *input_spec);
+KC_API kc_node kc_apply(kc_model *m, const kc_layer_spec *spec, kc_node x);
+KC_API kc_node kc_merge(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n);
 /* Functional: the output node (default: the last layer added). */
-kc_status kc_set_output(kc_model *m, kc_node y);
+KC_API kc_status kc_set_output(kc_model *m, kc_node y);
 /* The first error recorded by a builder call (KC_STATUS_OK when none); its message. */
-kc_status kc_model_status(const kc_model *m);
-const char *kc_model_error(const kc_model *m);
+KC_API kc_status kc_model_status(const kc_model *m);
+KC_API const char *kc_model_error(const kc_model *m);
 
-/* Where the model runs: "cpu", "cuda", "cuda:N" or "auto" (default: KERAC_DEVICE, else
- * "cpu"). Set it before the model is built; "cuda" never falls back, "auto" falls back
- * to the CPU with a warning that names the reason. */
-kc_status kc_model_set_device(kc_model *m, const char *device);
+/* Where a model runs and how its device is set up. A model is placed on its device when it
+ * is built, and loading a model file builds it, so the options go to the loaders
+ * (kc_model_load_ex, kc_model_from_json_ex, kc_checkpoint_load_ex) or, for a model made
+ * with kc_sequential / kc_functional / kc_default_cnn, to kc_model_set_device_opts before
+ * it is built. Zero-initialised means: the CPU, no memory cap, the GPU's defaults. */
+typedef struct kc_device_opts {
+    const char *device;           /* "cpu", "cuda" (= "gpu"), "cuda:N" or "auto"; NULL or "": "cpu".
+                                   * "cuda" never falls back; "auto" falls back to the CPU with a
+                                   * warning that names the reason */
+    const char *gpu_memory;       /* GPU memory: "grow" (NULL or ""), "preallocate" (0.9 of the free
+                                   * memory, taken at start), "preallocate=FRACTION", "limit=SIZE" */
+    size_t memory_limit;          /* cap on what kerac allocates on the device, the CPU included
+                                   * (0: none) */
+    size_t cudnn_workspace_limit; /* the largest cuDNN workspace (0: 1 GiB) */
+    int cudnn_benchmark;          /* KC_TRUE: time every cuDNN convolution algorithm on the first
+                                   * step and keep the fastest (default: cuDNN's heuristics) */
+    int deterministic;            /* KC_TRUE: deterministic cuDNN algorithms only */
+    int tf32;                     /* KC_TRUE: allow TF32 tensor-core math in cuBLAS and cuDNN
+                                   * (default: plain fp32) */
+} kc_device_opts;
+
+/* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
+ * KERAC_GPU_MEMORY, KERAC_MEMORY_LIMIT, KERAC_CUDNN_WORKSPACE_LIMIT (sizes like 512M, 2G),
+ * KERAC_CUDNN_BENCHMARK, KERAC_DETERMINISTIC, KERAC_TF32 (1/true/yes/on); an unset
+ * variable leaves its zero default. The strings point into the environment: copy them
+ * before changing it (kerac copies what it keeps). A size that does not parse is
+ * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A
+ * model given no options reads these when it is built. */
+KC_API kc_status kc_device_opts_default(kc_device_opts *out);
+/* Before the model is built: use these options (copied) instead of the environment's; NULL
+ * goes back to the environment's. The whole set replaces what kc_model_set_device and
+ * kc_model_set_memory_limit set before it. */
+KC_API kc_status kc_model_set_device_opts(kc_model *m, const kc_device_opts *opts);
+/* Only the device ("cpu", "cuda", "cuda:N", "auto"), the other options staying as they are
+ * (kc_model_set_device_opts, else the environment's). Before the model is built. */
+KC_API kc_status kc_model_set_device(kc_model *m, const char *device);
 /* The device in use once built ("cpu", "cuda:0 (NVIDIA H200)"), "" before. */
-const char *kc_model_device(const kc_model *m);
+KC_API const char *kc_model_device(const kc_model *m);
 
 /* Seed for weight initialisation, dropout and shuffling (default 0 -> fixed seed 1337). */
-kc_status kc_model_set_seed(kc_model *m, uint64_t seed);
+KC_API kc_status kc_model_set_seed(kc_model *m, uint64_t seed);
 
 /* Introspection (valid once the graph is complete; building happens lazily). */
-kc_status kc_model_build(kc_model *m); /* infer shapes, create and initialise weights */
-const char *kc_model_name(const kc_model *m);
-int kc_model_num_layers(const kc_model *m);
+KC_API kc_status kc_model_build(kc_model *m); /* infer shapes, create and initialise weights */
+KC_API const char *kc_model_name(const kc_model *m);
+KC_API int kc_model_num_layers(const kc_model *m);
 typedef struct kc_layer_info {
     const char *name;
     const char *class_name;
@@ -279,12 +320,12 @@ typedef struct kc_layer_info {
     int num_inputs;
     const char *inputs[8];    /* names of the layers feeding this one */
 } kc_layer_info;
-kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out);
-kc_status kc_model_input_shape(kc_model *m, kc_shape *out);
-kc_status kc_model_output_shape(kc_model *m, kc_shape *out);
+KC_API kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out);
+KC_API kc_status kc_model_input_shape(kc_model *m, kc_shape *out);
+KC_API kc_status kc_model_output_shape(kc_model *m, kc_shape *out);
 
 /* Weights: every variable in Keras order (per layer: trainable first, then the rest). */
-int kc_model_num_weights(kc_model *m);
+KC_API int kc_model_num_weights(kc_model *m);
 typedef struct kc_weight_info {
     const char *layer;        /* layer name */
     const char *name;         /* "kernel", "bias", "gamma", "beta", "moving_mean", ... */
@@ -292,13 +333,13 @@ typedef struct kc_weight_info {
     int64_t size;
     int trainable;
 } kc_weight_info;
-kc_status kc_model_weight_info(kc_model *m, int index, kc_weight_info *out);
-kc_status kc_model_get_weight(kc_model *m, int index, float *dst, int64_t size);
-kc_status kc_model_set_weight(kc_model *m, int index, const float *src, int64_t size);
+KC_API kc_status kc_model_weight_info(kc_model *m, int index, kc_weight_info *out);
+KC_API kc_status kc_model_get_weight(kc_model *m, int index, float *dst, int64_t size);
+KC_API kc_status kc_model_set_weight(kc_model *m, int index, const float *src, int64_t size);
 
 /* Per-layer timing: when on, every forward and backward call of a layer is timed (the
  * backend is synchronised around each call, so this slows GPU training a little). */
-kc_status kc_model_set_profiling(kc_model *m, int on);
+KC_API kc_status kc_model_set_profiling(kc_model *m, int on);
 typedef struct kc_layer_timing {
     const char *name;
     const char *class_name;
@@ -306,9 +347,9 @@ typedef struct kc_layer_timing {
     double backward_seconds;
     int64_t forward_calls, backward_calls;
 } kc_layer_timing;
-kc_status kc_model_layer_timing(const kc_model *m, int index, kc_layer_timing *out);
+KC_API kc_status kc_model_layer_timing(const kc_model *m, int index, kc_layer_timing *out);
 /* Time spent outside the layers in training steps: loss, optimizer, batch copies. */
-kc_status kc_model_step_overhead(const kc_model *m, double *loss_seconds, double *optimizer_seconds);
+KC_API kc_status kc_model_step_overhead(const kc_model *m, double *loss_seconds, double *optimizer_seconds);
 
 /* Chrome trace-event JSON of training steps first..last (1-based, counted over the run,
  * inclusive): per thread one track with spans of the step, each layer's forward and
@@ -317,16 +358,16 @@ kc_status kc_model_step_overhead(const kc_model *m, double *loss_seconds, double
  * kc_fit; the traced steps are timed like kc_model_set_profiling (the backend is
  * synchronised around each layer). kc_model_write_trace writes what was recorded (it
  * opens in Perfetto or chrome://tracing); kc_model_trace_spans counts it. */
-kc_status kc_model_trace_steps(kc_model *m, int64_t first, int64_t last);
-kc_status kc_model_write_trace(const kc_model *m, const char *path);
-int64_t kc_model_trace_spans(const kc_model *m);
+KC_API kc_status kc_model_trace_steps(kc_model *m, int64_t first, int64_t last);
+KC_API kc_status kc_model_write_trace(const kc_model *m, const char *path);
+KC_API int64_t kc_model_trace_spans(const kc_model *m);
 
 /* Check numerics (like tf.debugging.enable_check_numerics): every layer's forward output
  * and, in training, its input and weight gradients are checked for NaN and Inf; the first
  * one found fails the call (fit, evaluate, predict) with KC_STATUS_NUMERIC naming the
  * layer, the training step and the tensor. Each output is copied to the host: slow, for
  * debugging. Off by default (TerminateOnNaN then stops at a non-finite loss). */
-kc_status kc_model_set_check_numerics(kc_model *m, int on);
+KC_API kc_status kc_model_set_check_numerics(kc_model *m, int on);
 
 /* ---------------------------------------------------------------- memory */
 
@@ -350,15 +391,15 @@ typedef struct kc_memory_plan {
 
 /* Plan a step at batch_size (training or inference; grad_accum > 1 adds the accumulation
  * buffer). Before kc_compile, the optimizer is assumed to be Adam (two slots). */
-kc_status kc_model_plan_memory(kc_model *m, int batch_size, int training, int grad_accum, kc_memory_plan *out);
+KC_API kc_status kc_model_plan_memory(kc_model *m, int batch_size, int training, int grad_accum, kc_memory_plan *out);
 /* Bytes the model's device allocations held at their peak since the model was built (the
  * arena's and the weights' high-water mark), and now. */
-kc_status kc_model_memory_usage(kc_model *m, size_t *peak, size_t *in_use);
+KC_API kc_status kc_model_memory_usage(kc_model *m, size_t *peak, size_t *in_use);
 /* Cap what the model may allocate on its device, the CPU included (0: no cap; default:
- * KERAC_MEMORY_LIMIT). */
-kc_status kc_model_set_memory_limit(kc_model *m, size_t bytes);
+ * kc_device_opts.memory_limit, from KERAC_MEMORY_LIMIT for a model given no options). */
+KC_API kc_status kc_model_set_memory_limit(kc_model *m, size_t bytes);
 /* "512M", "2G", "1.5GiB", "1000000" (bytes): K/M/G/T are powers of 1024. */
-kc_status kc_parse_size(const char *text, size_t *out);
+KC_API kc_status kc_parse_size(const char *text, size_t *out);
 
 /* ---------------------------------------------------------------- compile */
 
@@ -404,7 +445,7 @@ typedef struct kc_compile_opts {
     int top_k;
 } kc_compile_opts;
 
-kc_status kc_compile(kc_model *m, const kc_compile_opts *opts);
+KC_API kc_status kc_compile(kc_model *m, const kc_compile_opts *opts);
 
 /* ---------------------------------------------------------------- data */
 
@@ -420,26 +461,26 @@ typedef struct kc_dataset kc_dataset;
  *   "images:DIR"                    a folder of images, one subfolder per class (default options
  *                                   of kc_dataset_open_images)
  * uint8 images are scaled to [0, 1]. */
-kc_status kc_dataset_open(const char *spec, kc_dataset **out);
+KC_API kc_status kc_dataset_open(const char *spec, kc_dataset **out);
 /* Float32 images holding NaN or Inf are refused when a dataset file is opened (BAD_FILE
  * naming the file and the first such example: one NaN pixel leaves NaN weights). allow = 1
  * accepts them, for the whole process (kerac --allow-nonfinite-input). */
-void kc_set_allow_nonfinite_input(int allow);
+KC_API void kc_set_allow_nonfinite_input(int allow);
 /* A dataset from memory (copied): x is (n, shape...) float32, y is (n,) class indices. */
-kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc_shape shape,
+KC_API kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc_shape shape,
                                  int num_classes, kc_dataset **out);
 /* Examples [start, start + count) as a new dataset sharing the same storage. */
-kc_status kc_dataset_slice(const kc_dataset *d, int64_t start, int64_t count, kc_dataset **out);
-void kc_dataset_destroy(kc_dataset *d);
-int64_t kc_dataset_size(const kc_dataset *d);
-kc_shape kc_dataset_shape(const kc_dataset *d);
-int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
+KC_API kc_status kc_dataset_slice(const kc_dataset *d, int64_t start, int64_t count, kc_dataset **out);
+KC_API void kc_dataset_destroy(kc_dataset *d);
+KC_API int64_t kc_dataset_size(const kc_dataset *d);
+KC_API kc_shape kc_dataset_shape(const kc_dataset *d);
+KC_API int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
 /* Host memory behind a dataset (shared by its slices): bytes held in memory, and bytes
  * read on demand from a memory-mapped file (.npy images and raw IDX images are mapped, not
  * loaded: datasets larger than RAM work; gzipped IDX and CIFAR files are read into memory). */
-kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mapped);
+KC_API kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mapped);
 /* Copy examples [start, start + count) into x (count, shape...) and y (count), either may be NULL. */
-kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);
+KC_API kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);
 
 /* ---- a folder of images (Keras's image_dataset_from_directory) */
 
@@ -473,27 +514,27 @@ typedef struct kc_image_opts {
  * [0, 1]. Examples are in Keras's order: files sorted, then shuffled with the seed, so that
  * the validation split of Keras's subset="both" is the tail (kc_dataset_split_tail).
  * opts NULL: the defaults. The same seed gives the same dataset for any thread count. */
-kc_status kc_dataset_open_images(const char *dir, const kc_image_opts *opts, kc_dataset **out);
+KC_API kc_status kc_dataset_open_images(const char *dir, const kc_image_opts *opts, kc_dataset **out);
 /* Keras's validation split: the last int(fraction * n) examples are the validation set. */
-kc_status kc_dataset_split_tail(const kc_dataset *d, double fraction, kc_dataset **train, kc_dataset **val);
+KC_API kc_status kc_dataset_split_tail(const kc_dataset *d, double fraction, kc_dataset **train, kc_dataset **val);
 /* Class i's name (subfolder) for datasets of images, else NULL. */
-const char *kc_dataset_class_name(const kc_dataset *d, int i);
+KC_API const char *kc_dataset_class_name(const kc_dataset *d, int i);
 /* The image options a dataset of images was made with (0 for other datasets, 1 when filled). */
-int kc_dataset_image_opts(const kc_dataset *d, kc_image_opts *out);
+KC_API int kc_dataset_image_opts(const kc_dataset *d, kc_image_opts *out);
 /* Images left out as corrupt (skip_bad_images). */
-int64_t kc_dataset_skipped(const kc_dataset *d);
+KC_API int64_t kc_dataset_skipped(const kc_dataset *d);
 /* The path (relative to the folder) of example i of a dataset of images, else NULL. */
-const char *kc_dataset_file(const kc_dataset *d, int64_t i);
+KC_API const char *kc_dataset_file(const kc_dataset *d, int64_t i);
 /* One image file, decoded and resized as opts say: x gets height * width * channels floats in
  * [0, 1] (HWC). */
-kc_status kc_image_load(const char *path, const kc_image_opts *opts, float *x);
+KC_API kc_status kc_image_load(const char *path, const kc_image_opts *opts, float *x);
 /* Parse "bilinear", "grayscale", "categorical"... -1 when unknown. */
-int kc_interpolation_parse(const char *s);
-int kc_color_mode_parse(const char *s);
-int kc_label_mode_parse(const char *s);
-const char *kc_interpolation_name(kc_interpolation i);
-const char *kc_color_mode_name(kc_color_mode c);
-const char *kc_label_mode_name(kc_label_mode l);
+KC_API int kc_interpolation_parse(const char *s);
+KC_API int kc_color_mode_parse(const char *s);
+KC_API int kc_label_mode_parse(const char *s);
+KC_API const char *kc_interpolation_name(kc_interpolation i);
+KC_API const char *kc_color_mode_name(kc_color_mode c);
+KC_API const char *kc_label_mode_name(kc_label_mode l);
 
 /* ---------------------------------------------------------------- GPU doctor, monitoring, placement */
 
@@ -552,26 +593,26 @@ typedef struct kc_doctor_opts {
 
 typedef struct kc_doctor_report kc_doctor_report;
 /* Run every check (opts may be NULL). Fails only for bad arguments or out of memory. */
-kc_status kc_doctor_run(const kc_doctor_opts *opts, kc_doctor_report **out);
-void kc_doctor_report_destroy(kc_doctor_report *r);
-int kc_doctor_num_checks(const kc_doctor_report *r);
-kc_status kc_doctor_get_check(const kc_doctor_report *r, int i, kc_doctor_check *out);
-kc_doctor_verdict kc_doctor_get_verdict(const kc_doctor_report *r);
+KC_API kc_status kc_doctor_run(const kc_doctor_opts *opts, kc_doctor_report **out);
+KC_API void kc_doctor_report_destroy(kc_doctor_report *r);
+KC_API int kc_doctor_num_checks(const kc_doctor_report *r);
+KC_API kc_status kc_doctor_get_check(const kc_doctor_report *r, int i, kc_doctor_check *out);
+KC_API kc_doctor_verdict kc_doctor_get_verdict(const kc_doctor_report *r);
 /* The device `--device auto` uses: "cuda:0 (NVIDIA H200)" or "cpu". */
-const char *kc_doctor_device(const kc_doctor_report *r);
+KC_API const char *kc_doctor_device(const kc_doctor_report *r);
 /* Why, in one line ("no NVIDIA driver: libcuda.so.1 not found"), and the fix ("" when the
  * GPU is healthy). */
-const char *kc_doctor_reason(const kc_doctor_report *r);
-const char *kc_doctor_fix(const kc_doctor_report *r);
+KC_API const char *kc_doctor_reason(const kc_doctor_report *r);
+KC_API const char *kc_doctor_fix(const kc_doctor_report *r);
 /* The report as text (one line per check, "fix:" lines, the verdict) or as one JSON
  * document with the same content; *out is malloc'd, free it with kc_free. */
-kc_status kc_doctor_text(const kc_doctor_report *r, char **out);
-kc_status kc_doctor_json(const kc_doctor_report *r, char **out);
+KC_API kc_status kc_doctor_text(const kc_doctor_report *r, char **out);
+KC_API kc_status kc_doctor_json(const kc_doctor_report *r, char **out);
 
 /* Why the model runs where it runs, once built: "device cpu was asked for", "auto:
  * cuda:0 (NVIDIA H200) passed every check", "no GPU: libcuda.so.1 not found (no NVIDIA
  * driver); run `kerac doctor`"; "" before. */
-const char *kc_model_device_reason(const kc_model *m);
+KC_API const char *kc_model_device_reason(const kc_model *m);
 
 /* GPU readings through NVML (libnvidia-ml.so.1, loaded at run time). A value that NVML
  * cannot give is -1. */
@@ -589,33 +630,33 @@ typedef struct kc_gpu_reading {
 
 /* One reading of every GPU now, into out (at most max); *n how many. KC_STATUS_DEVICE
  * with the reason when NVML is not there or cannot start. */
-kc_status kc_gpu_readings(kc_gpu_reading *out, int max, int *n);
+KC_API kc_status kc_gpu_readings(kc_gpu_reading *out, int max, int *n);
 
 /* A background thread reading one GPU (NVML index; -1: every GPU) every interval seconds
  * (0: 0.5 s). */
 typedef struct kc_monitor kc_monitor;
-kc_status kc_monitor_start(int gpu, double interval, kc_monitor **out);
-int kc_monitor_num_gpus(const kc_monitor *mon);
+KC_API kc_status kc_monitor_start(int gpu, double interval, kc_monitor **out);
+KC_API int kc_monitor_num_gpus(const kc_monitor *mon);
 /* The latest reading of the monitor's i-th GPU; 0 when there is none yet (or mon is NULL). */
-int kc_monitor_latest(kc_monitor *mon, int i, kc_gpu_reading *out);
+KC_API int kc_monitor_latest(kc_monitor *mon, int i, kc_gpu_reading *out);
 /* Since the last reset: mean utilisation and power, peak memory used and temperature;
  * samples counts the readings. 0 when none. */
-int kc_monitor_summary(kc_monitor *mon, int i, kc_gpu_reading *out);
-void kc_monitor_reset(kc_monitor *mon);
+KC_API int kc_monitor_summary(kc_monitor *mon, int i, kc_gpu_reading *out);
+KC_API void kc_monitor_reset(kc_monitor *mon);
 /* Stop the thread and free the monitor; NULL is fine. */
-void kc_monitor_stop(kc_monitor *mon);
+KC_API void kc_monitor_stop(kc_monitor *mon);
 
 /* The input-bound verdict of an epoch: when the training loop waited for the loader's next
  * batch for at least 10% of the epoch (and 50 ms), writes "the GPU waited for data 38% of
  * the step time; raise --prefetch or use more loader threads" ("the CPU" on the CPU:
  * device is kc_model_device's text) into buf and returns 1; else returns 0 and buf is "". */
-int kc_input_bound_verdict(double wait_seconds, double epoch_seconds, const char *device, char *buf, size_t n);
+KC_API int kc_input_bound_verdict(double wait_seconds, double epoch_seconds, const char *device, char *buf, size_t n);
 
 /* Log, at the first training step, one line per layer with its device, kernel (CPU) or
  * cuDNN algorithm (GPU) and workspace, whatever the log level (default: off, or
  * KERAC_LOG_DEVICE_PLACEMENT=1). */
-void kc_set_log_device_placement(int on);
-int kc_get_log_device_placement(void);
+KC_API void kc_set_log_device_placement(int on);
+KC_API int kc_get_log_device_placement(void);
 
 /* ---------------------------------------------------------------- training */
 
@@ -702,16 +743,16 @@ typedef struct kc_reduce_lr_opts {
 } kc_reduce_lr_opts;
 
 /* Each returns a callback that owns its state; free it with kc_callback_destroy. */
-kc_status kc_early_stopping(const kc_early_stopping_opts *opts, kc_callback **out);
-kc_status kc_reduce_lr_on_plateau(const kc_reduce_lr_opts *opts, kc_callback **out);
-kc_status kc_terminate_on_nan(kc_callback **out);
-void kc_callback_destroy(kc_callback *cb);
+KC_API kc_status kc_early_stopping(const kc_early_stopping_opts *opts, kc_callback **out);
+KC_API kc_status kc_reduce_lr_on_plateau(const kc_reduce_lr_opts *opts, kc_callback **out);
+KC_API kc_status kc_terminate_on_nan(kc_callback **out);
+KC_API void kc_callback_destroy(kc_callback *cb);
 
 /* Keras's CSVLogger: a row per epoch ("epoch" 0-based, then the history keys sorted by
  * name: accuracy, loss, val_accuracy, val_loss, ...; "NA" where an epoch has no value).
  * append: add rows to an existing file (its header is kept). The file is opened here:
  * KC_STATUS_IO when it cannot be. */
-kc_status kc_csv_logger(const char *path, int append, kc_callback **out);
+KC_API kc_status kc_csv_logger(const char *path, int append, kc_callback **out);
 
 /* Keras's TensorBoard callback: event files in log_dir/train and log_dir/validation that
  * TensorBoard reads. Per epoch (step = the 0-based epoch): epoch_loss, epoch_<metric>,
@@ -727,20 +768,20 @@ typedef struct kc_tensorboard_opts {
     /* N > 0: a histogram of every weight ("<layer>/<weight>/histogram") every N epochs */
     int histogram_freq;
 } kc_tensorboard_opts;
-kc_status kc_tensorboard(const kc_tensorboard_opts *opts, kc_callback **out);
+KC_API kc_status kc_tensorboard(const kc_tensorboard_opts *opts, kc_callback **out);
 
 typedef struct kc_history kc_history;
-int kc_history_epochs(const kc_history *h);
-const kc_epoch_logs *kc_history_epoch(const kc_history *h, int epoch);
+KC_API int kc_history_epochs(const kc_history *h);
+KC_API const kc_epoch_logs *kc_history_epoch(const kc_history *h, int epoch);
 /* Metric names in compile order ("accuracy", ...) as Keras's history keys. */
-int kc_history_num_metrics(const kc_history *h);
-const char *kc_history_metric_name(const kc_history *h, int i);
+KC_API int kc_history_num_metrics(const kc_history *h);
+KC_API const char *kc_history_metric_name(const kc_history *h, int i);
 /* Why training stopped early ("" when it ran all epochs): "EarlyStopping", "TerminateOnNaN", ... */
-const char *kc_history_stop_reason(const kc_history *h);
+KC_API const char *kc_history_stop_reason(const kc_history *h);
 /* The device the run used (kc_model_device) and why (kc_model_device_reason). */
-const char *kc_history_device(const kc_history *h);
-const char *kc_history_device_reason(const kc_history *h);
-void kc_history_destroy(kc_history *h);
+KC_API const char *kc_history_device(const kc_history *h);
+KC_API const char *kc_history_device_reason(const kc_history *h);
+KC_API void kc_history_destroy(kc_history *h);
 
 /* Data-parallel training: a collective interface over the processes (ranks) of one run,
  * given to kc_fit in kc_fit_opts.collective. libkerac has no MPI of its own; the caller
@@ -846,16 +887,18 @@ typedef struct kc_fit_opts {
 
 #define KC_BATCH_SIZE_AUTO (-1)
 
-kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out);
+KC_API kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out);
 
 /* Checkpoints (kc_fit_opts.checkpoint_dir). The newest checkpoint in dir (the highest
  * <seq>; *.tmp files are never checkpoints) into path (n bytes); KC_STATUS_IO when dir
  * has none. */
-kc_status kc_checkpoint_latest(const char *dir, char *path, size_t n);
+KC_API kc_status kc_checkpoint_latest(const char *dir, char *path, size_t n);
 /* A model from a checkpoint file or folder (its newest): architecture and weights,
  * compiled as it was (optimizer, loss, metrics), with its optimizer state and seeds.
  * Continue its run with kc_fit and .resume_from = the same path. */
-kc_status kc_checkpoint_load(const char *path, kc_model **out);
+KC_API kc_status kc_checkpoint_load(const char *path, kc_model **out);
+/* The same on the device of opts (NULL: the environment's, as kc_checkpoint_load). */
+KC_API kc_status kc_checkpoint_load_ex(const char *path, const kc_device_opts *opts, kc_model **out);
 typedef struct kc_checkpoint_info {
     int epoch;                /* epochs finished */
     int64_t step;             /* steps done in the epoch in progress */
@@ -871,7 +914,7 @@ typedef struct kc_checkpoint_info {
     char monitor[64];
 } kc_checkpoint_info;
 /* Where a checkpoint (file or folder: its newest) stands, without loading the model. */
-kc_status kc_checkpoint_read_info(const char *path, kc_checkpoint_info *out);
+KC_API kc_status kc_checkpoint_read_info(const char *path, kc_checkpoint_info *out);
 
 typedef struct kc_eval_result {
     double loss;
@@ -880,43 +923,48 @@ typedef struct kc_eval_result {
     int64_t samples;
     double seconds;
 } kc_eval_result;
-kc_status kc_evaluate(kc_model *m, const kc_dataset *data, int batch_size, kc_eval_result *out);
+KC_API kc_status kc_evaluate(kc_model *m, const kc_dataset *data, int batch_size, kc_eval_result *out);
 /* Outputs for n examples x (n, input shape...) into y (n, output shape...). */
-kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, float *y);
+KC_API kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, float *y);
 /* Metric names of a compiled model. */
-int kc_model_num_metrics(const kc_model *m);
-const char *kc_model_metric_name(const kc_model *m, int i);
+KC_API int kc_model_num_metrics(const kc_model *m);
+KC_API const char *kc_model_metric_name(const kc_model *m, int i);
 
 /* ---------------------------------------------------------------- Keras JSON */
 
 /* Read Keras's JSON model config (model.to_json(): Keras 2 or 3, Sequential or Functional). */
-kc_status kc_model_from_json(const char *text, size_t len, kc_model **out);
+KC_API kc_status kc_model_from_json(const char *text, size_t len, kc_model **out);
+/* The same, built on the device of opts (NULL: the environment's, as kc_model_from_json). */
+KC_API kc_status kc_model_from_json_ex(const char *text, size_t len, const kc_device_opts *opts, kc_model **out);
 /* Write Keras's JSON model config; *out is malloc'd, free it with kc_free. flavour 3 writes
  * Keras 3 ("batch_shape", "module"), 2 writes Keras 2 ("batch_input_shape"). */
-kc_status kc_model_to_json(kc_model *m, int flavour, char **out);
+KC_API kc_status kc_model_to_json(kc_model *m, int flavour, char **out);
 /* Model files, by extension: .keras (Keras 3 archive: config + weights), .h5 / .hdf5
  * (Keras 2 HDF5 model: config + weights; Keras 3's legacy .h5 files load too), .json
  * (config only: loading gives freshly initialised weights). kc_model_save also writes
  * .weights.h5 (weights only). Saving is atomic: a failed save leaves no partial file. */
-kc_status kc_model_load(const char *path, kc_model **out);
-kc_status kc_model_save(kc_model *m, const char *path);
+KC_API kc_status kc_model_load(const char *path, kc_model **out);
+/* The same, built (weights read) on the device of opts (NULL: the environment's, as
+ * kc_model_load). */
+KC_API kc_status kc_model_load_ex(const char *path, const kc_device_opts *opts, kc_model **out);
+KC_API kc_status kc_model_save(kc_model *m, const char *path);
 /* A model trained on a folder of images keeps how its images were read (size, colour mode,
  * interpolation, crop/pad, label mode) and its class names: kc_model_save writes them into
  * the .keras file's metadata.json under "kerac_images" (a key Keras does not read, so Keras
  * still loads the file) and kc_model_load reads them back. The options are copied. */
-kc_status kc_model_set_image_opts(kc_model *m, const kc_image_opts *opts);
+KC_API kc_status kc_model_set_image_opts(kc_model *m, const kc_image_opts *opts);
 /* 1 and *out filled (class names owned by the model) when the model has them, else 0. */
-int kc_model_image_opts(const kc_model *m, kc_image_opts *out);
+KC_API int kc_model_image_opts(const kc_model *m, kc_image_opts *out);
 /* Weights only, into / from a model of the same architecture (every shape is checked; on
  * failure the model keeps its weights). Load reads .weights.h5 (Keras 3 or Keras 2 layout),
  * .h5 (Keras 2 save_weights or a full model) and .keras; save writes .weights.h5 (Keras 3
  * layout) or .h5 (Keras 2 layout). */
-kc_status kc_model_load_weights(kc_model *m, const char *path);
-kc_status kc_model_save_weights(kc_model *m, const char *path);
-void kc_free(void *p);
+KC_API kc_status kc_model_load_weights(kc_model *m, const char *path);
+KC_API kc_status kc_model_save_weights(kc_model *m, const char *path);
+KC_API void kc_free(void *p);
 
 /* The default CNN (Keras's mnist_convnet): for (h, w, c) inputs and `classes` outputs. */
-kc_status kc_default_cnn(int h, int w, int c, int classes, kc_model **out);
+KC_API kc_status kc_default_cnn(int h, int w, int c, int classes, kc_model **out);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,10 @@
  * CUDA or the CPU's threading. The CPU backend (always built in) is the reference every
  * other backend is tested against. A backend module (libkerac_cuda.so) exports
  *     kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,
- *                                      char *err, size_t err_size);
- * (kc_backend_module_init_fn below): on failure it writes the reason into err.
+ *                                      char *err, size_t err_size, const kc_device_opts *opts);
+ * (kc_backend_module_init_fn below): on failure it writes the reason into err. abi comes
+ * first and opts last: a module built for another ABI reads abi, refuses it through err
+ * and never touches opts.
  *
  * Buffers are device pointers (float * even where the host cannot dereference them).
  * Tensors are dense, row-major, channels-last: activations (N, H, W, C), conv kernels
@@ -30,8 +32,10 @@ extern "C" {
 /* 2: the input feed (host_alloc .. feed_wait), on-device gradient clipping (kc_opt_step's
  * norm_sq / clipnorm), the workspace's size passed to the convolutions, and
  * kc_conv2d_desc.relu
- * 3: supports and describe (what a backend has, and which kernel it runs for a call) */
-#define KC_BACKEND_ABI 3
+ * 3: supports and describe (what a backend has, and which kernel it runs for a call)
+ * 4: kc_device_opts passed to the module's entry point (the GPU options come from the
+ * caller; the module no longer reads the environment for them) */
+#define KC_BACKEND_ABI 4
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
@@ -333,18 +337,25 @@ struct kc_backend {
 };
 
 /* The CPU backend (always available). */
-kc_status kc_backend_cpu_create(kc_backend **out);
-void kc_backend_destroy(kc_backend *be);
+KC_API kc_status kc_backend_cpu_create(kc_backend **out);
+KC_API void kc_backend_destroy(kc_backend *be);
 
 /* A backend by device name: "cpu", "cuda", "cuda:N", or "auto" (a healthy GPU, else the
  * CPU with a warning that names the reason). GPU backends are loadable modules
  * (libkerac_cuda.so, found next to libkerac, in KERAC_MODULE_PATH, or by the loader);
  * a module that is missing or cannot initialise is an error with the exact reason. */
-kc_status kc_backend_open(const char *device, kc_backend **out);
+KC_API kc_status kc_backend_open(const char *device, kc_backend **out);
+/* The same with every device option (kerac.h): opts->device as above, the GPU options go to
+ * the module, memory_limit to set_memory_limit. NULL: the environment's
+ * (kc_device_opts_default); kc_backend_open(d) is this with the environment's options and
+ * device d. */
+KC_API kc_status kc_backend_open_ex(const kc_device_opts *opts, kc_backend **out);
 
-/* What a module exports (the symbol name is KC_BACKEND_MODULE_ENTRY). */
-typedef kc_status (*kc_backend_module_init_fn)(int abi, const char *device, kc_backend **out,
-                                               char *err, size_t err_size);
+/* What a module exports (the symbol name is KC_BACKEND_MODULE_ENTRY). opts is never NULL
+ * (libkerac passes zeroed options for "all defaults"); its strings live during the call
+ * only: the module copies what it keeps. */
+typedef kc_status (*kc_backend_module_init_fn)(int abi, const char *device, kc_backend **out, char *err,
+                                               size_t err_size, const kc_device_opts *opts);
 #define KC_BACKEND_MODULE_ENTRY "kc_backend_module_init"
 
 #ifdef __cplusplus

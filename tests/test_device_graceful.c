@@ -290,8 +290,9 @@ static void test_stub_without_cudnn(void **state) {
     snprintf(path, sizeof path, "%s/mod/mod.c", dir);
     assert_non_null(f = fopen(path, "w"));
     fputs("extern int kc_stub_cudnn_version(void);\n"
-          "int kc_backend_module_init(int abi, const char *d, void **out, char *err, unsigned long n) {\n"
-          "    (void)abi; (void)d; (void)out; (void)err; (void)n; return kc_stub_cudnn_version(); }\n",
+          "int kc_backend_module_init(int abi, const char *d, void **out, char *err, unsigned long n,\n"
+          "                           const void *opts) {\n"
+          "    (void)abi; (void)d; (void)out; (void)err; (void)n; (void)opts; return kc_stub_cudnn_version(); }\n",
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd,

@@ -18,10 +18,10 @@ bool kc__backend_is_cuda_name(const char *d) {
     return strcmp(d, "cuda") == 0 || strcmp(d, "gpu") == 0 || strncmp(d, "cuda:", 5) == 0;
 }
 
-kc_status kc__backend_open_exact(const char *device, kc_backend **out) {
+kc_status kc__backend_open_exact(const char *device, const kc_device_opts *opts, kc_backend **out) {
     *out = NULL;
     if (strcmp(device, "cpu") == 0) return kc_backend_cpu_create(out);
     if (kc__backend_is_cuda_name(device))
-        return kc__backend_module_open("cuda", strcmp(device, "gpu") == 0 ? "cuda" : device, out);
+        return kc__backend_module_open("cuda", strcmp(device, "gpu") == 0 ? "cuda" : device, opts, out);
     return kc__fail(KC_STATUS_INVALID_ARGUMENT, "device '%s' is not one of cpu, cuda, cuda:N, auto", device);
 }

@@ -20,7 +20,7 @@ static bool self_dir(char *buf, size_t n) {
     return true;
 }
 
-kc_status kc__backend_module_open(const char *kind, const char *device, kc_backend **out) {
+kc_status kc__backend_module_open(const char *kind, const char *device, const kc_device_opts *opts, kc_backend **out) {
     char file[64], path[4096], tried[8400] = "";
     snprintf(file, sizeof file, "libkerac_%s.so", kind);
     void *h = NULL;
@@ -70,7 +70,7 @@ kc_status kc__backend_module_open(const char *kind, const char *device, kc_backe
     }
     char err[1024] = "";
     kc_backend *be = NULL;
-    kc_status s = init(KC_BACKEND_ABI, device, &be, err, sizeof err);
+    kc_status s = init(KC_BACKEND_ABI, device, &be, err, sizeof err, opts);
     if (s != KC_STATUS_OK || !be) {
         /* Not dlclose'd: an initialisation that ran has loaded the GPU libraries (cuDNN,
          * cuBLAS, the CUDA runtime's state), and unloading them would drop memory they

@@ -1,7 +1,11 @@
 /* util.c — allocation, shapes, time, threads and string helpers. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -106,4 +110,41 @@ void kc__snprintf(char *buf, size_t n, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, n, fmt, ap);
     va_end(ap);
+}
+
+kc_status kc_parse_size(const char *text, size_t *out) {
+    if (!text || !*text || !out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size is empty");
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || errno || !(v >= 0) || !isfinite(v))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s' is not a number with an optional K/M/G/T suffix",
+                        text);
+    while (isspace((unsigned char)*end)) end++;
+    double mult = 1;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'B': mult = 1; break;
+        case 'K': mult = 1024.0; break;
+        case 'M': mult = 1024.0 * 1024; break;
+        case 'G': mult = 1024.0 * 1024 * 1024; break;
+        case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+        default:
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s': unknown unit '%s' (use K, M, G or T)", text,
+                            end);
+        }
+        const char *rest = end + 1;
+        if (toupper((unsigned char)*end) != 'B' && (strcasecmp(rest, "") == 0 || strcasecmp(rest, "B") == 0 ||
+                                                    strcasecmp(rest, "iB") == 0))
+            ;
+        else if (toupper((unsigned char)*end) == 'B' && *rest == '\0')
+            ;
+        else
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s': unknown unit '%s' (use K, M, G or T)", text,
+                            end);
+    }
+    double bytes = v * mult;
+    if (bytes > 1.8e19) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s' is too large", text);
+    *out = (size_t)bytes;
+    return KC_STATUS_OK;
 }

@@ -40,25 +40,44 @@ const char *kc__env_auto_fallback(const char *module_error, char *why, size_t n)
 
 /* ---------------------------------------------------------------- the device policy */
 
-kc_status kc_backend_open(const char *device, kc_backend **out) {
-    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_open: the output pointer is NULL");
-    *out = NULL;
-    const char *d = device && *device ? device : "cpu";
+static kc_status open_policy(const char *d, const kc_device_opts *opts, kc_backend **out) {
     kc__env_note_device_reason("");
     if (strcmp(d, "auto") != 0) {
-        kc_status s = kc__backend_open_exact(d, out);
+        kc_status s = kc__backend_open_exact(d, opts, out);
         if (s == KC_STATUS_OK) kc__env_note_open(d, *out);
         return s;
     }
-    kc_status s = kc__backend_open_exact("cuda", out);
+    kc_status s = kc__backend_open_exact("cuda", opts, out);
     if (s == KC_STATUS_OK) {
         kc__env_note_open(d, *out);
         return s;
     }
-    char why[1024];
+    char why[960]; /* leaves room for the reason's own words around it */
     kc__env_auto_fallback(kc_last_error(), why, sizeof why);
     kc__log_always(KC_LOG_WARNING, "no GPU: %s; training on the CPU (run `kerac doctor` for the whole check)", why);
     return kc_backend_cpu_create(out);
+}
+
+kc_status kc_backend_open_ex(const kc_device_opts *opts, kc_backend **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_open: the output pointer is NULL");
+    *out = NULL;
+    kc_device_opts env;
+    if (!opts) {
+        KC_TRY(kc_device_opts_default(&env));
+        opts = &env;
+    }
+    KC_TRY(open_policy(opts->device && *opts->device ? opts->device : "cpu", opts, out));
+    if (opts->memory_limit) (*out)->set_memory_limit(*out, opts->memory_limit);
+    return KC_STATUS_OK;
+}
+
+kc_status kc_backend_open(const char *device, kc_backend **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_open: the output pointer is NULL");
+    *out = NULL;
+    kc_device_opts o;
+    KC_TRY(kc_device_opts_default(&o));
+    o.device = device;
+    return kc_backend_open_ex(&o, out);
 }
 
 /* ---------------------------------------------------------------- input-bound verdict */

@@ -133,7 +133,9 @@ kc_status kc__ckpt_restore_model(const kc__ckpt_state *st, kc_model *m) {
     return KC_STATUS_OK;
 }
 
-kc_status kc_checkpoint_load(const char *path, kc_model **out) {
+kc_status kc_checkpoint_load(const char *path, kc_model **out) { return kc_checkpoint_load_ex(path, NULL, out); }
+
+kc_status kc_checkpoint_load_ex(const char *path, const kc_device_opts *opts, kc_model **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_checkpoint_load: the output pointer is NULL");
     *out = NULL;
     char *file = NULL;
@@ -143,7 +145,7 @@ kc_status kc_checkpoint_load(const char *path, kc_model **out) {
     kc_model *m = NULL;
     kc__h5_silence q;
     kc__h5_silence_begin(&q);
-    if (s == KC_STATUS_OK) s = kc_model_load(file, &m);
+    if (s == KC_STATUS_OK) s = kc_model_load_ex(file, opts, &m);
     if (s == KC_STATUS_OK) s = kc__ckpt_compile_from(&st, m);
     if (s == KC_STATUS_OK) s = kc__ckpt_restore_model(&st, m);
     kc__h5_silence_end(&q);

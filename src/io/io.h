@@ -31,7 +31,7 @@ const kc__field *kc__keras_extra_fields(int *n);
 typedef struct kc__model_format {
     const char *ext;        /* ".json" */
     const char *what;       /* "Keras JSON model config" */
-    kc_status (*load)(const char *path, kc_model **out);
+    kc_status (*load)(const char *path, const kc_device_opts *dev, kc_model **out); /* dev: NULL or the device */
     kc_status (*save)(kc_model *m, const char *path);
 } kc__model_format;
 
@@ -42,7 +42,7 @@ const kc__model_format *kc__model_format_for_path(const char *path);
 /* ---- Keras model files (keras_archive.c, keras_h5.c); messages name the path */
 
 /* .keras: a Keras 3 zip archive (metadata.json, config.json, model.weights.h5). */
-kc_status kc__keras_archive_load(const char *path, kc_model **out);
+kc_status kc__keras_archive_load(const char *path, const kc_device_opts *dev, kc_model **out);
 kc_status kc__keras_archive_save(kc_model *m, const char *path);
 /* metadata.json of a .keras file: Keras's keys, and the image options of a model trained on
  * a folder of images (image_meta.c). The text is malloc'd; NULL on failure. */
@@ -53,7 +53,7 @@ kc_status kc__metadata_read(kc_model *m, const char *path, const char *text, siz
 kc_status kc__keras_archive_load_weights(kc_model *m, const char *path);
 /* .h5: a Keras 2 full-model HDF5 file (model_config + /model_weights). Load also reads the
  * .h5 files Keras 3 writes in that legacy format. */
-kc_status kc__legacy_h5_load(const char *path, kc_model **out);
+kc_status kc__legacy_h5_load(const char *path, const kc_device_opts *dev, kc_model **out);
 kc_status kc__legacy_h5_save(kc_model *m, const char *path);
 /* Weights only, from any Keras HDF5 layout: Keras 3 (/layers/<class>/vars/<i>), Keras 2
  * weights-only (layer_names at the root) or a Keras 2 full model (/model_weights). All

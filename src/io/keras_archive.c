@@ -143,7 +143,7 @@ static kc_status read_weights(zip_t *za, const char *path, kc_model *m) {
     return s;
 }
 
-kc_status kc__keras_archive_load(const char *path, kc_model **out) {
+kc_status kc__keras_archive_load(const char *path, const kc_device_opts *dev, kc_model **out) {
     *out = NULL;
     kc__h5_quiet();
     zip_t *za = NULL;
@@ -156,7 +156,7 @@ kc_status kc__keras_archive_load(const char *path, kc_model **out) {
     if (s == KC_STATUS_OK && !present)
         s = kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " CONFIG_ENTRY " entry, so it is not a Keras 3 model file", path);
     if (s == KC_STATUS_OK) {
-        s = kc_model_from_json(config, len, &m);
+        s = kc_model_from_json_ex(config, len, dev, &m);
         if (s != KC_STATUS_OK) kc__wrap(s, "'%s': " CONFIG_ENTRY ": ", path);
     }
     if (s == KC_STATUS_OK) {

@@ -541,7 +541,7 @@ kc_status kc__weights_h5_save(kc_model *m, const char *path, bool keras3) {
 
 /* ---------------------------------------------------------------- reading files */
 
-kc_status kc__legacy_h5_load(const char *path, kc_model **out) {
+kc_status kc__legacy_h5_load(const char *path, const kc_device_opts *dev, kc_model **out) {
     *out = NULL;
     hid_t f = H5I_INVALID_HID;
     KC_TRY(kc__h5_open_path(path, &f));
@@ -561,7 +561,7 @@ kc_status kc__legacy_h5_load(const char *path, kc_model **out) {
                                   : "%s has no 'model_config' attribute, so it is not a Keras model file",
                      label);
     } else {
-        s = kc_model_from_json(config, strlen(config), &m);
+        s = kc_model_from_json_ex(config, strlen(config), dev, &m);
         if (s != KC_STATUS_OK) kc__wrap(s, "%s: model_config: ", label);
     }
     if (s == KC_STATUS_OK && !kc__h5_is_group(f, "model_weights"))

@@ -27,6 +27,7 @@ typedef struct reader {
     kc_node *nodes;            /* (n) node made from each entry, -1 until made */
     pending_axis *axes;        /* (n) at most one axis per layer */
     int n_axes;
+    const kc_device_opts *dev; /* the device options to build on (NULL: the environment's) */
 } reader;
 
 static kc_layer_spec spec_of(const parsed_layer *pl) { return (kc_layer_spec){pl->ops->class_name, &pl->opts}; }
@@ -401,12 +402,17 @@ static kc_status read_model(reader *r, const json_t *root) {
                             "subclassed model has no usable JSON config)",
                         cls);
     }
-    kc_status s = kc_model_build(r->m);
+    kc_status s = r->dev ? kc_model_set_device_opts(r->m, r->dev) : KC_STATUS_OK;
+    if (s == KC_STATUS_OK) s = kc_model_build(r->m);
     if (s != KC_STATUS_OK) return kc__wrap(s, PFX);
     return check_axes(r);
 }
 
 kc_status kc_model_from_json(const char *text, size_t len, kc_model **out) {
+    return kc_model_from_json_ex(text, len, NULL, out);
+}
+
+kc_status kc_model_from_json_ex(const char *text, size_t len, const kc_device_opts *opts, kc_model **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_from_json: the output pointer is NULL");
     *out = NULL;
     if (!text) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_from_json: text is NULL");
@@ -414,7 +420,7 @@ kc_status kc_model_from_json(const char *text, size_t len, kc_model **out) {
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
     if (!root)
         return kc__fail(KC_STATUS_BAD_FILE, PFX "line %d, column %d: %s", e.line, e.column, e.text);
-    reader r = {0};
+    reader r = {.dev = opts};
     kc_status s = read_model(&r, root);
     if (s != KC_STATUS_OK) {
         kc_model_destroy(r.m);

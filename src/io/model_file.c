@@ -62,11 +62,11 @@ kc_status kc__read_file(const char *path, char **data, size_t *len) {
 
 /* ---------------------------------------------------------------- .json */
 
-static kc_status load_json(const char *path, kc_model **out) {
+static kc_status load_json(const char *path, const kc_device_opts *dev, kc_model **out) {
     char *text = NULL;
     size_t len = 0;
     KC_TRY(kc__read_file(path, &text, &len));
-    kc_status s = kc_model_from_json(text, len, out);
+    kc_status s = kc_model_from_json_ex(text, len, dev, out);
     free(text);
     if (s != KC_STATUS_OK) return kc__wrap(s, "'%s': ", path);
     return KC_STATUS_OK;
@@ -91,7 +91,7 @@ static kc_status save_json(kc_model *m, const char *path) {
 
 /* ---------------------------------------------------------------- .weights.h5 */
 
-static kc_status load_weights_only(const char *path, kc_model **out) {
+static kc_status load_weights_only(const char *path, const kc_device_opts *dev, kc_model **out) {
     *out = NULL;
     return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                     "'%s' is a weights-only file (.weights.h5) with no model config: load the model from its .json, "
@@ -135,16 +135,18 @@ static kc_status format_of(const char *path, const kc__model_format **out) {
     return KC_STATUS_OK;
 }
 
-kc_status kc_model_load(const char *path, kc_model **out) {
+kc_status kc_model_load(const char *path, kc_model **out) { return kc_model_load_ex(path, NULL, out); }
+
+kc_status kc_model_load_ex(const char *path, const kc_device_opts *opts, kc_model **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_load: the output pointer is NULL");
     *out = NULL;
     if (!path || !*path) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_load: the path is empty");
     const kc__model_format *f = NULL;
     KC_TRY(format_of(path, &f));
-    if (f->load == load_json) return f->load(path, out);
+    if (f->load == load_json) return f->load(path, opts, out);
     kc__h5_silence q;
     kc__h5_silence_begin(&q);
-    kc_status s = f->load(path, out);
+    kc_status s = f->load(path, opts, out);
     kc__h5_silence_end(&q);
     return s;
 }

@@ -10,54 +10,6 @@
 
 #include "model.h"
 
-kc_status kc_parse_size(const char *text, size_t *out) {
-    if (!text || !*text || !out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size is empty");
-    errno = 0;
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (end == text || errno || !(v >= 0) || !isfinite(v))
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s' is not a number with an optional K/M/G/T suffix",
-                        text);
-    while (isspace((unsigned char)*end)) end++;
-    double mult = 1;
-    if (*end) {
-        switch (toupper((unsigned char)*end)) {
-        case 'B': mult = 1; break;
-        case 'K': mult = 1024.0; break;
-        case 'M': mult = 1024.0 * 1024; break;
-        case 'G': mult = 1024.0 * 1024 * 1024; break;
-        case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
-        default:
-            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s': unknown unit '%s' (use K, M, G or T)", text,
-                            end);
-        }
-        const char *rest = end + 1;
-        if (toupper((unsigned char)*end) != 'B' && (strcasecmp(rest, "") == 0 || strcasecmp(rest, "B") == 0 ||
-                                                    strcasecmp(rest, "iB") == 0))
-            ;
-        else if (toupper((unsigned char)*end) == 'B' && *rest == '\0')
-            ;
-        else
-            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s': unknown unit '%s' (use K, M, G or T)", text,
-                            end);
-    }
-    double bytes = v * mult;
-    if (bytes > 1.8e19) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory size '%s' is too large", text);
-    *out = (size_t)bytes;
-    return KC_STATUS_OK;
-}
-
-/* The memory limit from the environment, applied once when the backend is created. */
-kc_status kc__model_apply_env_limit(kc_model *m) {
-    const char *env = getenv("KERAC_MEMORY_LIMIT");
-    if (!env || !*env || m->memory_limit_set) return KC_STATUS_OK;
-    size_t b = 0;
-    kc_status s = kc_parse_size(env, &b);
-    if (s != KC_STATUS_OK) return kc__wrap(s, "KERAC_MEMORY_LIMIT: ");
-    m->memory_limit = b;
-    m->be->set_memory_limit(m->be, b);
-    return KC_STATUS_OK;
-}
 
 kc_status kc_model_set_memory_limit(kc_model *m, size_t bytes) {
     if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_set_memory_limit: model is NULL");

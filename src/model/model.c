@@ -237,24 +237,52 @@ int kc__model_output(const kc_model *m) { return m->output >= 0 ? m->output : m-
 
 /* ---------------------------------------------------------------- build */
 
+/* The model's device options: its own (or the environment's), then the device and memory
+ * limit set one by one. */
+static kc_status device_opts(const kc_model *m, kc_device_opts *o) {
+    if (m->dev_set) *o = kc__device_opts_view(&m->dev);
+    else KC_TRY(kc_device_opts_default(o));
+    if (m->device_req[0]) o->device = m->device_req;
+    if (m->memory_limit_set) o->memory_limit = m->memory_limit;
+    return KC_STATUS_OK;
+}
+
 static kc_status ensure_backend(kc_model *m) {
     if (m->be) return KC_STATUS_OK;
-    const char *dev = m->device_req[0] ? m->device_req : getenv("KERAC_DEVICE");
-    kc_status s = kc_backend_open(dev && *dev ? dev : "cpu", &m->be);
+    kc_device_opts o;
+    kc_status s = device_opts(m, &o);
+    if (s == KC_STATUS_OK) s = kc_backend_open_ex(&o, &m->be);
     if (s != KC_STATUS_OK) return kc__wrap(s, "model '%s': ", m->name);
     snprintf(m->device_reason, sizeof m->device_reason, "%s", kc__env_device_reason());
-    if (m->memory_limit_set) m->be->set_memory_limit(m->be, m->memory_limit);
-    s = kc__model_apply_env_limit(m);
-    if (s != KC_STATUS_OK) return s;
+    m->memory_limit = o.memory_limit;
     kc__log(KC_LOG_INFO, "model '%s' runs on %s", m->name, m->be->device);
     return KC_STATUS_OK;
 }
 
-kc_status kc_model_set_device(kc_model *m, const char *device) {
-    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_set_device: model is NULL");
+static kc_status before_build(const kc_model *m, const char *what) {
+    if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: model is NULL", what);
     if (m->built)
         return kc__fail(KC_STATUS_STATE, "model '%s': choose the device before the model is built (it runs on %s)",
                         m->name, m->be ? m->be->device : "?");
+    return KC_STATUS_OK;
+}
+
+kc_status kc_model_set_device_opts(kc_model *m, const kc_device_opts *opts) {
+    KC_TRY(before_build(m, "kc_model_set_device_opts"));
+    if (!opts) {
+        m->dev_set = false;
+    } else {
+        KC_TRY(kc__device_opts_keep(&m->dev, opts));
+        m->dev_set = true;
+    }
+    /* the whole set replaces what was set one by one */
+    m->device_req[0] = '\0';
+    m->memory_limit_set = false;
+    return KC_STATUS_OK;
+}
+
+kc_status kc_model_set_device(kc_model *m, const char *device) {
+    KC_TRY(before_build(m, "kc_model_set_device"));
     const char *d = device ? device : "";
     if (strlen(d) >= sizeof m->device_req)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "device name '%.40s...' is too long", d);

@@ -6,6 +6,7 @@
 #define KC_MODEL_H
 
 #include "../core/trace.h"
+#include "../backend/backend.h"
 #include "../layers/layer.h"
 #include "../train/train.h"
 #include "name_index.h"
@@ -40,7 +41,12 @@ struct kc_model {
     uint64_t seed;
     kc_rng rng;              /* shuffling and per-step seeds */
 
-    char device_req[64];     /* requested device ("" = KERAC_DEVICE or cpu) */
+    /* the device options (kc_model_set_device_opts, the loaders' opts), else (dev_set false)
+     * the environment's, read when the model is built; kc_model_set_device overrides the
+     * device name (device_req), kc_model_set_memory_limit the memory limit */
+    kc__device_opts_copy dev;
+    bool dev_set;
+    char device_req[64];     /* kc_model_set_device ("": dev's or the environment's) */
     char device_reason[1024]; /* why it runs where it runs (kc_model_device_reason) */
 
     /* weights: built once */
@@ -51,7 +57,7 @@ struct kc_model {
     float *slot0, *slot1;    /* optimizer state, (n_trainable) each when needed */
     float *accum;            /* (n_trainable) gradient sum over micro-batches (grad_accum > 1) */
     size_t memory_limit;     /* device bytes kerac may hold (0: none) */
-    bool memory_limit_set;   /* set by the API: KERAC_MEMORY_LIMIT does not override it */
+    bool memory_limit_set;   /* set by kc_model_set_memory_limit: the device options' limit does not override it */
     int64_t n_params, n_trainable;
     int n_trainable_weights; /* weights (kernels, biases, ...) in the trainable range */
     float *dev_norms;        /* (n_trainable_weights) per-weight gradient norms for clipnorm, on first use */
@@ -125,8 +131,6 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads);
 kc_status kc__model_accumulate_metrics(kc_model *m, int batch);
 
 /* ---- memory.c */
-/* The memory limit from KERAC_MEMORY_LIMIT, applied once when the backend is created. */
-kc_status kc__model_apply_env_limit(kc_model *m);
 /* Device bytes kerac may still use (the limit, else the free memory less a margin), and
  * the reason in words for messages. */
 kc_status kc__memory_budget(kc_model *m, size_t *budget, char *why, size_t why_n);

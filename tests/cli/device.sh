@@ -77,6 +77,31 @@ has "$T/err" "placement: conv2d (Conv2D) on cpu: cpu direct conv (patch 3x3x1, 3
 has "$T/err" "placement: conv2d_1 (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x32"
 has "$T/err" "placement: dense (Dense) on cpu: cpu gemm (OpenBLAS)"
 
+# the device options reach the GPU module from the command line, over the environment's:
+# a stand-in module (tests/stubs/echo_module.c) fails its start with what it was given
+ECHO="${KERAC_BINARY_DIR:-}/tests/stubs/echo"
+if [ -e "$ECHO/libkerac_cuda.so" ]; then
+    KERAC_MODULE_PATH=$ECHO KERAC_GPU_MEMORY=grow KERAC_TF32=1 KERAC_CUDNN_BENCHMARK=0 \
+        run 3 train "${COMMON[@]}" --device cuda:1 --gpu-memory limit=1G --deterministic --cudnn-benchmark \
+        --memory-limit 64M
+    has "$T/err" "device=cuda:1 gpu_memory=limit=1G memory_limit=67108864 workspace=0 benchmark=1 deterministic=1 tf32=1"
+    KERAC_MODULE_PATH=$ECHO KERAC_DEVICE=cuda:2 KERAC_GPU_MEMORY=preallocate=0.3 run 3 train "${COMMON[@]}"
+    has "$T/err" "device=cuda:2 gpu_memory=preallocate=0.3 "
+    KERAC_MODULE_PATH=$ECHO run 3 evaluate "$T/m.json" --data "$DATA" --device cuda --gpu-memory preallocate=0.5
+    has "$T/err" "device=cuda gpu_memory=preallocate=0.5 "
+    KERAC_MODULE_PATH=$ECHO run 3 predict "$T/m.json" --input "$T/x.npy" --output "$T/p.npy" --device cuda:0 \
+        --deterministic
+    has "$T/err" "device=cuda:0 gpu_memory=(null) memory_limit=0 workspace=0 benchmark=0 deterministic=1"
+    KERAC_MODULE_PATH=$ECHO run 3 summary "$T/m.json" --device cuda --cudnn-benchmark
+    has "$T/err" "benchmark=1"
+    KERAC_MODULE_PATH=$ECHO run 3 summary --device cuda --gpu-memory limit=5G
+    has "$T/err" "gpu_memory=limit=5G"
+    run 0 train "${COMMON[@]}" --device cpu --quiet --checkpoint "$T/ck"
+    KERAC_MODULE_PATH=$ECHO run 3 train --data "$DATA" --resume "$T/ck" --device cuda --gpu-memory limit=3G
+    has "$T/err" "gpu_memory=limit=3G"
+    echo "ok: the device options reach the module (stand-in)"
+fi
+
 timeout 300 "$K" train "${COMMON[@]}" --device cuda >"$T/out" 2>"$T/err"
 rc=$?
 if [ "$rc" = 0 ]; then

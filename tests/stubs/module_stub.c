@@ -35,8 +35,10 @@ static int stub_supports(kc_backend *be, kc_op op) {
     return 0;
 }
 
-EXPORT kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out, char *err, size_t n) {
+EXPORT kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out, char *err, size_t n,
+                                        const kc_device_opts *opts) {
     (void)device;
+    (void)opts;
     const char *fail = getenv("KC_STUB_MODULE_INIT_ERROR");
     if (fail && *fail) {
         snprintf(err, n, "%s", fail);

@@ -122,6 +122,10 @@ kc_callback *cli_progress_init(cli_progress *p, cli_output mode, bool quiet, int
 void cli_json_string(FILE *f, const char *s);
 /* Write a JSON number; NaN/Inf become null. */
 void cli_json_number(FILE *f, double v);
+/* ', "<prefix><metric name>": value' for the model's first n metrics. */
+void cli_json_metrics(FILE *f, kc_model *m, const char *prefix, const double *values, int n);
+/* "<prefix>loss: 0.5123 - <prefix>accuracy: 0.8123 (10000 examples, 1.2s)" on stdout. */
+void cli_print_eval(kc_model *m, const kc_eval_result *r, const char *prefix);
 /* A loss or metric value as Keras prints it: "0.5123", "1.2340e-05". */
 int cli_fmt_value(char *buf, size_t n, double v);
 /* Monotonic seconds. */
@@ -172,10 +176,11 @@ typedef struct cli_device_opts {
 /* The current option, if it is a device option: 0 when parsed, an exit code on error, -1
  * when it is not one. */
 int cli_device_option(cli_args *a, cli_device_opts *d);
-/* Before any model is made or loaded: KERAC_DEVICE and the GPU options' variables. */
-void cli_device_apply(const cli_device_opts *d);
-/* Before the model is built: kc_model_set_device (0, or the exit code after printing why). */
-int cli_device_set(kc_model *m, const cli_device_opts *d);
+/* The device options of a command: the environment's (kc_device_opts_default) with the
+ * ones given on the command line over them. 0, or the exit code after printing why. */
+int cli_device_resolve(const cli_device_opts *d, kc_device_opts *out);
+/* A model file loaded and built on dev: 0, or the exit code after printing why. */
+int cli_load_model(const char *path, const kc_device_opts *dev, kc_model **m);
 
 /* ---------------------------------------------------------------- images (image_opts.c) */
 

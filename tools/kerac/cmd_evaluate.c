@@ -74,12 +74,8 @@ int cli_cmd_evaluate(int argc, char **argv) {
     kc_model *m = NULL;
     kc_dataset *d = NULL;
     kc_status s;
-    cli_device_apply(&dev);
-    if ((s = kc_model_load(path, &m)) == KC_STATUS_OK && (rc = cli_device_set(m, &dev))) goto done;
-    if (s || (s = kc_model_build(m))) {
-        rc = cli_fail(s, CLI_PHASE_LOAD);
-        goto done;
-    }
+    kc_device_opts o;
+    if ((rc = cli_device_resolve(&dev, &o)) || (rc = cli_load_model(path, &o, &m))) goto done;
     kc_image_opts io; /* images:DIR is read as the model was trained */
     int classes;
     if (cli_is_images_spec(data) && (rc = cli_model_image_opts(m, &io, &classes))) goto done;
@@ -104,24 +100,12 @@ int cli_cmd_evaluate(int argc, char **argv) {
     if (json) {
         fputs("{\"loss\": ", stdout);
         cli_json_number(stdout, r.loss);
-        for (int i = 0; i < nm; i++) {
-            fputs(", ", stdout);
-            cli_json_string(stdout, kc_model_metric_name(m, i));
-            fputs(": ", stdout);
-            cli_json_number(stdout, r.metrics[i]);
-        }
+        cli_json_metrics(stdout, m, "", r.metrics, nm);
         printf(", \"samples\": %lld, \"seconds\": ", (long long)r.samples);
         cli_json_number(stdout, r.seconds);
         fputs("}\n", stdout);
     } else {
-        char v[32];
-        cli_fmt_value(v, sizeof v, r.loss);
-        printf("loss: %s", v);
-        for (int i = 0; i < nm; i++) {
-            cli_fmt_value(v, sizeof v, r.metrics[i]);
-            printf(" - %s: %s", kc_model_metric_name(m, i), v);
-        }
-        printf(" (%lld examples, %.1fs)\n", (long long)r.samples, r.seconds);
+        cli_print_eval(m, &r, "");
     }
     rc = CLI_EXIT_OK;
 done:

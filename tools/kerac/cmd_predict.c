@@ -82,12 +82,8 @@ int cli_cmd_predict(int argc, char **argv) {
     float *y = NULL; /* (n, output shape) */
     kc_status s;
     char err[512], sa[96], sb[96];
-    cli_device_apply(&dev);
-    if ((s = kc_model_load(path, &m)) == KC_STATUS_OK && (rc = cli_device_set(m, &dev))) goto done;
-    if (s || (s = kc_model_build(m))) {
-        rc = cli_fail(s, CLI_PHASE_LOAD);
-        goto done;
-    }
+    kc_device_opts o;
+    if ((rc = cli_device_resolve(&dev, &o)) || (rc = cli_load_model(path, &o, &m))) goto done;
     if (images) {
         rc = cli_predict_images(m, in_path, (int)top_k, json);
         goto done;

@@ -85,7 +85,7 @@ static int parse(int argc, char **argv, prof_args *p) {
 }
 
 /* GFLOP/s of a 512 x 1024 x 1024 matrix multiply on the model's device (the best of 5). */
-static double gemm_rate(const cli_device_opts *dev) {
+static double gemm_rate(const kc_device_opts *dev) {
     enum { N = 512, K = 1024, U = 1024 };
     kc_model *g = NULL;
     double best = 0;
@@ -94,7 +94,7 @@ static double gemm_rate(const cli_device_opts *dev) {
     kc_add(g, KC_DENSE(.units = U, .use_bias = KC_FALSE));
     float *x = calloc((size_t)N * K, sizeof(float)), *y = malloc((size_t)N * U * sizeof(float));
     for (int64_t i = 0; x && i < (int64_t)N * K; i++) x[i] = (float)((i * 7919) % 97) / 97.0f;
-    if (x && y && cli_device_set(g, dev) == 0 && kc_model_build(g) == KC_STATUS_OK &&
+    if (x && y && kc_model_set_device_opts(g, dev) == KC_STATUS_OK && kc_model_build(g) == KC_STATUS_OK &&
         kc_predict(g, x, N, N, y) == KC_STATUS_OK) /* the first call plans and allocates */
         for (int r = 0; r < 5; r++) {
             double t0 = cli_now();
@@ -282,19 +282,23 @@ int cli_cmd_profile(int argc, char **argv) {
     int rc = parse(argc, argv, &p);
     if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
     if (p.has_threads) kc_set_num_threads((int)p.threads);
-    cli_device_apply(&p.dev);
+    kc_device_opts dev;
+    if ((rc = cli_device_resolve(&p.dev, &dev))) return rc;
     kc_model *m = NULL;
-    kc_status s = p.model_path ? kc_model_load(p.model_path, &m) : kc_default_cnn(28, 28, 1, 10, &m);
-    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+    kc_status s = p.model_path ? kc_model_load_ex(p.model_path, &dev, &m) : kc_default_cnn(28, 28, 1, 10, &m);
+    if (!s && !p.model_path) s = kc_model_set_device_opts(m, &dev);
+    if (s) {
+        kc_model_destroy(m);
+        return cli_fail(s, CLI_PHASE_LOAD);
+    }
     prof_result r = {0};
     kc_compile_opts co = {.optimizer = {.name = "adam"}, .loss = "sparse_categorical_crossentropy",
                           .metrics = {"accuracy"}};
-    if ((rc = cli_device_set(m, &p.dev))) goto done;
     if ((s = kc_model_build(m)) || (s = kc_compile(m, &co))) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }
-    r.gemm_gflops = gemm_rate(&p.dev);
+    r.gemm_gflops = gemm_rate(&dev);
     if ((rc = run_profile(m, &p, &r))) goto done;
     if (p.json) print_json(m, &p, &r);
     else print_table(m, &p, &r);

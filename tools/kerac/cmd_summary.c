@@ -286,16 +286,15 @@ int cli_cmd_summary(int argc, char **argv) {
     if (path && defaults_changed)
         return cli_usage_error(a.cmd, "--input-shape and --classes apply to the default CNN only, not to '%s'", path);
 
-    cli_device_apply(&dev);
+    kc_device_opts o;
+    if ((rc = cli_device_resolve(&dev, &o))) return rc;
     kc_model *m = NULL;
-    kc_status s = path ? kc_model_load(path, &m) : kc_default_cnn((int)shape[0], (int)shape[1], (int)shape[2], (int)classes, &m);
+    kc_status s = path ? kc_model_load_ex(path, &o, &m)
+                       : kc_default_cnn((int)shape[0], (int)shape[1], (int)shape[2], (int)classes, &m);
+    if (!s && !path) s = kc_model_set_device_opts(m, &o);
     if (s) {
         kc_model_destroy(m);
         return cli_fail(s, CLI_PHASE_LOAD);
-    }
-    if ((rc = cli_device_set(m, &dev))) {
-        kc_model_destroy(m);
-        return rc;
     }
     if ((accum > 1 || strcmp(optimizer, "adam")) && !batch) {
         kc_model_destroy(m);

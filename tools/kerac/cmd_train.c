@@ -2,6 +2,7 @@
  * and its weights with --init-from) on a dataset, evaluate it on the dataset's test split
  * and optionally save it (.keras, .h5, .weights.h5 or .json, by extension). */
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -87,8 +88,12 @@ static const char usage[] =
     "Exit codes: 0 success, 1 usage error, 2 bad model or data file, 3 training failure,\n"
     "130 interrupted (Ctrl-C), 143 stopped by SIGTERM.\n";
 
-static volatile sig_atomic_t interrupted = 0;
+/* ================================================================ the options
+ * One row of k_train_opts per option: a value stored at an offset of train_args (checked
+ * against a range for numbers), or a function for the options that need more. A new option
+ * is a field of train_args, a row here and its lines in `usage`. */
 
+static volatile sig_atomic_t interrupted = 0;
 static volatile sig_atomic_t interrupt_signal = 0; /* SIGINT or SIGTERM */
 
 static void on_sigint(int sig) {
@@ -121,148 +126,161 @@ typedef struct train_args {
     bool has_every, has_keep, save_best_only, has_epochs, has_batch_size, has_compile;
     bool batch_auto, no_oom_recovery;
     long max_batch_size, grad_accum;
-    const char *memory_limit;
+    size_t memory_limit; /* --memory-limit, when has_memory_limit */
+    bool has_memory_limit;
     cli_device_opts dev;
-    cli_image_opts img;     /* --data images:DIR */
-    const char *test_data;  /* --test-data */
+    cli_image_opts img;    /* --data images:DIR */
+    const char *test_data; /* --test-data */
     bool has_loss;
     cli_observe_opts obs;
     cli_dist dist;
 } train_args;
 
-static int parse(int argc, char **argv, train_args *t) {
-    cli_args a;
-    cli_args_init(&a, argc, argv, "train");
-    int rc;
-    while (cli_args_next(&a)) {
-        if (cli_is_help(&a)) {
-            fputs(usage, stdout);
-            return -1;
-        } else if (a.positional) {
-            if (t->model_path) return cli_unknown(&a);
-            t->model_path = a.arg;
-        } else if (cli_is(&a, "--data")) {
-            if ((rc = cli_value(&a, &t->data))) return rc;
-        } else if (cli_is(&a, "--test-data")) {
-            if ((rc = cli_value(&a, &t->test_data))) return rc;
-        } else if ((rc = cli_image_option(&a, &t->img)) >= 0) {
-            if (rc) return rc;
-        } else if (cli_is(&a, "--init-from")) {
-            if ((rc = cli_value(&a, &t->init_from))) return rc;
-        } else if (cli_is(&a, "--epochs")) {
-            if ((rc = cli_int_value(&a, 1, 1000000, &t->epochs))) return rc;
-            t->has_epochs = true;
-        } else if (cli_is(&a, "--batch-size")) {
-            const char *v = NULL;
-            if ((rc = cli_value(&a, &v))) return rc;
-            if (strcmp(v, "auto") == 0)
-                t->batch_auto = true;
-            else if (cli_parse_long(v, 1, 1 << 20, &t->batch_size))
-                return cli_usage_error(a.cmd, "option '--batch-size' needs a whole number from 1 to %d or 'auto', got '%s'",
-                                       1 << 20, v);
-            t->has_batch_size = true;
-        } else if (cli_is(&a, "--max-batch-size")) {
-            if ((rc = cli_int_value(&a, 8, 1 << 20, &t->max_batch_size))) return rc;
-        } else if (cli_is(&a, "--grad-accum")) {
-            if ((rc = cli_int_value(&a, 1, 1 << 16, &t->grad_accum))) return rc;
-        } else if (cli_is(&a, "--memory-limit")) {
-            if ((rc = cli_value(&a, &t->memory_limit))) return rc;
-            size_t bytes;
-            if (kc_parse_size(t->memory_limit, &bytes) != KC_STATUS_OK)
-                return cli_usage_error(a.cmd, "%s", kc_last_error());
-        } else if (cli_is(&a, "--no-oom-recovery")) {
-            if ((rc = cli_flag(&a))) return rc;
-            t->no_oom_recovery = true;
-        } else if (cli_is(&a, "--optimizer")) {
-            if ((rc = cli_value(&a, &t->optimizer))) return rc;
-            t->has_compile = true;
-            if (strcmp(t->optimizer, "sgd") && strcmp(t->optimizer, "adam") && strcmp(t->optimizer, "adamw") &&
-                strcmp(t->optimizer, "rmsprop"))
-                return cli_usage_error(a.cmd, "unknown optimizer '%s'; use sgd, adam, adamw or rmsprop",
-                                       t->optimizer);
-        } else if (cli_is(&a, "--lr") || cli_is(&a, "--learning-rate")) {
-            if ((rc = cli_double_value(&a, 0, 1e6, true, &t->lr))) return rc;
-            t->has_compile = true;
-        } else if (cli_is(&a, "--validation-split")) {
-            if ((rc = cli_double_value(&a, 0, 0.99, false, &t->validation_split))) return rc;
-            t->has_validation_split = true;
-        } else if (cli_is(&a, "--seed")) {
-            if ((rc = cli_u64_value(&a, &t->seed))) return rc;
-            t->has_seed = true;
-        } else if (cli_is(&a, "--threads")) {
-            if ((rc = cli_int_value(&a, 0, 4096, &t->threads))) return rc;
-            t->has_threads = true;
-        } else if (cli_is(&a, "--save")) {
-            if ((rc = cli_value(&a, &t->save))) return rc;
-        } else if (cli_is(&a, "--loss")) {
-            if ((rc = cli_value(&a, &t->loss))) return rc;
-            t->has_loss = true;
-            t->has_compile = true;
-        } else if (cli_is(&a, "--metrics")) {
-            const char *v;
-            if ((rc = cli_value(&a, &v))) return rc;
-            t->n_metrics = cli_split_list(v, t->metrics_buf, sizeof t->metrics_buf, t->metrics, KC_MAX_METRICS);
-            if (t->n_metrics < 0)
-                return cli_usage_error(a.cmd, "option '--metrics' needs 1 to %d names separated by commas, got '%s'",
-                                       KC_MAX_METRICS, v);
-            t->has_compile = true;
-        } else if (cli_is(&a, "--checkpoint")) {
-            if ((rc = cli_value(&a, &t->checkpoint))) return rc;
-        } else if (cli_is(&a, "--checkpoint-every")) {
-            const char *v;
-            if ((rc = cli_value(&a, &v))) return rc;
-            if (strcmp(v, "epoch") == 0) t->every = 0;
-            else if (cli_parse_long(v, 1, 1L << 40, &t->every))
-                return cli_usage_error(a.cmd, "option '--checkpoint-every' needs a number of steps (1 or more) or "
-                                       "'epoch', got '%s'", v);
-            t->has_every = true;
-        } else if (cli_is(&a, "--keep")) {
-            if ((rc = cli_int_value(&a, 1, 1000000, &t->keep))) return rc;
-            t->has_keep = true;
-        } else if (cli_is(&a, "--save-best-only")) {
-            if ((rc = cli_flag(&a))) return rc;
-            t->save_best_only = true;
-        } else if (cli_is(&a, "--monitor")) {
-            if ((rc = cli_value(&a, &t->monitor))) return rc;
-        } else if (cli_is(&a, "--resume")) {
-            if ((rc = cli_value(&a, &t->resume))) return rc;
-        } else if (cli_is(&a, "--json")) {
-            if ((rc = cli_flag(&a))) return rc;
-            t->json = true;
-        } else if (cli_is(&a, "--quiet") || cli_is(&a, "-q")) {
-            if ((rc = cli_flag(&a))) return rc;
-            t->quiet = true;
-        } else if ((rc = cli_device_option(&a, &t->dev)) >= 0) {
-            if (rc) return rc;
-        } else if ((rc = cli_observe_option(&a, &t->obs)) >= 0) {
-            if (rc) return rc;
-        } else if ((rc = cli_dist_option(&a, &t->dist)) >= 0) {
-            if (rc) return rc;
-        } else {
-            return cli_unknown(&a);
-        }
+typedef enum opt_kind {
+    OPT_STRING, /* const char * */
+    OPT_LONG,   /* long in [min, max] */
+    OPT_DOUBLE, /* double in [min, max] (min excluded when min_exclusive) */
+    OPT_U64,    /* uint64_t */
+    OPT_FLAG,   /* bool, set to true */
+    OPT_FUNC    /* parse(a, t) does it all */
+} opt_kind;
+
+typedef struct train_opt {
+    const char *name, *alias;
+    opt_kind kind;
+    size_t field;  /* offsetof(train_args, the value) */
+    size_t given;  /* GIVEN(a bool of train_args set when the option is given), or 0 */
+    double min, max;
+    bool min_exclusive;
+    bool compile;  /* an option of kc_compile: --resume refuses it */
+    int (*parse)(cli_args *a, train_args *t);
+} train_opt;
+
+#define AT(f) offsetof(train_args, f)
+#define GIVEN(f) (offsetof(train_args, f) + 1) /* + 1: a row left without one has 0 */
+
+static int opt_batch_size(cli_args *a, train_args *t) {
+    const char *v = NULL;
+    int rc = cli_value(a, &v);
+    if (rc) return rc;
+    if (strcmp(v, "auto") == 0)
+        t->batch_auto = true;
+    else if (cli_parse_long(v, 1, 1 << 20, &t->batch_size))
+        return cli_usage_error(a->cmd, "option '--batch-size' needs a whole number from 1 to %d or 'auto', got '%s'",
+                               1 << 20, v);
+    t->has_batch_size = true;
+    return 0;
+}
+
+static int opt_memory_limit(cli_args *a, train_args *t) {
+    const char *v = NULL;
+    int rc = cli_value(a, &v);
+    if (rc) return rc;
+    if (kc_parse_size(v, &t->memory_limit) != KC_STATUS_OK) return cli_usage_error(a->cmd, "%s", kc_last_error());
+    return 0;
+}
+
+static int opt_optimizer(cli_args *a, train_args *t) {
+    int rc = cli_value(a, &t->optimizer);
+    if (rc) return rc;
+    static const char *const known[] = {"sgd", "adam", "adamw", "rmsprop"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(t->optimizer, known[i]) == 0) return 0;
+    return cli_usage_error(a->cmd, "unknown optimizer '%s'; use sgd, adam, adamw or rmsprop", t->optimizer);
+}
+
+static int opt_metrics(cli_args *a, train_args *t) {
+    const char *v;
+    int rc = cli_value(a, &v);
+    if (rc) return rc;
+    t->n_metrics = cli_split_list(v, t->metrics_buf, sizeof t->metrics_buf, t->metrics, KC_MAX_METRICS);
+    if (t->n_metrics < 0)
+        return cli_usage_error(a->cmd, "option '--metrics' needs 1 to %d names separated by commas, got '%s'",
+                               KC_MAX_METRICS, v);
+    return 0;
+}
+
+static int opt_checkpoint_every(cli_args *a, train_args *t) {
+    const char *v;
+    int rc = cli_value(a, &v);
+    if (rc) return rc;
+    if (strcmp(v, "epoch") == 0) t->every = 0;
+    else if (cli_parse_long(v, 1, 1L << 40, &t->every))
+        return cli_usage_error(a->cmd, "option '--checkpoint-every' needs a number of steps (1 or more) or "
+                               "'epoch', got '%s'", v);
+    t->has_every = true;
+    return 0;
+}
+
+static const train_opt k_train_opts[] = {
+    {"--data", NULL, OPT_STRING, AT(data)},
+    {"--test-data", NULL, OPT_STRING, AT(test_data)},
+    {"--init-from", NULL, OPT_STRING, AT(init_from)},
+    {"--epochs", NULL, OPT_LONG, AT(epochs), GIVEN(has_epochs), 1, 1000000},
+    {"--batch-size", NULL, OPT_FUNC, .parse = opt_batch_size},
+    {"--max-batch-size", NULL, OPT_LONG, AT(max_batch_size), 0, 8, 1 << 20},
+    {"--grad-accum", NULL, OPT_LONG, AT(grad_accum), 0, 1, 1 << 16},
+    {"--memory-limit", NULL, OPT_FUNC, AT(memory_limit), GIVEN(has_memory_limit), .parse = opt_memory_limit},
+    {"--no-oom-recovery", NULL, OPT_FLAG, AT(no_oom_recovery)},
+    {"--optimizer", NULL, OPT_FUNC, .compile = true, .parse = opt_optimizer},
+    {"--lr", "--learning-rate", OPT_DOUBLE, AT(lr), 0, 0, 1e6, true, .compile = true},
+    {"--validation-split", NULL, OPT_DOUBLE, AT(validation_split), GIVEN(has_validation_split), 0, 0.99},
+    {"--seed", NULL, OPT_U64, AT(seed), GIVEN(has_seed)},
+    {"--threads", NULL, OPT_LONG, AT(threads), GIVEN(has_threads), 0, 4096},
+    {"--save", NULL, OPT_STRING, AT(save)},
+    {"--loss", NULL, OPT_STRING, AT(loss), GIVEN(has_loss), .compile = true},
+    {"--metrics", NULL, OPT_FUNC, .compile = true, .parse = opt_metrics},
+    {"--checkpoint", NULL, OPT_STRING, AT(checkpoint)},
+    {"--checkpoint-every", NULL, OPT_FUNC, .parse = opt_checkpoint_every},
+    {"--keep", NULL, OPT_LONG, AT(keep), GIVEN(has_keep), 1, 1000000},
+    {"--save-best-only", NULL, OPT_FLAG, AT(save_best_only)},
+    {"--monitor", NULL, OPT_STRING, AT(monitor)},
+    {"--resume", NULL, OPT_STRING, AT(resume)},
+    {"--json", NULL, OPT_FLAG, AT(json)},
+    {"--quiet", "-q", OPT_FLAG, AT(quiet)},
+};
+
+static int apply_opt(const train_opt *o, cli_args *a, train_args *t) {
+    char *field = (char *)t + o->field;
+    int rc = 0;
+    switch (o->kind) {
+    case OPT_STRING: rc = cli_value(a, (const char **)(void *)field); break;
+    case OPT_LONG: rc = cli_int_value(a, (long)o->min, (long)o->max, (long *)(void *)field); break;
+    case OPT_DOUBLE: rc = cli_double_value(a, o->min, o->max, o->min_exclusive, (double *)(void *)field); break;
+    case OPT_U64: rc = cli_u64_value(a, (uint64_t *)(void *)field); break;
+    case OPT_FLAG:
+        if (!(rc = cli_flag(a))) *(bool *)(void *)field = true;
+        break;
+    case OPT_FUNC: rc = o->parse(a, t); break;
     }
-    if ((rc = cli_observe_check(a.cmd, &t->obs))) return rc;
+    if (rc) return rc;
+    if (o->given) *(bool *)(void *)((char *)t + o->given - 1) = true;
+    if (o->compile) t->has_compile = true;
+    return 0;
+}
+
+/* The options that go together, checked once all are read. */
+static int check_args(const train_args *t) {
     if (t->init_from && t->model_path)
-        return cli_usage_error(a.cmd, "give either a MODEL file or '--init-from FILE', not both");
+        return cli_usage_error("train", "give either a MODEL file or '--init-from FILE', not both");
     if (t->resume && (t->model_path || t->init_from))
-        return cli_usage_error(a.cmd, "'--resume' takes the model from the checkpoint; give no MODEL or --init-from "
+        return cli_usage_error("train", "'--resume' takes the model from the checkpoint; give no MODEL or --init-from "
                                "with it");
     if (t->resume && t->has_compile)
-        return cli_usage_error(a.cmd, "'--resume' goes on with the checkpoint's optimizer, loss and metrics; drop "
+        return cli_usage_error("train", "'--resume' goes on with the checkpoint's optimizer, loss and metrics; drop "
                                "--optimizer, --lr, --loss and --metrics");
     if (!t->checkpoint && !t->resume && (t->has_every || t->has_keep || t->save_best_only || t->monitor))
-        return cli_usage_error(a.cmd, "--checkpoint-every, --keep, --save-best-only and --monitor need "
+        return cli_usage_error("train", "--checkpoint-every, --keep, --save-best-only and --monitor need "
                                "'--checkpoint DIR' (or '--resume DIR')");
     if (t->grad_accum > 1 && !t->batch_auto && (t->has_batch_size || !t->resume) && t->grad_accum > t->batch_size)
-        return cli_usage_error(a.cmd, "'--grad-accum %ld' splits each batch into %ld micro-batches, more than the %ld "
+        return cli_usage_error("train", "'--grad-accum %ld' splits each batch into %ld micro-batches, more than the %ld "
                                "examples of a batch (--batch-size)", t->grad_accum, t->grad_accum, t->batch_size);
     if (t->monitor && !t->save_best_only)
-        return cli_usage_error(a.cmd, "'--monitor' names what --save-best-only compares; add --save-best-only");
+        return cli_usage_error("train", "'--monitor' names what --save-best-only compares; add --save-best-only");
     if (t->init_from) {
         size_t n = strlen(t->init_from);
         if (n >= 5 && !strcasecmp(t->init_from + n - 5, ".json"))
-            return cli_usage_error(a.cmd,
+            return cli_usage_error("train",
                                    "'--init-from %s': a .json file holds no weights; give it as MODEL to train it from "
                                    "fresh weights, or give a .keras or .h5 file",
                                    t->init_from);
@@ -270,43 +288,95 @@ static int parse(int argc, char **argv, train_args *t) {
     return 0;
 }
 
+/* 0, -1 after --help, or the exit code of a usage error. */
+static int parse(int argc, char **argv, train_args *t) {
+    cli_args a;
+    cli_args_init(&a, argc, argv, "train");
+    while (cli_args_next(&a)) {
+        if (cli_is_help(&a)) {
+            fputs(usage, stdout);
+            return -1;
+        }
+        if (a.positional) {
+            if (t->model_path) return cli_unknown(&a);
+            t->model_path = a.arg;
+            continue;
+        }
+        const train_opt *o = NULL;
+        for (size_t i = 0; i < sizeof k_train_opts / sizeof k_train_opts[0] && !o; i++)
+            if (cli_is(&a, k_train_opts[i].name) || (k_train_opts[i].alias && cli_is(&a, k_train_opts[i].alias)))
+                o = &k_train_opts[i];
+        int rc = o ? apply_opt(o, &a, t) : cli_device_option(&a, &t->dev);
+        if (rc < 0) rc = cli_image_option(&a, &t->img);
+        if (rc < 0) rc = cli_observe_option(&a, &t->obs);
+        if (rc < 0) rc = cli_dist_option(&a, &t->dist);
+        if (rc < 0) return cli_unknown(&a); /* none of the train, device, image, observe or dist options */
+        if (rc) return rc;
+    }
+    int rc = cli_observe_check(a.cmd, &t->obs);
+    return rc ? rc : check_args(t);
+}
+
+/* ================================================================ the run
+ * cli_cmd_train runs these steps in order, each on the train_run they share, and stops at
+ * the first that fails (its exit code, after saying why). */
+
+typedef struct train_run {
+    train_args *t;
+    kc_device_opts dev;                        /* where the model is built */
+    kc_dataset *train, *test, *val;            /* val: images, Keras's split (the tail) */
+    const char *test_spec;                     /* the data's test split, or NULL */
+    char test_buf[1024];
+    const char *model_file;                    /* MODEL or --init-from, or NULL */
+    kc_model *m;
+    kc_history *h;
+    char ckpt_file[4096], ckpt_dir[4096];      /* --resume: the checkpoint and its folder */
+    kc_checkpoint_info info;                   /* --resume: where the run stands */
+    cli_output mode;
+    double split;                              /* validation split */
+    bool rank0;                                /* data-parallel: rank 0 alone writes and prints */
+    cli_observe obs;
+} train_run;
+
 /* The default CNN for the data's example shape (H, W) or (H, W, C). */
-static int default_model(const kc_dataset *d, const char *spec, kc_model **m) {
-    kc_shape s = kc_dataset_shape(d);
+static int default_model(train_run *r) {
+    kc_shape s = kc_dataset_shape(r->train);
     char buf[96];
     if (s.rank != 2 && s.rank != 3)
         return cli_error(CLI_EXIT_INPUT,
                          "the default CNN needs images of shape (H, W) or (H, W, C), but '%s' has examples of "
                          "shape %s; give a MODEL file for this data",
-                         spec, cli_shape_str(&s, false, buf, sizeof buf));
-    int classes = kc_dataset_num_classes(d);
+                         r->t->data, cli_shape_str(&s, false, buf, sizeof buf));
+    int classes = kc_dataset_num_classes(r->train);
     if (classes < 2) classes = 2;
-    kc_status st = kc_default_cnn(s.dim[0], s.dim[1], s.rank == 3 ? s.dim[2] : 1, classes, m);
+    kc_status st = kc_default_cnn(s.dim[0], s.dim[1], s.rank == 3 ? s.dim[2] : 1, classes, &r->m);
+    if (!st) st = kc_model_set_device_opts(r->m, &r->dev);
     if (st) return cli_fail(st, CLI_PHASE_LOAD);
     return 0;
 }
 
 /* --resume: the newest checkpoint of the folder (or the file given), where it stands, and
  * its model, compiled as it was. The run's epochs, batch size and optimizer go into t. */
-static int open_resume(train_args *t, char *file, size_t n, char *dir, size_t dn, kc_checkpoint_info *info,
-                       kc_model **m) {
+static int open_resume(train_run *r) {
+    train_args *t = r->t;
     kc_status s;
     struct stat st;
     if (stat(t->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if ((s = kc_checkpoint_latest(t->resume, file, n))) return cli_fail(s, CLI_PHASE_LOAD);
-        snprintf(dir, dn, "%s", t->resume);
+        if ((s = kc_checkpoint_latest(t->resume, r->ckpt_file, sizeof r->ckpt_file))) return cli_fail(s, CLI_PHASE_LOAD);
+        snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s", t->resume);
     } else {
-        snprintf(file, n, "%s", t->resume);
+        snprintf(r->ckpt_file, sizeof r->ckpt_file, "%s", t->resume);
         const char *slash = strrchr(t->resume, '/');
-        if (!slash) snprintf(dir, dn, ".");
-        else if (slash == t->resume) snprintf(dir, dn, "/");
-        else snprintf(dir, dn, "%.*s", (int)(slash - t->resume), t->resume);
+        if (!slash) snprintf(r->ckpt_dir, sizeof r->ckpt_dir, ".");
+        else if (slash == t->resume) snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "/");
+        else snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%.*s", (int)(slash - t->resume), t->resume);
     }
-    if ((s = kc_checkpoint_read_info(file, info))) return cli_fail(s, CLI_PHASE_LOAD);
+    kc_checkpoint_info *info = &r->info;
+    if ((s = kc_checkpoint_read_info(r->ckpt_file, info))) return cli_fail(s, CLI_PHASE_LOAD);
     if (t->has_batch_size && t->batch_size != info->batch_size)
         return cli_usage_error("train", "the run in '%s' was trained with batch size %d; resume it with that "
-                               "--batch-size (or none)", file, info->batch_size);
-    if ((s = kc_checkpoint_load(file, m))) return cli_fail(s, CLI_PHASE_LOAD);
+                               "--batch-size (or none)", r->ckpt_file, info->batch_size);
+    if ((s = kc_checkpoint_load_ex(r->ckpt_file, &r->dev, &r->m))) return cli_fail(s, CLI_PHASE_LOAD);
     if (!t->has_epochs) t->epochs = info->epochs;
     t->batch_size = info->batch_size;
     t->optimizer = info->optimizer;
@@ -320,19 +390,235 @@ static int open_resume(train_args *t, char *file, size_t n, char *dir, size_t dn
     return 0;
 }
 
-static void print_eval_human(kc_model *m, const kc_eval_result *r, const char *prefix) {
-    char v[32];
-    cli_fmt_value(v, sizeof v, r->loss);
-    printf("%sloss: %s", prefix, v);
-    int nm = r->num_metrics < KC_MAX_METRICS ? r->num_metrics : KC_MAX_METRICS;
-    for (int i = 0; i < nm; i++) {
-        cli_fmt_value(v, sizeof v, r->metrics[i]);
-        printf(" - %s%s: %s", prefix, kc_model_metric_name(m, i), v);
-    }
-    printf(" (%lld examples, %.1fs)\n", (long long)r->samples, r->seconds);
+/* Step 1: the training data and its test split, opened before anything else so that a bad
+ * file fails in seconds, not after training. */
+static int open_data(train_run *r) {
+    kc_status s;
+    train_args *t = r->t;
+    uint64_t seed = t->has_seed ? t->seed : 0;
+    r->test_spec = t->test_data ? t->test_data : cli_test_spec(t->data, r->test_buf, sizeof r->test_buf);
+    if (!t->has_loss && t->img.has_label_mode) t->loss = cli_label_mode_loss(t->img.o.label_mode);
+    if ((s = cli_open_data(t->data, &t->img, seed, &r->train))) return cli_fail(s, CLI_PHASE_LOAD);
+    if (r->test_spec && (s = cli_open_data(r->test_spec, &t->img, seed, &r->test))) return cli_fail(s, CLI_PHASE_LOAD);
+    return 0;
 }
 
-static int train(train_args *p);
+/* Step 2: the model (a checkpoint's, a file's or the default CNN) built on its device,
+ * and the data checked against it. */
+static int open_model(train_run *r) {
+    train_args *t = r->t;
+    int rc = cli_device_resolve(&t->dev, &r->dev);
+    if (rc) return rc;
+    if (t->has_memory_limit) r->dev.memory_limit = t->memory_limit;
+    r->model_file = t->init_from ? t->init_from : t->model_path;
+    kc_status s;
+    if (t->resume) {
+        if ((rc = open_resume(r))) return rc;
+    } else if (r->model_file) {
+        if ((s = kc_model_load_ex(r->model_file, &r->dev, &r->m))) return cli_fail(s, CLI_PHASE_LOAD);
+    } else if ((rc = default_model(r))) {
+        return rc;
+    }
+    /* a loaded model has its weights already: the seed then drives shuffling and dropout */
+    if (t->has_seed && !r->model_file && !t->resume && (s = kc_model_set_seed(r->m, t->seed)))
+        return cli_fail(s, CLI_PHASE_RUN);
+    if ((s = kc_model_build(r->m))) return cli_fail(s, CLI_PHASE_LOAD);
+    if (cli_is_images_spec(t->data) && (rc = cli_images_fit_model(r->m, r->train, t->data))) return rc;
+    if ((rc = cli_check_data_fits(r->m, r->train, t->data, t->loss))) return rc;
+    if (r->test && (rc = cli_check_data_fits(r->m, r->test, r->test_spec, t->loss))) return rc;
+    return 0;
+}
+
+/* Step 3: compile (a resumed model is compiled as it was). */
+static int compile_model(train_run *r) {
+    train_args *t = r->t;
+    if (t->resume) return 0;
+    kc_compile_opts co = {.optimizer = {.name = t->optimizer, .learning_rate = t->lr}, .loss = t->loss};
+    if (t->n_metrics > 0)
+        for (int i = 0; i < t->n_metrics; i++) co.metrics[i] = t->metrics[i];
+    else
+        co.metrics[0] = "accuracy";
+    kc_status s = kc_compile(r->m, &co);
+    if (!s) return 0;
+    int rc = cli_fail(s, CLI_PHASE_RUN);
+    return s == KC_STATUS_INVALID_ARGUMENT ? CLI_EXIT_USAGE : rc; /* a bad --loss / --metrics */
+}
+
+/* Step 4, --save: try the format and the folder now, on a scratch file next to the target,
+ * so that an unsupported extension or a read-only folder fails before training, not after. */
+static int probe_save(train_run *r) {
+    const char *save = r->t->save;
+    if (!save || !r->rank0) return 0;
+    const char *slash = strrchr(save, '/'), *dot = strrchr(save, '.');
+    const char *ext = dot && (!slash || dot > slash) ? dot : "";
+    char probe[4096];
+    if (snprintf(probe, sizeof probe, "%s.kerac-check-%ld%s", save, (long)getpid(), ext) >= (int)sizeof probe)
+        return cli_usage_error("train", "the --save path is too long");
+    kc_status s = kc_model_save(r->m, probe);
+    remove(probe);
+    if (!s) return 0;
+    /* report it under the name the user gave */
+    const char *msg = kc_last_error(), *hit;
+    size_t plen = strlen(probe);
+    fputs("kerac: ", stderr);
+    while ((hit = strstr(msg, probe)) != NULL) {
+        fwrite(msg, 1, (size_t)(hit - msg), stderr);
+        fputs(save, stderr);
+        msg = hit + plen;
+    }
+    fprintf(stderr, "%s\n", msg);
+    return cli_exit_code(s, CLI_PHASE_RUN);
+}
+
+/* Step 5: how the run goes out, and its first lines (not with --json or --quiet). */
+static int print_header(train_run *r) {
+    const train_args *t = r->t;
+    r->mode = t->json ? CLI_OUT_JSON : isatty(fileno(stdout)) ? CLI_OUT_BAR : CLI_OUT_LINES;
+    r->split = t->has_validation_split ? t->validation_split : r->model_file || t->resume ? 0.0 : 0.1;
+    int rc;
+    if (r->split > 0 && cli_is_images_spec(t->data) && (rc = cli_images_split(&r->train, r->split, &r->val))) return rc;
+    if (r->mode == CLI_OUT_JSON || t->quiet) return 0;
+    char p[32], bs[32];
+    int64_t params = 0;
+    for (int i = 0, n = kc_model_num_layers(r->m); i < n; i++) {
+        kc_layer_info li;
+        if (kc_model_layer_info(r->m, i, &li) == KC_STATUS_OK) params += li.params;
+    }
+    printf("training '%s' (%s params) on '%s': %lld examples", kc_model_name(r->m), cli_commas(params, p, sizeof p),
+           t->data, (long long)kc_dataset_size(r->train));
+    if (r->split > 0) printf(", validation split %g", r->split);
+    if (t->batch_auto) snprintf(bs, sizeof bs, "auto");
+    else snprintf(bs, sizeof bs, "%ld", t->batch_size);
+    printf(", %ld epoch%s, batch size %s", t->epochs, t->epochs == 1 ? "" : "s", bs);
+    if (t->grad_accum > 1) printf(" (%ld micro-batches)", t->grad_accum);
+    printf(", %s, on %s\n", t->optimizer, kc_model_device(r->m));
+    if (t->resume)
+        printf("resuming from '%s': %d of %ld epochs done, %lld steps into the next (%lld optimizer steps)\n",
+               r->ckpt_file, r->info.epoch, t->epochs, (long long)r->info.step, (long long)r->info.iterations);
+    fflush(stdout);
+    return 0;
+}
+
+/* The fit options from the command line. */
+static void fit_opts(const train_run *r, kc_fit_opts *fo) {
+    const train_args *t = r->t;
+    fo->epochs = (int)t->epochs;
+    fo->batch_size = t->batch_auto ? KC_BATCH_SIZE_AUTO : (int)t->batch_size;
+    fo->validation_split = r->split;
+    fo->seed = t->has_seed ? t->seed : 0;
+    if (r->val) fo->validation_data = r->val, fo->validation_split = 0;
+    fo->checkpoint_dir = !r->rank0 ? NULL : t->checkpoint ? t->checkpoint : t->resume ? r->ckpt_dir : NULL;
+    fo->checkpoint_every_steps = t->every;
+    fo->keep = (int)t->keep;
+    fo->save_best_only = t->save_best_only ? KC_TRUE : KC_DEFAULT;
+    fo->monitor = t->monitor;
+    fo->resume_from = t->resume ? r->ckpt_file : NULL;
+    fo->max_batch_size = (int)t->max_batch_size;
+    fo->grad_accum = (int)t->grad_accum;
+    if (t->no_oom_recovery) fo->oom_recovery = KC_FALSE;
+    fo->collective = cli_dist_collective(&t->dist);
+    fo->drop_remainder = t->dist.drop_remainder ? KC_TRUE : KC_DEFAULT;
+}
+
+/* Why training ended before its last epoch, if it did. */
+static void report_stop(const train_run *r) {
+    int epochs = r->h ? kc_history_epochs(r->h) : 0;
+    if (r->mode == CLI_OUT_JSON) {
+        if (interrupted)
+            fprintf(stderr, "kerac: training interrupted (%s) after %d epoch%s\n", interrupt_name(), epochs,
+                    epochs == 1 ? "" : "s");
+        return;
+    }
+    const char *why = r->h ? kc_history_stop_reason(r->h) : "";
+    if (interrupted)
+        printf("training interrupted (%s) after %d epoch%s\n", interrupt_name(), epochs, epochs == 1 ? "" : "s");
+    else if (why && why[0])
+        printf("training stopped early by %s after %d epochs\n", why, epochs);
+}
+
+/* Step 6: fit, with the progress callback and the observers (--csv, --tensorboard,
+ * --profile, --report); Ctrl-C or SIGTERM stops after the current step. */
+static int run_fit(train_run *r) {
+    cli_progress prog;
+    kc_callback *cb = cli_progress_init(&prog, r->mode, r->t->quiet, (int)r->t->epochs, &interrupted);
+    kc_callback *cbs[1 + sizeof r->obs.cbs / sizeof r->obs.cbs[0]] = {cb};
+    r->t->obs.data = r->t->data;
+    int rc = cli_observe_start(&r->t->obs, r->m, &r->obs);
+    if (rc) return rc;
+    for (int i = 0; i < r->obs.n; i++) cbs[1 + i] = r->obs.cbs[i];
+    kc_fit_opts fo = {.callbacks = cbs, .num_callbacks = 1 + r->obs.n};
+    fit_opts(r, &fo);
+    void (*old_handler)(int) = signal(SIGINT, on_sigint);
+    void (*old_term)(int) = signal(SIGTERM, on_sigint);
+    kc_status s = kc_fit(r->m, r->train, &fo, &r->h);
+    signal(SIGINT, old_handler == SIG_ERR ? SIG_DFL : old_handler);
+    signal(SIGTERM, old_term == SIG_ERR ? SIG_DFL : old_term);
+    if (s) return cli_fail(s, CLI_PHASE_RUN);
+    if ((rc = cli_observe_finish(&r->t->obs, r->m, r->h, &r->obs, r->mode == CLI_OUT_JSON || r->t->quiet))) return rc;
+    report_stop(r);
+    return 0;
+}
+
+/* Step 7: --save. */
+static int save_model(train_run *r) {
+    const char *save = r->t->save;
+    if (!save || !r->rank0) return 0;
+    kc_status s = kc_model_save(r->m, save);
+    if (s) return cli_fail(s, CLI_PHASE_RUN);
+    if (r->mode != CLI_OUT_JSON) {
+        size_t n = strlen(save);
+        bool json = n >= 5 && !strcasecmp(save + n - 5, ".json");
+        bool weights = n >= 11 && !strcasecmp(save + n - 11, ".weights.h5");
+        printf("saved model to '%s'%s\n", save,
+               json ? " (the model config only, no weights)" : weights ? " (the weights only)" : "");
+    }
+    return 0;
+}
+
+/* Step 8: evaluate on the test split, if the data has one. */
+static int evaluate_test(train_run *r) {
+    if (r->test && r->rank0 && interrupt_signal != SIGTERM) { /* a scheduler's grace period is short */
+        kc_eval_result e;
+        /* evaluate with the micro-batch training used: it is known to fit */
+        int batch = (int)r->t->batch_size;
+        if (r->h && kc_history_epochs(r->h) > 0) batch = kc_history_epoch(r->h, kc_history_epochs(r->h) - 1)->micro_batch;
+        kc_status s = kc_evaluate(r->m, r->test, batch > 0 ? batch : 128, &e);
+        if (s) return cli_fail(s, CLI_PHASE_RUN);
+        if (r->mode == CLI_OUT_JSON) {
+            fputs("{\"test_loss\": ", stdout);
+            cli_json_number(stdout, e.loss);
+            cli_json_metrics(stdout, r->m, "test_", e.metrics, e.num_metrics);
+            fputs("}\n", stdout);
+        } else {
+            cli_print_eval(r->m, &e, "test_");
+        }
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* The steps of one process's run (under MPI, each rank's). */
+static int train(train_args *t) {
+    train_run r = {.t = t, .rank0 = t->dist.rank == 0};
+    if (!r.rank0) /* data-parallel: rank 0 alone writes the CSV, TensorBoard, profile and report files */
+        t->obs.csv = t->obs.tensorboard = t->obs.profile = t->obs.report = NULL;
+    if (t->dist.size > 1 && !t->has_threads) kc_set_num_threads(cli_dist_threads(&t->dist));
+    if (t->has_threads) kc_set_num_threads((int)t->threads);
+
+    static int (*const steps[])(train_run *) = {open_data,    open_model, compile_model, probe_save,
+                                                print_header, run_fit,    save_model,    evaluate_test};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !rc; i++) rc = steps[i](&r);
+    /* the model was saved and evaluated, but the run did not finish: say so to scripts */
+    if (!rc && interrupted) rc = interrupt_signal == SIGTERM ? CLI_EXIT_TERMINATED : CLI_EXIT_INTERRUPTED;
+    cli_observe_end(&r.obs);
+    kc_history_destroy(r.h);
+    kc_model_destroy(r.m);
+    kc_dataset_destroy(r.test);
+    kc_dataset_destroy(r.val);
+    kc_dataset_destroy(r.train);
+    return rc;
+}
 
 int cli_cmd_train(int argc, char **argv) {
     train_args t = {.data = "fashion-mnist", .epochs = 3, .batch_size = 128, .optimizer = "adam",
@@ -341,225 +627,4 @@ int cli_cmd_train(int argc, char **argv) {
     if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
     if ((rc = cli_dist_start(&t.dist))) return rc;
     return cli_dist_end(&t.dist, train(&t));
-}
-
-static int train(train_args *p) {
-    train_args t = *p;
-    int rc = 0;
-    bool rank0 = t.dist.rank == 0;
-    if (!rank0) /* data-parallel: rank 0 alone writes the CSV, TensorBoard, profile and report files */
-        t.obs.csv = t.obs.tensorboard = t.obs.profile = t.obs.report = NULL;
-    if (t.dist.size > 1 && !t.has_threads) kc_set_num_threads(cli_dist_threads(&t.dist));
-    if (t.has_threads) kc_set_num_threads((int)t.threads);
-    cli_device_apply(&t.dev);
-
-    kc_dataset *train = NULL, *test = NULL, *val = NULL; /* val: images, Keras's split (the tail) */
-    kc_model *m = NULL;
-    kc_history *h = NULL;
-    cli_observe obs = {0};
-    kc_status s;
-    char test_buf[1024];
-    char ckpt_file[4096] = "", ckpt_dir[4096] = ""; /* --resume */
-    kc_checkpoint_info info = {0};
-    const char *test_spec = t.test_data ? t.test_data : cli_test_spec(t.data, test_buf, sizeof test_buf);
-    if (!t.has_loss && t.img.has_label_mode) t.loss = cli_label_mode_loss(t.img.o.label_mode);
-
-    /* open everything before training so that a bad file fails in seconds, not after */
-    if ((s = cli_open_data(t.data, &t.img, t.has_seed ? t.seed : 0, &train))) {
-        rc = cli_fail(s, CLI_PHASE_LOAD);
-        goto done;
-    }
-    if (test_spec && (s = cli_open_data(test_spec, &t.img, t.has_seed ? t.seed : 0, &test))) {
-        rc = cli_fail(s, CLI_PHASE_LOAD);
-        goto done;
-    }
-    const char *model_file = t.init_from ? t.init_from : t.model_path;
-    if (t.resume) {
-        if ((rc = open_resume(&t, ckpt_file, sizeof ckpt_file, ckpt_dir, sizeof ckpt_dir, &info, &m))) goto done;
-    } else if (model_file) {
-        if ((s = kc_model_load(model_file, &m))) {
-            rc = cli_fail(s, CLI_PHASE_LOAD);
-            goto done;
-        }
-    } else if ((rc = default_model(train, t.data, &m))) {
-        goto done;
-    }
-    /* a loaded model has its weights already: the seed then drives shuffling and dropout */
-    if (t.has_seed && !model_file && !t.resume && (s = kc_model_set_seed(m, t.seed))) {
-        rc = cli_fail(s, CLI_PHASE_RUN);
-        goto done;
-    }
-    if ((rc = cli_device_set(m, &t.dev))) goto done;
-    if (t.memory_limit) {
-        size_t bytes = 0;
-        kc_parse_size(t.memory_limit, &bytes); /* validated while parsing */
-        kc_model_set_memory_limit(m, bytes);
-    }
-    if ((s = kc_model_build(m))) {
-        rc = cli_fail(s, CLI_PHASE_LOAD);
-        goto done;
-    }
-    if (cli_is_images_spec(t.data) && (rc = cli_images_fit_model(m, train, t.data))) goto done;
-    if ((rc = cli_check_data_fits(m, train, t.data, t.loss))) goto done;
-    if (test && (rc = cli_check_data_fits(m, test, test_spec, t.loss))) goto done;
-
-    kc_compile_opts co = {.optimizer = {.name = t.optimizer, .learning_rate = t.lr}, .loss = t.loss};
-    if (t.n_metrics > 0)
-        for (int i = 0; i < t.n_metrics; i++) co.metrics[i] = t.metrics[i];
-    else
-        co.metrics[0] = "accuracy";
-    if (!t.resume && (s = kc_compile(m, &co))) { /* a resumed model is compiled as it was */
-        /* a bad --loss / --metrics value is a usage error */
-        rc = cli_fail(s, CLI_PHASE_RUN);
-        if (s == KC_STATUS_INVALID_ARGUMENT) rc = CLI_EXIT_USAGE;
-        goto done;
-    }
-
-    /* --save: try the format and the folder now, on a scratch file next to the target, so
-     * that an unsupported extension or a read-only folder fails before training, not after */
-    if (t.save && rank0) {
-        const char *slash = strrchr(t.save, '/'), *dot = strrchr(t.save, '.');
-        const char *ext = dot && (!slash || dot > slash) ? dot : "";
-        char probe[4096];
-        if (snprintf(probe, sizeof probe, "%s.kerac-check-%ld%s", t.save, (long)getpid(), ext) >= (int)sizeof probe) {
-            rc = cli_usage_error("train", "the --save path is too long");
-            goto done;
-        }
-        s = kc_model_save(m, probe);
-        remove(probe);
-        if (s) {
-            /* report it under the name the user gave */
-            const char *msg = kc_last_error(), *hit;
-            size_t plen = strlen(probe);
-            fputs("kerac: ", stderr);
-            while ((hit = strstr(msg, probe)) != NULL) {
-                fwrite(msg, 1, (size_t)(hit - msg), stderr);
-                fputs(t.save, stderr);
-                msg = hit + plen;
-            }
-            fprintf(stderr, "%s\n", msg);
-            rc = cli_exit_code(s, CLI_PHASE_RUN);
-            goto done;
-        }
-    }
-
-    cli_output mode = t.json ? CLI_OUT_JSON : isatty(fileno(stdout)) ? CLI_OUT_BAR : CLI_OUT_LINES;
-    double split = t.has_validation_split ? t.validation_split : model_file || t.resume ? 0.0 : 0.1;
-    if (split > 0 && cli_is_images_spec(t.data) && (rc = cli_images_split(&train, split, &val))) goto done;
-    if (mode != CLI_OUT_JSON && !t.quiet) {
-        char p[32];
-        int64_t params = 0;
-        for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
-            kc_layer_info li;
-            if (kc_model_layer_info(m, i, &li) == KC_STATUS_OK) params += li.params;
-        }
-        printf("training '%s' (%s params) on '%s': %lld examples", kc_model_name(m),
-               cli_commas(params, p, sizeof p), t.data, (long long)kc_dataset_size(train));
-        if (split > 0) printf(", validation split %g", split);
-        char bs[32];
-        if (t.batch_auto) snprintf(bs, sizeof bs, "auto");
-        else snprintf(bs, sizeof bs, "%ld", t.batch_size);
-        printf(", %ld epoch%s, batch size %s", t.epochs, t.epochs == 1 ? "" : "s", bs);
-        if (t.grad_accum > 1) printf(" (%ld micro-batches)", t.grad_accum);
-        printf(", %s, on %s\n", t.optimizer, kc_model_device(m));
-        if (t.resume)
-            printf("resuming from '%s': %d of %ld epochs done, %lld steps into the next (%lld optimizer steps)\n",
-                   ckpt_file, info.epoch, t.epochs, (long long)info.step, (long long)info.iterations);
-        fflush(stdout);
-    }
-
-    cli_progress prog;
-    kc_callback *cb = cli_progress_init(&prog, mode, t.quiet, (int)t.epochs, &interrupted);
-    kc_callback *cbs[1 + sizeof obs.cbs / sizeof obs.cbs[0]] = {cb};
-    t.obs.data = t.data;
-    if ((rc = cli_observe_start(&t.obs, m, &obs))) goto done;
-    for (int i = 0; i < obs.n; i++) cbs[1 + i] = obs.cbs[i];
-    kc_fit_opts fo = {.epochs = (int)t.epochs, .batch_size = (int)t.batch_size, .validation_split = split,
-                      .seed = t.has_seed ? t.seed : 0, .callbacks = cbs, .num_callbacks = 1 + obs.n};
-    if (val) fo.validation_data = val, fo.validation_split = 0;
-    fo.checkpoint_dir = !rank0 ? NULL : t.checkpoint ? t.checkpoint : t.resume ? ckpt_dir : NULL;
-    fo.checkpoint_every_steps = t.every;
-    fo.keep = (int)t.keep;
-    fo.save_best_only = t.save_best_only ? KC_TRUE : KC_DEFAULT;
-    fo.monitor = t.monitor;
-    fo.resume_from = t.resume ? ckpt_file : NULL;
-    if (t.batch_auto) fo.batch_size = KC_BATCH_SIZE_AUTO;
-    fo.max_batch_size = (int)t.max_batch_size;
-    fo.grad_accum = (int)t.grad_accum;
-    if (t.no_oom_recovery) fo.oom_recovery = KC_FALSE;
-    fo.collective = cli_dist_collective(&t.dist);
-    fo.drop_remainder = t.dist.drop_remainder ? KC_TRUE : KC_DEFAULT;
-    void (*old_handler)(int) = signal(SIGINT, on_sigint);
-    void (*old_term)(int) = signal(SIGTERM, on_sigint);
-    s = kc_fit(m, train, &fo, &h);
-    signal(SIGINT, old_handler == SIG_ERR ? SIG_DFL : old_handler);
-    signal(SIGTERM, old_term == SIG_ERR ? SIG_DFL : old_term);
-    if (s) {
-        rc = cli_fail(s, CLI_PHASE_RUN);
-        goto done;
-    }
-    if ((rc = cli_observe_finish(&t.obs, m, h, &obs, mode == CLI_OUT_JSON || t.quiet))) goto done;
-    if (mode == CLI_OUT_JSON && interrupted) {
-        fprintf(stderr, "kerac: training interrupted (%s) after %d epoch%s\n", interrupt_name(), h ? kc_history_epochs(h) : 0,
-                h && kc_history_epochs(h) == 1 ? "" : "s");
-    } else if (mode != CLI_OUT_JSON) {
-        const char *why = h ? kc_history_stop_reason(h) : "";
-        if (interrupted)
-            printf("training interrupted (%s) after %d epoch%s\n", interrupt_name(), h ? kc_history_epochs(h) : 0,
-                   h && kc_history_epochs(h) == 1 ? "" : "s");
-        else if (why && why[0])
-            printf("training stopped early by %s after %d epochs\n", why, h ? kc_history_epochs(h) : 0);
-    }
-
-    if (t.save && rank0) {
-        if ((s = kc_model_save(m, t.save))) {
-            rc = cli_fail(s, CLI_PHASE_RUN);
-            goto done;
-        }
-        if (mode != CLI_OUT_JSON) {
-            size_t n = strlen(t.save);
-            bool json = n >= 5 && !strcasecmp(t.save + n - 5, ".json");
-            bool weights = n >= 11 && !strcasecmp(t.save + n - 11, ".weights.h5");
-            printf("saved model to '%s'%s\n", t.save,
-                   json ? " (the model config only, no weights)" : weights ? " (the weights only)" : "");
-        }
-    }
-
-    if (test && rank0 && interrupt_signal != SIGTERM) { /* a scheduler's grace period is short */
-        kc_eval_result r;
-        /* evaluate with the micro-batch training used: it is known to fit */
-        int eval_batch = (int)t.batch_size;
-        if (h && kc_history_epochs(h) > 0) eval_batch = kc_history_epoch(h, kc_history_epochs(h) - 1)->micro_batch;
-        if ((s = kc_evaluate(m, test, eval_batch > 0 ? eval_batch : 128, &r))) {
-            rc = cli_fail(s, CLI_PHASE_RUN);
-            goto done;
-        }
-        if (mode == CLI_OUT_JSON) {
-            fputs("{\"test_loss\": ", stdout);
-            cli_json_number(stdout, r.loss);
-            int nm = r.num_metrics < KC_MAX_METRICS ? r.num_metrics : KC_MAX_METRICS;
-            for (int i = 0; i < nm; i++) {
-                char key[96];
-                snprintf(key, sizeof key, "test_%s", kc_model_metric_name(m, i));
-                fputs(", ", stdout);
-                cli_json_string(stdout, key);
-                fputs(": ", stdout);
-                cli_json_number(stdout, r.metrics[i]);
-            }
-            fputs("}\n", stdout);
-        } else {
-            print_eval_human(m, &r, "test_");
-        }
-    }
-    fflush(stdout);
-    /* the model was saved and evaluated, but the run did not finish: say so to scripts */
-    rc = !interrupted ? CLI_EXIT_OK : interrupt_signal == SIGTERM ? CLI_EXIT_TERMINATED : CLI_EXIT_INTERRUPTED;
-done:
-    cli_observe_end(&obs);
-    kc_history_destroy(h);
-    kc_model_destroy(m);
-    kc_dataset_destroy(test);
-    kc_dataset_destroy(val);
-    kc_dataset_destroy(train);
-    return rc;
 }

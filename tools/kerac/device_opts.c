@@ -4,11 +4,10 @@
  *   --gpu-memory MODE     grow | preallocate[=FRACTION] | limit=SIZE
  *   --cudnn-benchmark     time every cuDNN convolution algorithm, keep the fastest
  *   --deterministic       deterministic cuDNN algorithms only
- * The device goes to KERAC_DEVICE before any model is made or loaded (a .keras / .h5 file
- * builds its model while loading, so kc_model_set_device would come too late for it) and to
- * kc_model_set_device for a model not built yet. The GPU options are the environment
- * variables the CUDA module reads when it starts (KERAC_GPU_MEMORY, KERAC_CUDNN_BENCHMARK,
- * KERAC_DETERMINISTIC); on the CPU they change nothing. */
+ * They go over the environment's defaults (kc_device_opts_default: KERAC_DEVICE,
+ * KERAC_GPU_MEMORY, ...) into a kc_device_opts, which the commands give to the model
+ * loaders (kc_model_load_ex, kc_checkpoint_load_ex: a .keras / .h5 file builds its model
+ * while loading) or to kc_model_set_device_opts. The GPU options change nothing on the CPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,15 +65,18 @@ int cli_device_option(cli_args *a, cli_device_opts *d) {
     return -1;
 }
 
-void cli_device_apply(const cli_device_opts *d) {
-    if (d->device) setenv("KERAC_DEVICE", d->device, 1);
-    if (d->gpu_memory) setenv("KERAC_GPU_MEMORY", d->gpu_memory, 1);
-    if (d->cudnn_benchmark) setenv("KERAC_CUDNN_BENCHMARK", "1", 1);
-    if (d->deterministic) setenv("KERAC_DETERMINISTIC", "1", 1);
+int cli_device_resolve(const cli_device_opts *d, kc_device_opts *out) {
+    kc_status s = kc_device_opts_default(out);
+    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+    if (d->device) out->device = d->device;
+    if (d->gpu_memory) out->gpu_memory = d->gpu_memory;
+    if (d->cudnn_benchmark) out->cudnn_benchmark = KC_TRUE;
+    if (d->deterministic) out->deterministic = KC_TRUE;
+    return 0;
 }
 
-int cli_device_set(kc_model *m, const cli_device_opts *d) {
-    if (!d->device || kc_model_device(m)[0]) return 0; /* none asked, or built already (on KERAC_DEVICE) */
-    kc_status s = kc_model_set_device(m, d->device);
-    return s ? cli_fail(s, CLI_PHASE_RUN) : 0;
+int cli_load_model(const char *path, const kc_device_opts *dev, kc_model **m) {
+    kc_status s = kc_model_load_ex(path, dev, m);
+    if (s == KC_STATUS_OK) s = kc_model_build(*m);
+    return s ? cli_fail(s, CLI_PHASE_LOAD) : 0;
 }

@@ -39,6 +39,29 @@ void cli_json_number(FILE *f, double v) {
         fprintf(f, "%.6g", v);
 }
 
+void cli_json_metrics(FILE *f, kc_model *m, const char *prefix, const double *values, int n) {
+    for (int i = 0; i < n && i < KC_MAX_METRICS; i++) {
+        char key[96];
+        snprintf(key, sizeof key, "%s%s", prefix, kc_model_metric_name(m, i));
+        fputs(", ", f);
+        cli_json_string(f, key);
+        fputs(": ", f);
+        cli_json_number(f, values[i]);
+    }
+}
+
+void cli_print_eval(kc_model *m, const kc_eval_result *r, const char *prefix) {
+    char v[32];
+    cli_fmt_value(v, sizeof v, r->loss);
+    printf("%sloss: %s", prefix, v);
+    int nm = r->num_metrics < KC_MAX_METRICS ? r->num_metrics : KC_MAX_METRICS;
+    for (int i = 0; i < nm; i++) {
+        cli_fmt_value(v, sizeof v, r->metrics[i]);
+        printf(" - %s%s: %s", prefix, kc_model_metric_name(m, i), v);
+    }
+    printf(" (%lld examples, %.1fs)\n", (long long)r->samples, r->seconds);
+}
+
 /* "12s", "3:05", "1:02:03" like Keras's ETA. */
 static void fmt_eta(double s, char *buf, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
@@ -178,23 +201,11 @@ static kc_callback_action on_epoch_end(kc_model *m, const kc_epoch_logs *l, void
         FILE *f = p->out;
         fprintf(f, "{\"epoch\": %d, \"loss\": ", l->epoch + 1);
         cli_json_number(f, l->loss);
-        for (int i = 0; i < nm; i++) {
-            fputs(", ", f);
-            cli_json_string(f, kc_model_metric_name(m, i));
-            fputs(": ", f);
-            cli_json_number(f, l->metrics[i]);
-        }
+        cli_json_metrics(f, m, "", l->metrics, nm);
         if (l->has_val) {
             fputs(", \"val_loss\": ", f);
             cli_json_number(f, l->val_loss);
-            for (int i = 0; i < nm; i++) {
-                char key[96];
-                snprintf(key, sizeof key, "val_%s", kc_model_metric_name(m, i));
-                fputs(", ", f);
-                cli_json_string(f, key);
-                fputs(": ", f);
-                cli_json_number(f, l->val_metrics[i]);
-            }
+            cli_json_metrics(f, m, "val_", l->val_metrics, nm);
         }
         fputs(", \"lr\": ", f);
         cli_json_number(f, l->lr);

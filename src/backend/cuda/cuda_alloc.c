@@ -82,7 +82,7 @@ kc_status kc__cu_alloc_init(kc_backend *be, const char *spec, char *err, size_t 
     if (strncmp(spec, "limit=", 6) == 0) {
         size_t lim = 0;
         if (kc__cu_parse_size(spec + 6, &lim) != 0 || lim == 0) {
-            snprintf(err, err_n, "KERAC_GPU_MEMORY='%s': the limit is not a size like 8G, 512M or 1000000 (bytes)",
+            snprintf(err, err_n, "GPU memory mode '%s': the limit is not a size like 8G, 512M or 1000000 (bytes)",
                      spec);
             return KC_STATUS_INVALID_ARGUMENT;
         }
@@ -96,7 +96,7 @@ kc_status kc__cu_alloc_init(kc_backend *be, const char *spec, char *err, size_t 
             char *end = NULL;
             f = strtod(spec + 12, &end);
             if (end == spec + 12 || *end != '\0' || !(f > 0.0 && f <= 1.0)) {
-                snprintf(err, err_n, "KERAC_GPU_MEMORY='%s': the fraction must be a number in (0, 1], e.g. "
+                snprintf(err, err_n, "GPU memory mode '%s': the fraction must be a number in (0, 1], e.g. "
                          "preallocate=0.8", spec);
                 return KC_STATUS_INVALID_ARGUMENT;
             }
@@ -105,7 +105,7 @@ kc_status kc__cu_alloc_init(kc_backend *be, const char *spec, char *err, size_t 
         cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
         if (e != cudaSuccess) {
             cudaGetLastError();
-            snprintf(err, err_n, "KERAC_GPU_MEMORY=%s: cannot read the free device memory: %s", spec,
+            snprintf(err, err_n, "GPU memory mode '%s': cannot read the free device memory: %s", spec,
                      cudaGetErrorString(e));
             return KC_STATUS_DEVICE;
         }
@@ -116,7 +116,7 @@ kc_status kc__cu_alloc_init(kc_backend *be, const char *spec, char *err, size_t 
         if (e != cudaSuccess) {
             cudaGetLastError();
             char b1[32], b2[32];
-            snprintf(err, err_n, "KERAC_GPU_MEMORY=%s: cannot preallocate %s (%.0f%% of the %s free): %s; ask for a "
+            snprintf(err, err_n, "GPU memory mode '%s': cannot preallocate %s (%.0f%% of the %s free): %s; ask for a "
                      "smaller fraction", spec, kc__cu_bytes(want, b1, sizeof b1), f * 100.0,
                      kc__cu_bytes(free_b, b2, sizeof b2), cudaGetErrorString(e));
             return KC_STATUS_OUT_OF_MEMORY;
@@ -136,7 +136,7 @@ kc_status kc__cu_alloc_init(kc_backend *be, const char *spec, char *err, size_t 
         a->n_free = 1;
         return KC_STATUS_OK;
     }
-    snprintf(err, err_n, "KERAC_GPU_MEMORY='%s' is not grow, preallocate[=FRACTION] or limit=SIZE (e.g. limit=8G)",
+    snprintf(err, err_n, "GPU memory mode '%s' is not grow, preallocate[=FRACTION] or limit=SIZE (e.g. limit=8G)",
              spec);
     return KC_STATUS_INVALID_ARGUMENT;
 }

@@ -12,8 +12,10 @@
  *      itself, so "no driver" is an error here, not a failure to load the module)
  *   5. the device index (listing the GPUs that exist, CUDA_VISIBLE_DEVICES named) and its
  *      compute capability against the architectures this module was compiled for
- *   6. stream, cuBLAS and cuDNN handles, the allocator (KERAC_GPU_MEMORY), and a probe
- *      kernel that proves the module's code runs on this GPU.
+ *   6. stream, cuBLAS and cuDNN handles, the caller's options (kc_device_opts), the
+ *      allocator (its gpu_memory mode)
+ *   7. a probe kernel that proves the module's code runs on this GPU.
+ * Each step is a function below; kc_backend_module_init runs them in this order.
  *
  * Copies: to_device stages up to 64 MiB through one of two pinned host buffers and
  * returns at once (the source may be reused right away); to_host waits for the stream.
@@ -281,24 +283,9 @@ __attribute__((visibility("default"))) const char *kc_backend_module_info(void) 
            ", cuBLAS " KC_CUDA_BUILD_CUBLAS_VERSION ", architectures " KC_CUDA_BUILD_ARCHS;
 }
 
-__attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,
-                                                                        char *err, size_t err_size) {
-    char tmp[8];
-    if (!err || err_size == 0) {
-        err = tmp;
-        err_size = sizeof tmp;
-    }
-    err[0] = '\0';
-    if (!out) return init_fail(err, err_size, KC_STATUS_INVALID_ARGUMENT, "kc_backend_module_init: out is NULL");
-    *out = NULL;
-    if (abi != KC_BACKEND_ABI)
-        return init_fail(err, err_size, KC_STATUS_DEVICE,
-                         "this kerac_cuda module speaks backend ABI %d but libkerac speaks ABI %d: install the module "
-                         "built with this kerac",
-                         KC_BACKEND_ABI, abi);
-
-    /* 1. the device name */
-    int idx = 0;
+/* 1. The device name: "cuda" (device 0) or "cuda:N". */
+static kc_status parse_device(const char *device, int *idx, char *err, size_t err_size) {
+    *idx = 0;
     if (device && *device && strcmp(device, "cuda") != 0) {
         const char *p = strncmp(device, "cuda:", 5) == 0 ? device + 5 : NULL;
         char *end = NULL;
@@ -306,10 +293,14 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
         if (!p || v < 0 || v > 1024 || !end || *end != '\0')
             return init_fail(err, err_size, KC_STATUS_INVALID_ARGUMENT,
                              "device '%s' is not cuda or cuda:N (N = 0, 1, ...)", device);
-        idx = (int)v;
+        *idx = (int)v;
     }
+    return KC_STATUS_OK;
+}
 
-    /* 2. cuDNN: the library the loader found must be the major version compiled against,
+/* 2.-3. cuDNN and cuBLAS as the loader found them. */
+static kc_status check_libraries(char *err, size_t err_size) {
+    /* cuDNN: the library the loader found must be the major version compiled against,
      * built for this CUDA major version */
     size_t dnn_v = cudnnGetVersion();
     int dnn_major = dnn_v >= 10000 ? (int)(dnn_v / 10000) : (int)(dnn_v / 1000);
@@ -330,14 +321,18 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     kc_status s = dnn_sublibraries(err, err_size);
     if (s != KC_STATUS_OK) return s;
 
-    /* 3. cuBLAS */
+    /* cuBLAS */
     int blas_major = 0;
     if (cublasGetProperty(MAJOR_VERSION, &blas_major) != CUBLAS_STATUS_SUCCESS || blas_major != CUBLAS_VER_MAJOR)
         return init_fail(err, err_size, KC_STATUS_DEVICE,
                          "%s is cuBLAS %d, but this module was built with cuBLAS %s: install cuBLAS %d",
                          lib_path((void *)cublasGetProperty), blas_major, KC_CUDA_BUILD_CUBLAS_VERSION, CUBLAS_VER_MAJOR);
+    return KC_STATUS_OK;
+}
 
-    /* 4. the driver and the GPUs */
+/* 4.-5. The driver, the GPUs, the device index and its architecture. */
+static kc_status check_gpu(int idx, struct cudaDeviceProp *prop, char *err, size_t err_size) {
+    /* the driver and the GPUs */
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -346,7 +341,7 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     }
     if (count == 0) return driver_problem(cudaErrorNoDevice, err, err_size);
 
-    /* 5. the device index and its architecture */
+    /* the device index and its architecture */
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     if (idx >= count) {
         char list[512] = "";
@@ -364,77 +359,61 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
                          cvd ? " (CUDA_VISIBLE_DEVICES='" : "", cvd ? cvd : "",
                          cvd ? "' limits and renumbers the GPUs kerac can see)" : "");
     }
-    struct cudaDeviceProp prop;
-    e = cudaGetDeviceProperties(&prop, idx);
+    e = cudaGetDeviceProperties(prop, idx);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return init_fail(err, err_size, KC_STATUS_DEVICE, "cuda:%d: cannot read the device properties: %s", idx,
                          cudaGetErrorString(e));
     }
-    const int cc = prop.major * 10 + prop.minor;
+    const int cc = prop->major * 10 + prop->minor;
     if (cc < KC_CUDA_BUILD_MIN_CC)
         return init_fail(err, err_size, KC_STATUS_DEVICE,
                          "cuda:%d (%s) has compute capability %d.%d; this kerac_cuda module has code for %s only "
                          "(compute capability %d.%d and newer): rebuild kerac with -DCMAKE_CUDA_ARCHITECTURES=%d",
-                         idx, prop.name, prop.major, prop.minor, KC_CUDA_BUILD_ARCHS, KC_CUDA_BUILD_MIN_CC / 10,
+                         idx, prop->name, prop->major, prop->minor, KC_CUDA_BUILD_ARCHS, KC_CUDA_BUILD_MIN_CC / 10,
                          KC_CUDA_BUILD_MIN_CC % 10, cc);
 
-    /* 6. the context */
-    kc_backend *be = calloc(1, sizeof *be);
-    kc_cu_ctx *c = calloc(1, sizeof *c);
-    if (!be || !c) {
-        free(be);
-        free(c);
-        return init_fail(err, err_size, KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cuda backend");
-    }
-    be->ctx = c;
-    c->be = be;
-    c->dev = idx;
-    snprintf(c->gpu_name, sizeof c->gpu_name, "%s", prop.name);
-    c->cc_major = prop.major;
-    c->cc_minor = prop.minor;
-    c->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
-    c->total_mem = prop.totalGlobalMem;
-    snprintf(be->device, sizeof be->device, "cuda:%d (%.48s)", idx, prop.name);
-    s = KC_STATUS_DEVICE;
+    return KC_STATUS_OK;
+}
+
+/* A CUDA call of the start-up: on failure, the message (naming the call) and its status. */
 #define STEP_CUDA(what, call)                                                                                      \
     do {                                                                                                           \
         cudaError_t e_ = (call);                                                                                   \
         if (e_ != cudaSuccess) {                                                                                   \
             cudaGetLastError();                                                                                    \
-            init_fail(err, err_size, e_ == cudaErrorMemoryAllocation ? KC_STATUS_OUT_OF_MEMORY : KC_STATUS_DEVICE, \
-                      "%s: %s failed: %s (%s)", be->device, what, cudaGetErrorString(e_), cudaGetErrorName(e_));   \
-            s = e_ == cudaErrorMemoryAllocation ? KC_STATUS_OUT_OF_MEMORY : KC_STATUS_DEVICE;                      \
-            goto fail;                                                                                             \
+            return init_fail(err, err_size,                                                                        \
+                             e_ == cudaErrorMemoryAllocation ? KC_STATUS_OUT_OF_MEMORY : KC_STATUS_DEVICE,         \
+                             "%s: %s failed: %s (%s)", be->device, what, cudaGetErrorString(e_), cudaGetErrorName(e_)); \
         }                                                                                                          \
     } while (0)
+
+/* 6. The context: streams, events, the input feed, the options, cuBLAS, cuDNN and the
+ * allocator. On failure the caller releases what was made (ctx_release). */
+static kc_status ctx_start(kc_backend *be, int idx, const kc_device_opts *opts, char *err, size_t err_size) {
+    kc_cu_ctx *c = be->ctx;
+    kc_status s;
     STEP_CUDA("cudaSetDevice", cudaSetDevice(idx));
     STEP_CUDA("cudaStreamCreate", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     for (int i = 0; i < 2; i++)
         STEP_CUDA("cudaEventCreate", cudaEventCreateWithFlags(&c->stage[i].done, cudaEventDisableTiming));
     s = kc__cu_feed_init(be, err, err_size);
-    if (s != KC_STATUS_OK) goto fail;
+    if (s != KC_STATUS_OK) return s;
     c->L.stream = c->stream;
     c->L.max_blocks = c->sm_count * 16;
 
-    c->benchmark = env_on("KERAC_CUDNN_BENCHMARK");
-    c->deterministic = env_on("KERAC_DETERMINISTIC");
-    c->tf32 = env_on("KERAC_TF32");
-    c->debug_sync = env_on("KERAC_CUDA_DEBUG_SYNC");
-    c->ws_limit = (size_t)1 << 30;
-    const char *wl = getenv("KERAC_CUDNN_WORKSPACE_LIMIT");
-    if (wl && *wl && kc__cu_parse_size(wl, &c->ws_limit) != 0) {
-        s = init_fail(err, err_size, KC_STATUS_INVALID_ARGUMENT,
-                      "KERAC_CUDNN_WORKSPACE_LIMIT='%s' is not a size like 512M or 2G", wl);
-        goto fail;
-    }
+    /* the caller's options (kc_device_opts: libkerac read the environment for them) */
+    c->benchmark = opts->cudnn_benchmark == KC_TRUE;
+    c->deterministic = opts->deterministic == KC_TRUE;
+    c->tf32 = opts->tf32 == KC_TRUE;
+    c->ws_limit = opts->cudnn_workspace_limit ? opts->cudnn_workspace_limit : (size_t)1 << 30;
+    c->debug_sync = env_on("KERAC_CUDA_DEBUG_SYNC"); /* a debugging switch of the module's own */
 
     cublasStatus_t bs = cublasCreate(&c->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;
-        s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuBLAS cannot start (cublasCreate: %s, %s)", be->device,
-                      kc__cu_cublas_status_text(bs), lib_path((void *)cublasCreate_v2));
-        goto fail;
+        return init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuBLAS cannot start (cublasCreate: %s, %s)", be->device,
+                         kc__cu_cublas_status_text(bs), lib_path((void *)cublasCreate_v2));
     }
     /* on the module's stream (else cuBLAS would run unordered against it), plain fp32 unless
      * KERAC_TF32=1 (CUBLAS_DEFAULT_MATH does not use TF32 for SGEMM) */
@@ -442,9 +421,8 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS) {
-        s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuBLAS set-up failed (stream or math mode: %s)",
-                      be->device, kc__cu_cublas_status_text(bs));
-        goto fail;
+        return init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuBLAS set-up failed (stream or math mode: %s)",
+                         be->device, kc__cu_cublas_status_text(bs));
     }
 
     cudnnStatus_t ds = cudnnCreate(&c->dnn);
@@ -452,22 +430,24 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
         char detail[256] = "";
         cudnnGetLastErrorString(detail, sizeof detail);
         c->dnn = NULL;
-        s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuDNN cannot start (cudnnCreate: %s%s%s; library %s)",
-                      be->device, cudnnGetErrorString(ds), detail[0] ? ": " : "", detail,
-                      lib_path((void *)cudnnGetVersion));
-        goto fail;
+        return init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cuDNN cannot start (cudnnCreate: %s%s%s; library %s)",
+                         be->device, cudnnGetErrorString(ds), detail[0] ? ": " : "", detail,
+                         lib_path((void *)cudnnGetVersion));
     }
     ds = cudnnSetStream(c->dnn, c->stream);
     if (ds != CUDNN_STATUS_SUCCESS) {
-        s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cudnnSetStream failed: %s", be->device,
-                      cudnnGetErrorString(ds));
-        goto fail;
+        return init_fail(err, err_size, KC_STATUS_DEVICE, "%s: cudnnSetStream failed: %s", be->device,
+                         cudnnGetErrorString(ds));
     }
 
-    s = kc__cu_alloc_init(be, getenv("KERAC_GPU_MEMORY"), err, err_size);
-    if (s != KC_STATUS_OK) goto fail;
+    return kc__cu_alloc_init(be, opts->gpu_memory, err, err_size);
+}
 
-    /* the probe: this GPU runs the module's code */
+/* 7. The probe: this GPU runs the module's code. */
+static kc_status probe(kc_backend *be, char *err, size_t err_size) {
+    kc_cu_ctx *c = be->ctx;
+    kc_status s = KC_STATUS_DEVICE;
+    cudaError_t e;
     STEP_CUDA("cudaMalloc (flags)", cudaMalloc((void **)&c->dflag, 4 * sizeof(int)));
     STEP_CUDA("cudaHostAlloc (flags)", cudaHostAlloc((void **)&c->hflag, 4 * sizeof(int), cudaHostAllocDefault));
     STEP_CUDA("cudaMemset (flags)", cudaMemsetAsync(c->dflag, 0, 4 * sizeof(int), c->stream));
@@ -480,7 +460,7 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
             s = init_fail(err, err_size, KC_STATUS_DEVICE,
                           "%s has compute capability %d.%d and this kerac_cuda module has no code for it (built for "
                           "%s): rebuild kerac with -DCMAKE_CUDA_ARCHITECTURES=%d",
-                          be->device, prop.major, prop.minor, KC_CUDA_BUILD_ARCHS, cc);
+                          be->device, c->cc_major, c->cc_minor, KC_CUDA_BUILD_ARCHS, c->cc_major * 10 + c->cc_minor);
         else if (e == cudaErrorUnsupportedPtxVersion)
             s = init_fail(err, err_size, KC_STATUS_DEVICE,
                           "%s: the NVIDIA driver is older than the CUDA %s compiler that built this module's code "
@@ -490,12 +470,16 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
             s = init_fail(err, err_size, KC_STATUS_DEVICE, "%s: a test kernel failed: %s (%s)", be->device,
                           e != cudaSuccess ? cudaGetErrorString(e) : "wrong result",
                           e != cudaSuccess ? cudaGetErrorName(e) : "the GPU returned another value");
-        goto fail;
+        return s;
     }
     c->hflag[0] = 0;
     STEP_CUDA("cudaMemset (flags)", cudaMemsetAsync(c->dflag, 0, 4 * sizeof(int), c->stream));
+    return KC_STATUS_OK;
+}
 #undef STEP_CUDA
 
+/* The operations table. */
+static void set_ops(kc_backend *be) {
     be->abi = KC_BACKEND_ABI;
     be->struct_size = sizeof *be;
     be->name = "cuda";
@@ -563,12 +547,58 @@ __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi,
 
     be->supports = kc__cu_supports;
     be->describe = kc__cu_describe;
+}
 
+__attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,
+                                                                        char *err, size_t err_size,
+                                                                        const kc_device_opts *opts) {
+    char tmp[8];
+    if (!err || err_size == 0) {
+        err = tmp;
+        err_size = sizeof tmp;
+    }
+    err[0] = '\0';
+    if (!out) return init_fail(err, err_size, KC_STATUS_INVALID_ARGUMENT, "kc_backend_module_init: out is NULL");
+    *out = NULL;
+    if (abi != KC_BACKEND_ABI)
+        return init_fail(err, err_size, KC_STATUS_DEVICE,
+                         "this kerac_cuda module speaks backend ABI %d but libkerac speaks ABI %d: install the module "
+                         "built with this kerac",
+                         KC_BACKEND_ABI, abi);
+    const kc_device_opts none = {0};
+    if (!opts) opts = &none;
+
+    int idx = 0;
+    struct cudaDeviceProp prop;
+    kc_status s = parse_device(device, &idx, err, err_size);
+    if (s == KC_STATUS_OK) s = check_libraries(err, err_size);
+    if (s == KC_STATUS_OK) s = check_gpu(idx, &prop, err, err_size);
+    if (s != KC_STATUS_OK) return s;
+
+    kc_backend *be = calloc(1, sizeof *be);
+    kc_cu_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return init_fail(err, err_size, KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cuda backend");
+    }
+    be->ctx = c;
+    c->be = be;
+    c->dev = idx;
+    snprintf(c->gpu_name, sizeof c->gpu_name, "%s", prop.name);
+    c->cc_major = prop.major;
+    c->cc_minor = prop.minor;
+    c->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    c->total_mem = prop.totalGlobalMem;
+    snprintf(be->device, sizeof be->device, "cuda:%d (%.48s)", idx, prop.name);
+    s = ctx_start(be, idx, opts, err, err_size);
+    if (s == KC_STATUS_OK) s = probe(be, err, err_size);
+    if (s != KC_STATUS_OK) {
+        ctx_release(c);
+        free(be);
+        return s;
+    }
+    set_ops(be);
     *out = be;
     return KC_STATUS_OK;
-
-fail:
-    ctx_release(c);
-    free(be);
-    return s;
 }

@@ -19,20 +19,23 @@
  * shared object: it never calls libkerac's internals; errors and log lines go through the
  * host_fail / host_log pointers that the loader puts in the table.
  *
- * Environment (read once, when the backend is created):
- *   KERAC_GPU_MEMORY        grow (default) | preallocate[=FRACTION] (default 0.9 of free
- *                           memory) | limit=SIZE (K/M/G/T, powers of 1024)
- *   KERAC_CUDNN_BENCHMARK=1 choose convolution algorithms by timing them (cudnnFind*Ex, in
+ * Options (kc_device_opts, given to kc_backend_module_init; libkerac fills them from the
+ * KERAC_* variables named here when the caller gives none):
+ *   gpu_memory              grow (default) | preallocate[=FRACTION] (default 0.9 of free
+ *                           memory) | limit=SIZE (K/M/G/T, powers of 1024); KERAC_GPU_MEMORY
+ *   cudnn_benchmark         choose convolution algorithms by timing them (cudnnFind*Ex, in
  *                           the workspace kerac planned), once per convolution shape at its
  *                           first run at the batch size planned last, instead of cuDNN's
- *                           heuristics
- *   KERAC_DETERMINISTIC=1   only deterministic cuDNN algorithms (backward passes); without it
+ *                           heuristics; KERAC_CUDNN_BENCHMARK=1
+ *   deterministic           only deterministic cuDNN algorithms (backward passes); without it
  *                           cuDNN may pick backward algorithms that use atomics, so GPU
- *                           results can differ in the last bits from run to run
- *   KERAC_TF32=1            allow TF32 tensor cores in cuBLAS and cuDNN (default: off, plain
- *                           fp32, as the CPU backend computes)
- *   KERAC_CUDNN_WORKSPACE_LIMIT  the most workspace one convolution algorithm may use
- *                           (SIZE, default 1G)
+ *                           results can differ in the last bits from run to run;
+ *                           KERAC_DETERMINISTIC=1
+ *   tf32                    allow TF32 tensor cores in cuBLAS and cuDNN (default: off, plain
+ *                           fp32, as the CPU backend computes); KERAC_TF32=1
+ *   cudnn_workspace_limit   the most workspace one convolution algorithm may use (default
+ *                           1G); KERAC_CUDNN_WORKSPACE_LIMIT
+ * and one variable the module reads itself, a debugging switch:
  *   KERAC_CUDA_DEBUG_SYNC=1 synchronise after every kernel, so that a fault names the
  *                           operation that caused it (slow; for debugging) */
 #ifndef KC_CUDA_INTERNAL_H

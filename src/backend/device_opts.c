@@ -1,0 +1,69 @@
+/* device_opts.c — kc_device_opts: where a model runs and how its device is set up.
+ * kc_device_opts_default is the one place the device's KERAC_* environment variables are
+ * read; everything below it (the backend policy, the CUDA module) gets the options as a
+ * struct. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../core/core.h"
+#include "backend.h"
+
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) return KC_DEFAULT;
+    bool off = !strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off");
+    return off ? KC_FALSE : KC_TRUE;
+}
+
+/* A size variable: 0 when unset; an error naming the variable when it does not parse. */
+static kc_status env_size(const char *name, size_t *out) {
+    const char *v = getenv(name);
+    *out = 0;
+    if (!v || !*v) return KC_STATUS_OK;
+    kc_status s = kc_parse_size(v, out);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "%s: ", name);
+    return KC_STATUS_OK;
+}
+
+kc_status kc_device_opts_default(kc_device_opts *out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_device_opts_default: the output pointer is NULL");
+    memset(out, 0, sizeof *out);
+    const char *dev = getenv("KERAC_DEVICE"), *mem = getenv("KERAC_GPU_MEMORY");
+    out->device = dev && *dev ? dev : NULL;
+    out->gpu_memory = mem && *mem ? mem : NULL;
+    out->cudnn_benchmark = env_flag("KERAC_CUDNN_BENCHMARK");
+    out->deterministic = env_flag("KERAC_DETERMINISTIC");
+    out->tf32 = env_flag("KERAC_TF32");
+    /* both sizes are read even when the first is bad, so *out has every other field */
+    kc_status s1 = env_size("KERAC_MEMORY_LIMIT", &out->memory_limit);
+    char first[KC_ERROR_MAX];
+    snprintf(first, sizeof first, "%s", kc_last_error());
+    kc_status s2 = env_size("KERAC_CUDNN_WORKSPACE_LIMIT", &out->cudnn_workspace_limit);
+    if (s1 != KC_STATUS_OK) return kc__fail(s1, "%s", first);
+    return s2;
+}
+
+static kc_status copy_string(char *dst, size_t n, const char *src, const char *what) {
+    const char *v = src ? src : "";
+    if (strlen(v) >= n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s '%.40s...' is too long", what, v);
+    snprintf(dst, n, "%s", v);
+    return KC_STATUS_OK;
+}
+
+kc_status kc__device_opts_keep(kc__device_opts_copy *dst, const kc_device_opts *src) {
+    kc__device_opts_copy c = {.o = *src};
+    KC_TRY(copy_string(c.device, sizeof c.device, src->device, "device name"));
+    KC_TRY(copy_string(c.gpu_memory, sizeof c.gpu_memory, src->gpu_memory, "GPU memory mode"));
+    c.o.device = c.o.gpu_memory = NULL; /* the buffers hold them: kc__device_opts_view */
+    *dst = c;
+    return KC_STATUS_OK;
+}
+
+kc_device_opts kc__device_opts_view(const kc__device_opts_copy *c) {
+    kc_device_opts o = c->o;
+    o.device = c->device[0] ? c->device : NULL;
+    o.gpu_memory = c->gpu_memory[0] ? c->gpu_memory : NULL;
+    return o;
+}
