@@ -887,6 +887,39 @@ static void test_bad_archives(void **state) {
     kc_model_destroy(m);
 }
 
+/* Entries whose stated size is over what kerac reads are refused before they are read: a
+ * 64 MiB + 1 config.json (spaces, deflated to a few KB) and, with a memory limit, weights
+ * larger than the limit; the message names the entry and the limit. */
+static void test_archive_entry_limits(void **state) {
+    (void)state;
+    kc_model *m = seq_cnn(), *out = NULL;
+    char good[512];
+    snprintf(good, sizeof good, "%s", tpath("limits.keras"));
+    must(kc_model_save(m, good), "save");
+    size_t big = ((size_t)64 << 20) + 1;
+    char *spaces = malloc(big);
+    assert_non_null(spaces);
+    memset(spaces, ' ', big);
+    const char *p = tpath("bigconfig.keras");
+    rezip(good, p, "config.json", spaces, big);
+    free(spaces);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(sb.st_size < (1 << 20)); /* small on disk, 64 MiB inflated */
+    expect_error(kc_model_load(p, &out), KC_STATUS_BAD_FILE,
+                 WORDS("bigconfig.keras", "'config.json'", "67108865 bytes", "JSON entry", "64 MiB"));
+    assert_null(out);
+    kc_device_opts opts = {0};
+    opts.memory_limit = 4096;
+    expect_error(kc_model_load_ex(good, &opts, &out), KC_STATUS_BAD_FILE,
+                 WORDS("limits.keras", "'model.weights.h5'", "memory limit", "4096 bytes"));
+    assert_null(out);
+    opts.memory_limit = (size_t)1 << 30; /* a limit the model fits in loads it */
+    must(kc_model_load_ex(good, &opts, &out), "load under a 1 GiB limit");
+    kc_model_destroy(out);
+    kc_model_destroy(m);
+}
+
 static int g_h5_prints;
 static herr_t count_prints(hid_t stack, void *data) {
     (void)stack;
@@ -1011,6 +1044,7 @@ int main(void) {
         cmocka_unit_test(test_weights_only),
         cmocka_unit_test(test_h5_keras3_legacy_lenient),
         cmocka_unit_test(test_bad_archives),
+        cmocka_unit_test(test_archive_entry_limits),
         cmocka_unit_test(test_bad_h5),
         cmocka_unit_test(test_atomic_saves),
     };

@@ -68,17 +68,54 @@ static kc_status entry_end(zip_file_t *zf, const char *path, const char *name) {
                     zip_file_strerror(zf));
 }
 
-/* The whole entry `name` (NUL-terminated, malloc'd). *present = false (OK) when absent. */
-static kc_status read_entry(zip_t *za, const char *path, const char *name, char **data, size_t *len, bool *present) {
+/* What an entry may claim before it is read (its size in the central directory, zip_stat):
+ * the JSON entries are a few KB to a few MB for real models, so 64 MiB is far beyond any of
+ * them; the weights get 16 GiB (4 G float32 parameters, more than one machine trains with
+ * kerac) or the memory limit (kc_device_opts.memory_limit, --memory-limit) when one is set,
+ * since every byte of them becomes a parameter. */
+#define KC_JSON_ENTRY_MAX ((zip_uint64_t)64 << 20)
+#define KC_WEIGHTS_ENTRY_MAX ((zip_uint64_t)16 << 30)
+#define KC_ENTRY_CHUNK ((zip_uint64_t)1 << 20)
+
+static zip_uint64_t entry_max(const char *name, size_t memory_limit) {
+    size_t n = strlen(name);
+    if (n >= 5 && !strcmp(name + n - 5, ".json")) return KC_JSON_ENTRY_MAX;
+    return memory_limit && memory_limit < KC_WEIGHTS_ENTRY_MAX ? (zip_uint64_t)memory_limit : KC_WEIGHTS_ENTRY_MAX;
+}
+
+/* Refuse entry `name` when its stated size is unreadable or over `max`, before it is read. */
+static kc_status entry_size(zip_t *za, const char *path, const char *name, zip_uint64_t max, zip_stat_t *st,
+                            bool *present) {
+    zip_stat_init(st);
+    *present = zip_stat(za, name, 0, st) == 0;
+    if (!*present) return KC_STATUS_OK;
+    if (!(st->valid & ZIP_STAT_SIZE))
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s': the size of entry '%s' is unreadable; the file is damaged", path, name);
+    if (st->size > max) {
+        char mib[48] = "";
+        if (max % ((zip_uint64_t)1 << 20) == 0) snprintf(mib, sizeof mib, " = %llu MiB", (unsigned long long)(max >> 20));
+        return kc__fail(KC_STATUS_BAD_FILE,
+                        "'%s': entry '%s' says it holds %llu bytes, over %s (%llu bytes%s); the file is damaged or "
+                        "not a real model",
+                        path, name, (unsigned long long)st->size,
+                        max == KC_JSON_ENTRY_MAX      ? "the limit for a JSON entry"
+                        : max == KC_WEIGHTS_ENTRY_MAX ? "the limit for the weights"
+                                                      : "the memory limit",
+                        (unsigned long long)max, mib);
+    }
+    return KC_STATUS_OK;
+}
+
+/* The whole entry `name` (NUL-terminated, malloc'd), refused over `max` bytes before it is
+ * read and read in bounded chunks, never past its stated size. *present = false (OK) when
+ * absent. */
+static kc_status read_entry(zip_t *za, const char *path, const char *name, zip_uint64_t max, char **data, size_t *len,
+                            bool *present) {
     *data = NULL;
     *len = 0;
-    *present = false;
     zip_stat_t st;
-    zip_stat_init(&st);
-    if (zip_stat(za, name, 0, &st) != 0) return KC_STATUS_OK;
-    *present = true;
-    if (!(st.valid & ZIP_STAT_SIZE) || st.size > ((zip_uint64_t)1 << 40))
-        return kc__fail(KC_STATUS_BAD_FILE, "'%s': the size of entry '%s' is unreadable or absurd", path, name);
+    KC_TRY(entry_size(za, path, name, max, &st, present));
+    if (!*present) return KC_STATUS_OK;
     char *buf = malloc((size_t)st.size + 1);
     if (!buf)
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory for entry '%s' of '%s' (%llu bytes)", name, path,
@@ -90,7 +127,7 @@ static kc_status read_entry(zip_t *za, const char *path, const char *name, char 
     }
     zip_uint64_t got = 0;
     while (got < st.size) {
-        zip_int64_t r = zip_fread(zf, buf + got, st.size - got);
+        zip_int64_t r = zip_fread(zf, buf + got, KC_MIN(st.size - got, KC_ENTRY_CHUNK));
         if (r < 0) {
             kc_status s = kc__fail(KC_STATUS_BAD_FILE, "'%s': cannot read entry '%s': %s; the file is damaged", path, name,
                                    zip_file_strerror(zf));
@@ -119,11 +156,11 @@ static kc_status read_entry(zip_t *za, const char *path, const char *name, char 
 }
 
 /* Read model.weights.h5 from an open archive into m. */
-static kc_status read_weights(zip_t *za, const char *path, kc_model *m) {
+static kc_status read_weights(zip_t *za, const char *path, kc_model *m, size_t memory_limit) {
     char *h5 = NULL;
     size_t len = 0;
     bool present = false;
-    KC_TRY(read_entry(za, path, WEIGHTS_ENTRY, &h5, &len, &present));
+    KC_TRY(read_entry(za, path, WEIGHTS_ENTRY, entry_max(WEIGHTS_ENTRY, memory_limit), &h5, &len, &present));
     if (!present) {
         if (zip_name_locate(za, NPZ_ENTRY, 0) >= 0)
             return kc__fail(KC_STATUS_UNSUPPORTED,
@@ -152,7 +189,15 @@ kc_status kc__keras_archive_load(const char *path, const kc_device_opts *dev, kc
     size_t len = 0;
     bool present = false;
     kc_model *m = NULL;
-    kc_status s = read_entry(za, path, CONFIG_ENTRY, &config, &len, &present);
+    const size_t limit = dev ? dev->memory_limit : 0;
+    /* every entry's stated size is checked before any is read or the model is built */
+    kc_status s = KC_STATUS_OK;
+    const char *const entries[] = {CONFIG_ENTRY, METADATA_ENTRY, WEIGHTS_ENTRY};
+    for (size_t i = 0; i < KC_ARRAY_LEN(entries) && s == KC_STATUS_OK; i++) {
+        zip_stat_t st;
+        s = entry_size(za, path, entries[i], entry_max(entries[i], limit), &st, &present);
+    }
+    if (s == KC_STATUS_OK) s = read_entry(za, path, CONFIG_ENTRY, KC_JSON_ENTRY_MAX, &config, &len, &present);
     if (s == KC_STATUS_OK && !present)
         s = kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " CONFIG_ENTRY " entry, so it is not a Keras 3 model file", path);
     if (s == KC_STATUS_OK) {
@@ -163,13 +208,14 @@ kc_status kc__keras_archive_load(const char *path, const kc_device_opts *dev, kc
         char *meta = NULL;
         size_t mlen = 0;
         bool has_meta = false;
-        if (read_entry(za, path, METADATA_ENTRY, &meta, &mlen, &has_meta) == KC_STATUS_OK && has_meta) {
+        if (read_entry(za, path, METADATA_ENTRY, KC_JSON_ENTRY_MAX, &meta, &mlen, &has_meta) == KC_STATUS_OK &&
+            has_meta) {
             kc__log(KC_LOG_DEBUG, "'%s': %s", path, meta);
             s = kc__metadata_read(m, path, meta, mlen);
         }
         free(meta);
         if (s == KC_STATUS_OK) kc__clear_error();
-        if (s == KC_STATUS_OK) s = read_weights(za, path, m);
+        if (s == KC_STATUS_OK) s = read_weights(za, path, m, limit);
     }
     free(config);
     zip_discard(za);
@@ -186,7 +232,7 @@ kc_status kc__keras_archive_load_weights(kc_model *m, const char *path) {
     KC_TRY(kc_model_build(m));
     zip_t *za = NULL;
     KC_TRY(open_archive(path, &za));
-    kc_status s = read_weights(za, path, m);
+    kc_status s = read_weights(za, path, m, 0);
     zip_discard(za);
     return s;
 }
@@ -383,7 +429,7 @@ kc_status kc__keras_archive_read_entry(const char *path, const char *name, char 
     *present = false;
     zip_t *za = NULL;
     KC_TRY(open_archive(path, &za));
-    kc_status s = read_entry(za, path, name, data, len, present);
+    kc_status s = read_entry(za, path, name, entry_max(name, 0), data, len, present);
     zip_discard(za);
     return s;
 }
@@ -396,7 +442,7 @@ kc_status kc__keras_archive_open_weights(const char *path, int64_t *file) {
     char *h5 = NULL;
     size_t len = 0;
     bool present = false;
-    kc_status s = read_entry(za, path, WEIGHTS_ENTRY, &h5, &len, &present);
+    kc_status s = read_entry(za, path, WEIGHTS_ENTRY, KC_WEIGHTS_ENTRY_MAX, &h5, &len, &present);
     zip_discard(za);
     if (s == KC_STATUS_OK && !present)
         s = kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " WEIGHTS_ENTRY " entry: the model's weights are missing", path);
