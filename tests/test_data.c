@@ -255,6 +255,45 @@ static void test_mnist_dirs(void **state) {
     expect_open_fails(spec, KC_STATUS_INVALID_ARGUMENT, "validation", "train");
 }
 
+/* A gzip file of stored (uncompressed) blocks: head, then body. */
+static void write_gz_stored(const char *path, const void *head, size_t hn, const void *body, size_t bn) {
+    gzFile gz = gzopen(path, "wb0");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, head, (unsigned)hn), (int)hn);
+    assert_int_equal(gzwrite(gz, body, (unsigned)bn), (int)bn);
+    assert_int_equal(gzclose(gz), Z_OK);
+}
+
+/* A gzipped IDX whose header declares more than 16 GiB of images is refused before
+ * anything is allocated, even when the file is big enough for deflate's best ratio (stored
+ * blocks, 17 MiB on disk); a gzip stream that inflates past the header's size is refused. */
+static void test_idx_gz_bounds(void **state) {
+    (void)state;
+    const uint32_t n = 1u << 20, hw = 129; /* 17.4 GB declared */
+    size_t len;
+    uint8_t *zeros = calloc(1, (size_t)17 << 20);
+    assert_non_null(zeros);
+    uint8_t *b = idx_bytes(8, 3, (uint32_t[]){n, hw, hw}, NULL, 0, &len);
+    write_gz_stored(tmp("big.gz"), b, len, zeros, (size_t)17 << 20);
+    free(b);
+    b = idx_bytes(8, 1, (uint32_t[]){n}, NULL, 0, &len);
+    write_gz_stored(tmp("big-labels.gz"), b, len, zeros, n); /* complete labels */
+    free(b);
+    free(zeros);
+    char spec[1200];
+    snprintf(spec, sizeof spec, "idx:%s,%s", tmp("big.gz"), tmp("big-labels.gz"));
+    expect_open_fails(spec, KC_STATUS_BAD_FILE, "big.gz", "over the 16 GiB");
+
+    /* more data in the gzip stream than the header declares */
+    uint8_t px[5 * 3 * 4 + 7] = {0};
+    b = idx_bytes(8, 3, (uint32_t[]){5, 3, 4}, px, sizeof px, &len);
+    write_gz(tmp("extra.gz"), b, len);
+    free(b);
+    write_idx_labels(tmp("extra-labels.gz"), 5, k_labels, true);
+    snprintf(spec, sizeof spec, "idx:%s,%s", tmp("extra.gz"), tmp("extra-labels.gz"));
+    expect_open_fails(spec, KC_STATUS_BAD_FILE, "extra.gz", "data after the 60 bytes");
+}
+
 static void test_idx_bad_files(void **state) {
     (void)state;
     char spec[1200], lb[512];
@@ -860,6 +899,7 @@ int main(void) {
         cmocka_unit_test(test_idx_raw_and_gz),
         cmocka_unit_test(test_mnist_dirs),
         cmocka_unit_test(test_idx_bad_files),
+        cmocka_unit_test(test_idx_gz_bounds),
         cmocka_unit_test(test_cifar10),
         cmocka_unit_test(test_npy),
         cmocka_unit_test(test_npy_bad),

@@ -18,6 +18,10 @@
 /* deflate never compresses better than about 1032:1; a header promising more than that
  * from a small .gz file is lying (or the file is truncated). */
 #define KC_DEFLATE_MAX_RATIO 1032
+/* The most image data kerac loads from one IDX file: 16 GiB (2.7 M MNIST-sized training
+ * sets); a header declaring more is refused before anything is allocated. A gzipped file
+ * is inflated to exactly what its header declares, never further (idx_check_end). */
+#define KC_IDX_MAX_BYTES ((int64_t)16 << 30)
 
 typedef struct idx_file {
     const char *path;
@@ -195,9 +199,11 @@ static kc_status idx_load_files(idx_file *im, idx_file *lb, const char *images_p
         return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' has %lld images but labels file '%s' has "
                         "%lld labels; the counts must match (are they from the same split?)",
                         images_path, (long long)n, labels_path, (long long)lb->dims[0]);
-    if (h * w > ((int64_t)1 << 30) || n > (((int64_t)1 << 46) / (h * w)))
-        return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' declares %lld images of %lld x %lld, too "
-                        "large to be real", images_path, (long long)n, (long long)h, (long long)w);
+    if (h * w > ((int64_t)1 << 30) || n > KC_IDX_MAX_BYTES / (h * w))
+        return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' declares %lld images of %lld x %lld (%lld bytes), "
+                        "over the %lld GiB kerac loads from an IDX file; the header is wrong or the data set "
+                        "must be split", images_path, (long long)n, (long long)h, (long long)w,
+                        (long long)(n * h * w), (long long)(KC_IDX_MAX_BYTES >> 30));
     const int64_t image_bytes = n * h * w;
     KC_TRY(idx_check_size(im, image_bytes));
     KC_TRY(idx_check_size(lb, n));
