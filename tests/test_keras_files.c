@@ -920,6 +920,37 @@ static void test_archive_entry_limits(void **state) {
     kc_model_destroy(m);
 }
 
+/* A config asking for far more parameters than the file holds (units: 3 -> 50,000,000, a
+ * 4.8 GB kernel) is refused by the shape check before any parameter is allocated: under a
+ * 1 GiB memory limit the error is the shape mismatch, not running out of memory. */
+static void test_archive_shapes_before_alloc(void **state) {
+    (void)state;
+    kc_model *m = seq_cnn(), *out = NULL;
+    char good[512];
+    snprintf(good, sizeof good, "%s", tpath("units.keras"));
+    must(kc_model_save(m, good), "save");
+    size_t cl = 0;
+    char *cfg = zip_entry(good, "config.json", &cl);
+    char *at = strstr(cfg, "\"units\": 3");
+    assert_non_null(at);
+    char *bad = malloc(cl + 16);
+    assert_non_null(bad);
+    memcpy(bad, cfg, (size_t)(at - cfg));
+    strcpy(bad + (at - cfg), "\"units\": 50000000");
+    strcat(bad, at + strlen("\"units\": 3"));
+    const char *p = tpath("bigunits.keras");
+    rezip(good, p, "config.json", bad, strlen(bad));
+    kc_device_opts opts = {0};
+    opts.memory_limit = (size_t)1 << 30;
+    expect_error(kc_model_load_ex(p, &opts, &out), KC_STATUS_BAD_FILE,
+                 WORDS("bigunits.keras", "model.weights.h5", "layer 'dense'", "'kernel'", "(24, 3) in the file",
+                       "(24, 50000000) in the model"));
+    assert_null(out);
+    free(bad);
+    free(cfg);
+    kc_model_destroy(m);
+}
+
 static int g_h5_prints;
 static herr_t count_prints(hid_t stack, void *data) {
     (void)stack;
@@ -1045,6 +1076,7 @@ int main(void) {
         cmocka_unit_test(test_h5_keras3_legacy_lenient),
         cmocka_unit_test(test_bad_archives),
         cmocka_unit_test(test_archive_entry_limits),
+        cmocka_unit_test(test_archive_shapes_before_alloc),
         cmocka_unit_test(test_bad_h5),
         cmocka_unit_test(test_atomic_saves),
     };

@@ -526,7 +526,7 @@ kc_status kc__h5_read_weight(hid_t loc, const char *path, const kc_shape *want, 
                      what, path, dims_str(dims, nd, a, sizeof a), dims_str(wd, want->rank, b, sizeof b));
         goto done;
     }
-    if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+    if (dst && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
         s = kc__fail(KC_STATUS_BAD_FILE, "%s: cannot read '%s' (%s)", what, path, kc__h5_reason(why, sizeof why));
 done:
     free(dtype);

@@ -84,6 +84,7 @@ kc_status kc__h5_put_f32(hid_t loc, const char *path, const kc_shape *shape, con
  * `what` names the weight in messages ("layer 'c1' weight 'kernel'"). Any float type is
  * converted to float32; a bfloat16 or non-float dataset is an error. */
 kc_status kc__h5_read_weight(hid_t loc, const char *path, const kc_shape *want, float *dst, const char *what);
+/* (dst NULL: the checks only, nothing read) */
 
 /* ---- the Keras weight layouts inside an open HDF5 file (keras_h5.c) */
 
@@ -91,5 +92,8 @@ kc_status kc__h5_read_weight(hid_t loc, const char *path, const kc_shape *want, 
 kc_status kc__keras3_weights_write(kc_model *m, hid_t file);
 /* `file` names the file in messages ("'m.keras': model.weights.h5"). */
 kc_status kc__keras3_weights_read(kc_model *m, hid_t file, const char *file_label);
+/* The same checks (every variable there, of the model's shape), nothing read: usable from
+ * the model's before_alloc hook, before its parameters exist. */
+kc_status kc__keras3_weights_check(kc_model *m, hid_t file, const char *file_label);
 
 #endif /* KC_H5UTIL_H */

@@ -81,5 +81,9 @@ kc_status kc__read_file(const char *path, char **data, size_t *len);
 
 /* Keras JSON with jansson dump flags (compact for to_json, indent 2 for files). */
 kc_status kc__model_to_json_flags(kc_model *m, int flavour, size_t flags, char **out);
+/* kc_model_from_json_ex, with before_alloc called by the model's build once the weight
+ * shapes are known and before any parameter is allocated (kc_model.before_alloc). */
+kc_status kc__model_from_json_hooked(const char *text, size_t len, const kc_device_opts *opts,
+                                     kc_status (*before_alloc)(kc_model *m, void *user), void *user, kc_model **out);
 
 #endif /* KC_IO_H */

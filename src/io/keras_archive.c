@@ -155,12 +155,13 @@ static kc_status read_entry(zip_t *za, const char *path, const char *name, zip_u
     return KC_STATUS_OK;
 }
 
-/* Read model.weights.h5 from an open archive into m. */
-static kc_status read_weights(zip_t *za, const char *path, kc_model *m, size_t memory_limit) {
+/* model.weights.h5 of an open archive (refused over `max` bytes), as an in-memory HDF5 file. */
+static kc_status open_weights(zip_t *za, const char *path, zip_uint64_t max, hid_t *f) {
+    *f = H5I_INVALID_HID;
     char *h5 = NULL;
     size_t len = 0;
     bool present = false;
-    KC_TRY(read_entry(za, path, WEIGHTS_ENTRY, entry_max(WEIGHTS_ENTRY, memory_limit), &h5, &len, &present));
+    KC_TRY(read_entry(za, path, WEIGHTS_ENTRY, max, &h5, &len, &present));
     if (!present) {
         if (zip_name_locate(za, NPZ_ENTRY, 0) >= 0)
             return kc__fail(KC_STATUS_UNSUPPORTED,
@@ -169,14 +170,46 @@ static kc_status read_weights(zip_t *za, const char *path, kc_model *m, size_t m
                             path);
         return kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " WEIGHTS_ENTRY " entry: the model's weights are missing", path);
     }
-    hid_t f = H5I_INVALID_HID;
-    kc_status s = kc__h5_open_image(h5, len, &f);
+    kc_status s = kc__h5_open_image(h5, len, f);
     free(h5);
     if (s != KC_STATUS_OK) return kc__wrap(s, "'%s': " WEIGHTS_ENTRY ": ", path);
-    char label[1100];
-    snprintf(label, sizeof label, "'%s': " WEIGHTS_ENTRY, path);
-    s = kc__keras3_weights_read(m, f, label);
-    H5Fclose(f);
+    return KC_STATUS_OK;
+}
+
+/* The model's before_alloc hook: the saved shapes against the config's, before any
+ * parameter is allocated (a config asking for far more than the file holds stops here);
+ * the message is kept to be given as it is, not as a config error. */
+typedef struct shape_check {
+    hid_t f;
+    const char *label;
+    bool failed;
+    char msg[KC_ERROR_MAX];
+} shape_check;
+
+static kc_status check_shapes(kc_model *m, void *user) {
+    shape_check *c = user;
+    kc_status s = kc__keras3_weights_check(m, c->f, c->label);
+    if (s != KC_STATUS_OK) {
+        c->failed = true;
+        snprintf(c->msg, sizeof c->msg, "%s", kc_last_error());
+    }
+    return s;
+}
+
+/* The model of config.json, its shapes checked against the open weights file before it
+ * allocates anything. */
+static kc_status model_from_config(zip_t *za, const char *path, const kc_device_opts *dev, shape_check *c,
+                                   kc_model **m) {
+    char *config = NULL;
+    size_t len = 0;
+    bool present = false;
+    KC_TRY(read_entry(za, path, CONFIG_ENTRY, KC_JSON_ENTRY_MAX, &config, &len, &present));
+    if (!present)
+        return kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " CONFIG_ENTRY " entry, so it is not a Keras 3 model file", path);
+    kc_status s = kc__model_from_json_hooked(config, len, dev, check_shapes, c, m);
+    free(config);
+    if (s != KC_STATUS_OK && c->failed) return kc__fail(s, "%s", c->msg);
+    if (s != KC_STATUS_OK) kc__wrap(s, "'%s': " CONFIG_ENTRY ": ", path);
     return s;
 }
 
@@ -185,9 +218,6 @@ kc_status kc__keras_archive_load(const char *path, const kc_device_opts *dev, kc
     kc__h5_quiet();
     zip_t *za = NULL;
     KC_TRY(open_archive(path, &za));
-    char *config = NULL;
-    size_t len = 0;
-    bool present = false;
     kc_model *m = NULL;
     const size_t limit = dev ? dev->memory_limit : 0;
     /* every entry's stated size is checked before any is read or the model is built */
@@ -195,15 +225,17 @@ kc_status kc__keras_archive_load(const char *path, const kc_device_opts *dev, kc
     const char *const entries[] = {CONFIG_ENTRY, METADATA_ENTRY, WEIGHTS_ENTRY};
     for (size_t i = 0; i < KC_ARRAY_LEN(entries) && s == KC_STATUS_OK; i++) {
         zip_stat_t st;
+        bool present;
         s = entry_size(za, path, entries[i], entry_max(entries[i], limit), &st, &present);
     }
-    if (s == KC_STATUS_OK) s = read_entry(za, path, CONFIG_ENTRY, KC_JSON_ENTRY_MAX, &config, &len, &present);
-    if (s == KC_STATUS_OK && !present)
+    shape_check c = {.f = H5I_INVALID_HID};
+    char label[1100];
+    snprintf(label, sizeof label, "'%s': " WEIGHTS_ENTRY, path);
+    c.label = label;
+    if (s == KC_STATUS_OK && zip_name_locate(za, CONFIG_ENTRY, 0) < 0)
         s = kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " CONFIG_ENTRY " entry, so it is not a Keras 3 model file", path);
-    if (s == KC_STATUS_OK) {
-        s = kc_model_from_json_ex(config, len, dev, &m);
-        if (s != KC_STATUS_OK) kc__wrap(s, "'%s': " CONFIG_ENTRY ": ", path);
-    }
+    if (s == KC_STATUS_OK) s = open_weights(za, path, entry_max(WEIGHTS_ENTRY, limit), &c.f);
+    if (s == KC_STATUS_OK) s = model_from_config(za, path, dev, &c, &m);
     if (s == KC_STATUS_OK) {
         char *meta = NULL;
         size_t mlen = 0;
@@ -215,9 +247,9 @@ kc_status kc__keras_archive_load(const char *path, const kc_device_opts *dev, kc
         }
         free(meta);
         if (s == KC_STATUS_OK) kc__clear_error();
-        if (s == KC_STATUS_OK) s = read_weights(za, path, m, limit);
+        if (s == KC_STATUS_OK) s = kc__keras3_weights_read(m, c.f, label);
     }
-    free(config);
+    if (c.f >= 0) H5Fclose(c.f);
     zip_discard(za);
     if (s != KC_STATUS_OK) {
         kc_model_destroy(m);
@@ -232,8 +264,14 @@ kc_status kc__keras_archive_load_weights(kc_model *m, const char *path) {
     KC_TRY(kc_model_build(m));
     zip_t *za = NULL;
     KC_TRY(open_archive(path, &za));
-    kc_status s = read_weights(za, path, m, 0);
+    hid_t f = H5I_INVALID_HID;
+    kc_status s = open_weights(za, path, KC_WEIGHTS_ENTRY_MAX, &f);
     zip_discard(za);
+    if (s != KC_STATUS_OK) return s;
+    char label[1100];
+    snprintf(label, sizeof label, "'%s': " WEIGHTS_ENTRY, path);
+    s = kc__keras3_weights_read(m, f, label);
+    H5Fclose(f);
     return s;
 }
 
@@ -439,19 +477,9 @@ kc_status kc__keras_archive_open_weights(const char *path, int64_t *file) {
     kc__h5_quiet();
     zip_t *za = NULL;
     KC_TRY(open_archive(path, &za));
-    char *h5 = NULL;
-    size_t len = 0;
-    bool present = false;
-    kc_status s = read_entry(za, path, WEIGHTS_ENTRY, KC_WEIGHTS_ENTRY_MAX, &h5, &len, &present);
+    hid_t f = H5I_INVALID_HID;
+    kc_status s = open_weights(za, path, KC_WEIGHTS_ENTRY_MAX, &f);
     zip_discard(za);
-    if (s == KC_STATUS_OK && !present)
-        s = kc__fail(KC_STATUS_BAD_FILE, "'%s' has no " WEIGHTS_ENTRY " entry: the model's weights are missing", path);
-    if (s == KC_STATUS_OK) {
-        hid_t f = H5I_INVALID_HID;
-        s = kc__h5_open_image(h5, len, &f);
-        if (s != KC_STATUS_OK) kc__wrap(s, "'%s': " WEIGHTS_ENTRY ": ", path);
-        else *file = (int64_t)f;
-    }
-    free(h5);
+    if (s == KC_STATUS_OK) *file = (int64_t)f;
     return s;
 }

@@ -228,12 +228,11 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
     return s;
 }
 
-kc_status kc__keras3_weights_read(kc_model *m, hid_t file, const char *label) {
-    KC_TRY(kc_model_build(m));
+/* Every variable of every layer: shape-checked, and read into st (NULL: checked only). */
+static kc_status keras3_walk(kc_model *m, hid_t file, const char *label, staging *st) {
     korder o;
-    staging st = {0};
     KC_TRY(keras_order(m, &o));
-    kc_status s = staging_init(m, &st);
+    kc_status s = KC_STATUS_OK;
     /* Keras 2.13 wrote the same tree under another name (Keras 3 remaps it too) */
     const char *base = "layers";
     if (!kc__h5_is_group(file, "layers") && kc__h5_is_group(file, "_layer_checkpoint_dependencies"))
@@ -255,7 +254,7 @@ kc_status kc__keras3_weights_read(kc_model *m, hid_t file, const char *label) {
             char path[KC_NAME_MAX + 112], what[KC_NAME_MAX + 160];
             snprintf(path, sizeof path, "%s/%d", vars, j);
             snprintf(what, sizeof what, "layer '%s' (%s) weight '%s'", l->name, l->ops->class_name, l->w[widx[j]].name);
-            s = kc__h5_read_weight(file, path, &l->w[widx[j]].shape, staged(&st, gidx[j]), what);
+            s = kc__h5_read_weight(file, path, &l->w[widx[j]].shape, st ? staged(st, gidx[j]) : NULL, what);
             if (s != KC_STATUS_OK) kc__wrap(s, "%s: ", label);
         }
         if (s == KC_STATUS_OK && have > nw)
@@ -263,9 +262,21 @@ kc_status kc__keras3_weights_read(kc_model *m, hid_t file, const char *label) {
                          "%s: '%s' holds %ld variables but layer '%s' (%s) has %d; the weights do not belong to this model",
                          label, vars, have, l->name, l->ops->class_name, nw);
     }
+    korder_free(&o);
+    return s;
+}
+
+kc_status kc__keras3_weights_check(kc_model *m, hid_t file, const char *label) {
+    return keras3_walk(m, file, label, NULL);
+}
+
+kc_status kc__keras3_weights_read(kc_model *m, hid_t file, const char *label) {
+    KC_TRY(kc_model_build(m));
+    staging st = {0};
+    kc_status s = staging_init(m, &st);
+    if (s == KC_STATUS_OK) s = keras3_walk(m, file, label, &st);
     if (s == KC_STATUS_OK) s = staging_commit(m, &st);
     staging_free(&st);
-    korder_free(&o);
     return s;
 }
 

@@ -28,6 +28,8 @@ typedef struct reader {
     pending_axis *axes;        /* (n) at most one axis per layer */
     int n_axes;
     const kc_device_opts *dev; /* the device options to build on (NULL: the environment's) */
+    kc_status (*before_alloc)(kc_model *m, void *user); /* set on the model before its build */
+    void *before_alloc_user;
 } reader;
 
 static kc_layer_spec spec_of(const parsed_layer *pl) { return (kc_layer_spec){pl->ops->class_name, &pl->opts}; }
@@ -403,6 +405,8 @@ static kc_status read_model(reader *r, const json_t *root) {
                         cls);
     }
     kc_status s = r->dev ? kc_model_set_device_opts(r->m, r->dev) : KC_STATUS_OK;
+    r->m->before_alloc = r->before_alloc;
+    r->m->before_alloc_user = r->before_alloc_user;
     if (s == KC_STATUS_OK) s = kc_model_build(r->m);
     if (s != KC_STATUS_OK) return kc__wrap(s, PFX);
     return check_axes(r);
@@ -413,6 +417,11 @@ kc_status kc_model_from_json(const char *text, size_t len, kc_model **out) {
 }
 
 kc_status kc_model_from_json_ex(const char *text, size_t len, const kc_device_opts *opts, kc_model **out) {
+    return kc__model_from_json_hooked(text, len, opts, NULL, NULL, out);
+}
+
+kc_status kc__model_from_json_hooked(const char *text, size_t len, const kc_device_opts *opts,
+                                     kc_status (*before_alloc)(kc_model *m, void *user), void *user, kc_model **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_from_json: the output pointer is NULL");
     *out = NULL;
     if (!text) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_from_json: text is NULL");
@@ -420,7 +429,7 @@ kc_status kc_model_from_json_ex(const char *text, size_t len, const kc_device_op
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
     if (!root)
         return kc__fail(KC_STATUS_BAD_FILE, PFX "line %d, column %d: %s", e.line, e.column, e.text);
-    reader r = {.dev = opts};
+    reader r = {.dev = opts, .before_alloc = before_alloc, .before_alloc_user = user};
     kc_status s = read_model(&r, root);
     if (s != KC_STATUS_OK) {
         kc_model_destroy(r.m);

@@ -330,6 +330,11 @@ kc_status kc__model_build(kc_model *m) {
                                               m->layers[i]->name, m->name));
     }
 
+    if (m->before_alloc) {
+        kc_status (*hook)(kc_model *, void *) = m->before_alloc;
+        m->before_alloc = NULL;
+        KC_TRY(kc__model_fail(m, hook(m, m->before_alloc_user)));
+    }
     /* weights: one slab, trainable first (the optimizer updates one contiguous range) */
     int64_t nt = 0, nn = 0;
     for (int i = 0; i < m->n_layers; i++)

@@ -51,6 +51,11 @@ struct kc_model {
 
     /* weights: built once */
     bool built;
+    /* called once by the build after every layer knows its weight shapes and before any
+     * parameter is allocated (a loader checks the file's shapes here); an error stops the
+     * build (kc__model_hook_before_alloc) */
+    kc_status (*before_alloc)(kc_model *m, void *user);
+    void *before_alloc_user;
     kc_backend *be;
     float *params;           /* (n_params): trainable weights first, then non-trainable */
     float *grads;            /* (n_trainable) */
