@@ -122,6 +122,19 @@ CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LO
 RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
 
+def cpu_info():
+    """The processor's model and the vector instruction sets it offers (kerac is built for it)."""
+    model, flags = "unknown", set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            k, _, v = line.partition(":")
+            if k.strip() == "model name" and model == "unknown": model = v.strip()
+            if k.strip() == "flags" and not flags: flags = set(v.split())
+    except OSError:
+        pass
+    isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
+    return f"{model}, {' '.join(isa) or 'no AVX2'}"
+
 rows = [json.loads(l) for l in open(os.environ["RAW"]) if l.strip()]
 def key(r):
     return "kerac" if r["impl"] == "kerac" else "pytorch-" + r.get("layout", "nchw")
@@ -158,6 +171,7 @@ summary = {
     "openblas_coretype": os.environ["CORETYPE"], "openblas_l2_size": os.environ["L2SIZE"],
     "loadavg_before": float(os.environ["LOAD_BEFORE"]), "loadavg_after": float(os.environ["LOAD_AFTER"]),
     "raw": os.path.relpath(os.environ["RAW"]),
+    "cpu": cpu_info(),
 }
 print(json.dumps(summary))
 
@@ -173,8 +187,17 @@ if os.environ["RECORD"] == "1":
         ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
-        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']}")
-    with open(os.environ["RESULTS"], "a") as f:
-        f.write(row)
+        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']}; {summary['cpu']} (kerac -march=native)")
+    # into workload A's table: after its last row (the file has other sections after it)
+    text = open(os.environ["RESULTS"]).read().split("\n")
+    head = next((n for n, l in enumerate(text) if l.startswith("| date | commit | rounds | kerac train")), None)
+    at = len(text)
+    if head is not None:
+        at = head + 1
+        while at < len(text) and text[at].startswith("|"):
+            at += 1
+    text.insert(at, row.rstrip("\n"))
+    with open(os.environ["RESULTS"], "w") as f:
+        f.write("\n".join(text))
     print(f"run.sh: appended a row to {os.path.relpath(os.environ['RESULTS'])}")
 EOF
