@@ -117,15 +117,15 @@ void kc__dist_slice(const kc_collective *c, const int64_t *order, int64_t n, int
 kc_status kc__dist_average_grads(kc_model *m, const kc_collective *c, float *grads) {
     if (!kc__dist_on(c) || m->n_trainable == 0) return KC_STATUS_OK;
     size_t bytes = (size_t)m->n_trainable * sizeof(float);
-    float *host = kc__calloc(1, bytes, "the gradients to all-reduce");
-    if (!host) return KC_STATUS_OUT_OF_MEMORY;
+    if (!m->dist_host && !(m->dist_host = kc__calloc(1, bytes, "the gradients to all-reduce")))
+        return KC_STATUS_OUT_OF_MEMORY; /* once per model: not on every step */
+    float *host = m->dist_host;
     kc_status s = m->be->to_host(m->be, host, grads, bytes);
     if (s == KC_STATUS_OK && (s = c->allreduce_sum_f32(c->ctx, host, m->n_trainable)) != KC_STATUS_OK)
         s = coll_fail(c, s, "the all-reduce of the gradients");
     float inv = 1.0f / (float)c->size;
     for (int64_t i = 0; s == KC_STATUS_OK && i < m->n_trainable; i++) host[i] *= inv;
     if (s == KC_STATUS_OK) s = m->be->to_device(m->be, grads, host, bytes);
-    free(host);
     return s;
 }
 

@@ -60,6 +60,7 @@ void kc_model_destroy(kc_model *m) {
     for (int i = 0; m->image_classes && i < m->image_opts.num_class_names; i++) free(m->image_classes[i]);
     free(m->image_classes);
     kc__observe_free(m);
+    free(m->dist_host);
     free(m);
 }
 

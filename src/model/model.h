@@ -93,6 +93,7 @@ struct kc_model {
     void *arena;             /* device memory of plan.arena_bytes */
     size_t arena_cap;
     float *dev_scalars;      /* (KC_SCALAR_COUNT) the step's scalars on the device, by kc_scalar_slot */
+    float *dist_host;        /* (n_trainable) data-parallel: the gradients in host memory for the all-reduce */
     const float *batch_targets; /* targets of the rows being computed, (batch, target width),
                                    device memory of the input feed (feed.h) */
 
