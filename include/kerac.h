@@ -214,6 +214,71 @@ typedef struct kc_merge_opts { /* Add, Concatenate */
     int axis;                 /* Concatenate: only -1 (channels); 0 means -1 */
 } kc_merge_opts;
 
+/* ---- normalisation, scaling, resampling and shape layers (normresample block) */
+#define KC_MAX_CONSTS 64
+typedef struct kc_consts {    /* a number, or a list of numbers (one per channel) */
+    int n;                    /* values in v; 0: not given (Keras's default, or null) */
+    int list;                 /* 1: written as a list even for one value */
+    float v[KC_MAX_CONSTS];
+} kc_consts;
+
+typedef struct kc_axes {      /* an axis or a list of axes (counted with the batch axis, or negative) */
+    int n;                    /* 0: Keras's default */
+    int list;                 /* 1: written as a list */
+    int none;                 /* 1: null (Normalization: one mean and variance for all values) */
+    int v[KC_MAX_RANK + 1];
+} kc_axes;
+
+typedef struct kc_rescaling_opts { /* Rescaling: y = x * scale + offset */
+    const char *name;
+    kc_consts scale;          /* required: a number or one per channel */
+    kc_consts offset;         /* default 0 */
+} kc_rescaling_opts;
+
+typedef struct kc_normalization_opts { /* Normalization (preprocessing) */
+    const char *name;
+    kc_axes axis;             /* default (-1,): the last axis; null: one value for all */
+    kc_consts mean, variance; /* both given, or neither (then weights mean/variance/count) */
+    int invert;               /* KC_TRUE: y = mean + x * std; default False */
+} kc_normalization_opts;
+
+typedef struct kc_layernorm_opts { /* LayerNormalization */
+    const char *name;
+    kc_axes axis;             /* default -1; a list of trailing axes */
+    float epsilon;            /* default 1e-3 */
+    int center, scale;        /* default True */
+    int rms_scaling;          /* only False (Keras 3 key) */
+} kc_layernorm_opts;
+
+typedef struct kc_groupnorm_opts { /* GroupNormalization */
+    const char *name;
+    int groups;               /* default 32; -1: one group per channel */
+    int axis;                 /* only -1 (channels); 0 means -1 */
+    float epsilon;            /* default 1e-3 */
+    int center, scale;        /* default True */
+} kc_groupnorm_opts;
+
+typedef struct kc_upsampling2d_opts { /* UpSampling2D */
+    const char *name;
+    int size[2];              /* default (2, 2) */
+    const char *interpolation; /* "nearest" (default) or "bilinear" */
+} kc_upsampling2d_opts;
+
+typedef struct kc_cropping2d_opts { /* Cropping2D */
+    const char *name;
+    int cropping[2][2];       /* ((top, bottom), (left, right)); default none */
+} kc_cropping2d_opts;
+
+typedef struct kc_permute_opts { /* Permute */
+    const char *name;
+    int dims[KC_MAX_RANK];    /* a permutation of 1..rank (the batch axis stays) */
+} kc_permute_opts;
+
+typedef struct kc_repeat_vector_opts { /* RepeatVector: (F) -> (n, F) */
+    const char *name;
+    int n;
+} kc_repeat_vector_opts;
+
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
 typedef struct kc_layer_spec {
@@ -239,6 +304,16 @@ typedef struct kc_layer_spec {
 #define KC_ZEROPAD2D(...) KC_LAYER_SPEC_("ZeroPadding2D", kc_zeropad2d_opts, __VA_ARGS__)
 #define KC_ADD(...) KC_LAYER_SPEC_("Add", kc_merge_opts, __VA_ARGS__)
 #define KC_CONCATENATE(...) KC_LAYER_SPEC_("Concatenate", kc_merge_opts, __VA_ARGS__)
+/* normresample block */
+#define KC_RESCALING(...) KC_LAYER_SPEC_("Rescaling", kc_rescaling_opts, __VA_ARGS__)
+#define KC_NORMALIZATION(...) KC_LAYER_SPEC_("Normalization", kc_normalization_opts, __VA_ARGS__)
+#define KC_LAYERNORM(...) KC_LAYER_SPEC_("LayerNormalization", kc_layernorm_opts, __VA_ARGS__)
+#define KC_GROUPNORM(...) KC_LAYER_SPEC_("GroupNormalization", kc_groupnorm_opts, __VA_ARGS__)
+#define KC_UPSAMPLING2D(...) KC_LAYER_SPEC_("UpSampling2D", kc_upsampling2d_opts, __VA_ARGS__)
+#define KC_CROPPING2D(...) KC_LAYER_SPEC_("Cropping2D", kc_cropping2d_opts, __VA_ARGS__)
+#define KC_GLOBALMAXPOOL2D(...) KC_LAYER_SPEC_("GlobalMaxPooling2D", kc_global_pool_opts, __VA_ARGS__)
+#define KC_PERMUTE(...) KC_LAYER_SPEC_("Permute", kc_permute_opts, __VA_ARGS__)
+#define KC_REPEAT_VECTOR(...) KC_LAYER_SPEC_("RepeatVector", kc_repeat_vector_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 

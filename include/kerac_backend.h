@@ -80,6 +80,13 @@ typedef struct kc_pool2d_desc {
     int oh, ow;
 } kc_pool2d_desc;
 
+/* UpSampling2D (normresample block) */
+typedef struct kc_resample2d_desc {
+    int n, h, w, c;        /* input (N, H, W, C) */
+    int sh, sw;            /* integer factors: output (N, H * sh, W * sw, C) */
+    int bilinear;          /* 0: nearest, 1: bilinear */
+} kc_resample2d_desc;
+
 /* The losses, the one list: X(kind, Keras name, Keras short name or NULL). The enum and
  * kc_loss_name() are made from it; kc_compile accepts either name (case-insensitive).
  * Targets: SPARSE_CCE class indices (float-coded ints) with preds (N, C); CCE (N, C)
@@ -152,6 +159,9 @@ typedef enum kc_op {
     KC_OP_LOSS,            /* loss_forward_backward, count_correct */
     KC_OP_OPTIMIZER,       /* optimizer_step, sum_squares */
     KC_OP_DEPTHWISE,       /* depthwise_forward, _backward_data, _backward_filter */
+    /* normresample block */
+    KC_OP_NORM,            /* channel_affine, normalize, groupnorm_forward, groupnorm_backward */
+    KC_OP_RESAMPLE,        /* upsample2d_forward, upsample2d_backward, permute */
     KC_OP_COUNT
 } kc_op;
 #define KC_OP_BIT(op) (1u << (op))
@@ -334,6 +344,39 @@ struct kc_backend {
                                          const float *w, float *dx);
     kc_status (*depthwise_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                            const float *dy, float *dw, float *db);
+
+    /* ---- normalisation and resampling (normresample block), all channels-last.
+     * channel_affine: y[r, k] = x[r, k] * scale[k] + shift[k] over rows x c values; scale or
+     * shift may be NULL (1, 0); y may be x.
+     * normalize (Keras's Normalization): s[k] = max(sqrt(var[k]), 1e-7);
+     * y = (x - mean) / s, or with invert y = mean + x * s; mean may be NULL (0); y may be x.
+     * groupnorm_forward: x is (n, s, c) with c split in `groups` groups of c / groups
+     * channels; each (example, group) is normalised over its s * c / groups values:
+     * y = (x - mu) * rsqrt(var + eps) * gamma[k] + beta[k] (biased variance; gamma, beta
+     * (c) may be NULL); save_mean and save_inv_std get (n, groups). LayerNormalization is
+     * groups = 1 (with s = 1 and n the rows), GroupNormalization s = H * W.
+     * groupnorm_backward: dx (may be NULL) overwritten; dgamma, dbeta (c; may be NULL)
+     * overwritten. */
+    kc_status (*channel_affine)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                const float *scale, const float *shift);
+    kc_status (*normalize)(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *mean,
+                           const float *var, int invert);
+    kc_status (*groupnorm_forward)(kc_backend *be, const float *x, float *y, int n, int64_t s, int c, int groups,
+                                   const float *gamma, const float *beta, float epsilon, float *save_mean,
+                                   float *save_inv_std);
+    kc_status (*groupnorm_backward)(kc_backend *be, const float *x, const float *dy, float *dx, int n, int64_t s,
+                                    int c, int groups, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, float *dgamma, float *dbeta);
+    /* upsampling of (N, H, W, C) by integer factors (d->sh, d->sw) to (N, OH, OW, C),
+     * OH = H * sh: nearest repeats each pixel; bilinear interpolates with half-pixel centres,
+     * clamped at the edges (as TensorFlow's and JAX's resize). backward: dx overwritten. */
+    kc_status (*upsample2d_forward)(kc_backend *be, const kc_resample2d_desc *d, const float *x, float *y);
+    kc_status (*upsample2d_backward)(kc_backend *be, const kc_resample2d_desc *d, const float *dy, float *dx);
+    /* y = x with the axes of each example permuted: x is (n, dims[0..rank)), y is (n,
+     * dims[perm[0]], ..., dims[perm[rank - 1]]) and y[i_0..] = x[...] with x's axis perm[j]
+     * at y's index j (perm counts from 0, without the batch axis); rank <= KC_MAX_RANK */
+    kc_status (*permute)(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims,
+                         const int *perm);
 };
 
 /* The CPU backend (always available). */

@@ -121,6 +121,7 @@ static void fill_weights(kc_layer *l, kc_rng *g) {
             if (strcmp(w->name, "gamma") == 0) w->data[i] = unif(g, 0.5f, 1.5f);
             else if (strcmp(w->name, "moving_mean") == 0) w->data[i] = 0.0f;
             else if (strcmp(w->name, "moving_variance") == 0) w->data[i] = 1.0f;
+            else if (strcmp(w->name, "variance") == 0) w->data[i] = unif(g, 0.5f, 2.0f); /* Normalization */
             else w->data[i] = unif(g, -0.5f, 0.5f);
         }
     }
@@ -429,6 +430,46 @@ static const gc_case k_cases[] = {
     {"Add 3 inputs", KC_ADD(), 3, {S2(3, 4), S2(3, 4), S2(3, 4)}, 2},
     {"Concatenate 2 inputs", KC_CONCATENATE(), 2, {S3(2, 2, 3), S3(2, 2, 1)}, 2},
     {"Concatenate 3 rank-1 inputs", KC_CONCATENATE(), 3, {S1(2), S1(5), S1(3)}, 3},
+
+    /* normresample block: normalisation, scaling, resampling and shape */
+    {"Rescaling scalar", KC_RESCALING(.scale = {1, 0, {0.5f}}, .offset = {1, 0, {-1.0f}}), 1, {S3(2, 3, 2)}, 2},
+    {"Rescaling per channel", KC_RESCALING(.scale = {3, 1, {2.0f, -0.5f, 1.5f}}, .offset = {3, 1, {1, 2, 3}}), 1,
+     {S3(2, 2, 3)}, 2},
+    {"Normalization config", KC_NORMALIZATION(.mean = {2, 1, {0.5f, -1.0f}}, .variance = {2, 1, {4.0f, 0.5f}}), 1,
+     {S3(2, 3, 2)}, 2},
+    {"Normalization invert", KC_NORMALIZATION(.mean = {1, 0, {0.5f}}, .variance = {1, 0, {2.0f}},
+                                              .invert = KC_TRUE), 1, {S2(3, 4)}, 2},
+    {"Normalization weights", KC_NORMALIZATION(), 1, {S3(2, 2, 3)}, 2},
+    {"Normalization weights axis None", KC_NORMALIZATION(.axis = {.none = 1}), 1, {S2(2, 3)}, 2},
+    {"LayerNormalization", KC_LAYERNORM(), 1, {S3(2, 3, 5)}, 2, .training = true},
+    {"LayerNormalization dense", KC_LAYERNORM(.epsilon = 0.1f), 1, {S1(6)}, 3, .training = true},
+    {"LayerNormalization axes (2, 3)", KC_LAYERNORM(.axis = {2, 1, 0, {2, 3}}), 1, {S3(2, 3, 4)}, 2,
+     .training = true},
+    {"LayerNormalization no center", KC_LAYERNORM(.center = KC_FALSE), 1, {S2(3, 4)}, 2, .training = true},
+    {"LayerNormalization no scale", KC_LAYERNORM(.scale = KC_FALSE), 1, {S2(3, 4)}, 2, .training = true},
+    {"GroupNormalization 2 groups", KC_GROUPNORM(.groups = 2), 1, {S3(2, 3, 4)}, 2, .training = true},
+    {"GroupNormalization groups -1", KC_GROUPNORM(.groups = -1, .epsilon = 0.01f), 1, {S3(3, 2, 3)}, 2,
+     .training = true},
+    {"GroupNormalization one group no center", KC_GROUPNORM(.groups = 1, .center = KC_FALSE), 1, {S3(2, 2, 4)}, 2,
+     .training = true},
+    {"GroupNormalization no scale", KC_GROUPNORM(.groups = 2, .scale = KC_FALSE), 1, {S3(2, 2, 4)}, 2,
+     .training = true},
+    {"UpSampling2D nearest", KC_UPSAMPLING2D(), 1, {S3(2, 3, 2)}, 2},
+    {"UpSampling2D nearest (3, 2)", KC_UPSAMPLING2D(.size = {3, 2}), 1, {S3(2, 2, 3)}, 2},
+    {"UpSampling2D bilinear", KC_UPSAMPLING2D(.interpolation = "bilinear"), 1, {S3(3, 3, 2)}, 2},
+    {"UpSampling2D bilinear (3, 2)", KC_UPSAMPLING2D(.size = {3, 2}, .interpolation = "bilinear"), 1,
+     {S3(2, 3, 2)}, 2},
+    {"Cropping2D", KC_CROPPING2D(.cropping = {{1, 0}, {2, 1}}), 1, {S3(4, 5, 2)}, 2},
+    {"Cropping2D none", KC_CROPPING2D(), 1, {S3(2, 3, 2)}, 2},
+    {"GlobalMaxPooling2D", KC_GLOBALMAXPOOL2D(), 1, {S3(3, 4, 3)}, 2, .eps = 1e-3f, .input = IN_DISTINCT},
+    {"GlobalMaxPooling2D keepdims", KC_GLOBALMAXPOOL2D(.keepdims = KC_TRUE), 1, {S3(2, 3, 2)}, 2, .eps = 1e-3f,
+     .input = IN_DISTINCT, .training = true},
+    {"Permute (2, 1, 3)", KC_PERMUTE(.dims = {2, 1, 3}), 1, {S3(2, 3, 4)}, 2},
+    {"Permute (3, 1, 2)", KC_PERMUTE(.dims = {3, 1, 2}), 1, {S3(2, 3, 4)}, 2},
+    {"Permute (2, 1)", KC_PERMUTE(.dims = {2, 1}), 1, {S2(3, 5)}, 2},
+    {"RepeatVector", KC_REPEAT_VECTOR(.n = 3), 1, {S1(4)}, 2},
+    {"RepeatVector 1", KC_REPEAT_VECTOR(.n = 1), 1, {S1(4)}, 2},
+    {"Dense rank-4 input (N, H, W, C)", KC_DENSE(.units = 3), 1, {{4, {2, 2, 2, 3}}}, 2},
 };
 
 int main(void) {

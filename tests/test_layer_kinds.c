@@ -37,7 +37,7 @@ static void check_keys(const kind *k) {
     for (int i = 0; i < o->n_keras_keys; i++) {
         const kc__field *f = &o->keras_keys[i];
         if (!f->key || !f->key[0]) fail_msg("%s: key %d has no name", k->id, i);
-        if (f->kind < KC_F_NAME || f->kind > KC_F_IGNORE) fail_msg("%s: key '%s' has no valid kind", k->id, f->key);
+        if (f->kind < KC_F_NAME || f->kind >= KC_F__END) fail_msg("%s: key '%s' has no valid kind", k->id, f->key);
         if (f->flags & ~(unsigned)(KC_F_W | KC_F_AXIS_LIST2)) fail_msg("%s: key '%s' has unknown flags", k->id, f->key);
         if (f->off != KC_F_NO_OFFSET && f->off >= k->opts_size)
             fail_msg("%s: key '%s' points past its options struct (offset %zu, size %zu)", k->id, f->key, f->off,
@@ -141,6 +141,19 @@ static const sample k_samples[] = {
                          .depth_multiplier = 2, .activation = "relu", .use_bias = KC_FALSE,
                          .depthwise_initializer = "he_uniform", .bias_initializer = "ones"),
      1},
+    /* normresample block */
+    {&kc__rescaling_ops, KC_RESCALING(.name = "rs", .scale = {3, 1, {0.5f, 2.0f, -1.0f}}, .offset = {1, 0, {0.25f}}), 1},
+    {&kc__normalization_ops,
+     KC_NORMALIZATION(.name = "norm", .mean = {3, 1, {1.0f, 2.0f, 3.0f}}, .variance = {3, 1, {4.0f, 0.25f, 1.0f}},
+                      .invert = KC_TRUE),
+     1},
+    {&kc__layernorm_ops, KC_LAYERNORM(.name = "ln", .axis = {2, 1, 0, {2, 3}}, .epsilon = 0.01f, .center = KC_FALSE), 1},
+    {&kc__groupnorm_ops, KC_GROUPNORM(.name = "gn", .groups = 3, .epsilon = 0.05f, .scale = KC_FALSE), 1},
+    {&kc__upsampling2d_ops, KC_UPSAMPLING2D(.name = "up", .size = {2, 3}, .interpolation = "bilinear"), 1},
+    {&kc__cropping2d_ops, KC_CROPPING2D(.name = "crop", .cropping = {{1, 0}, {2, 1}}), 1},
+    {&kc__global_maxpool2d_ops, KC_GLOBALMAXPOOL2D(.name = "gmp", .keepdims = KC_TRUE), 1},
+    {&kc__permute_ops, KC_PERMUTE(.name = "perm", .dims = {2, 1, 3}), 1},
+    {&kc__repeat_vector_ops, KC_REPEAT_VECTOR(.name = "rep", .n = 3), 1},
 };
 
 static kc_model *sample_model(const sample *s) {
@@ -152,6 +165,7 @@ static kc_model *sample_model(const sample *s) {
     } else {
         kc_node xs[KC_MAX_INPUTS]; /* one model input; a merge takes it and branches of it */
         xs[0] = kc_input(m, KC_INPUT(.shape = {6, 6, 3}));
+        if (s->ops == &kc__repeat_vector_ops) xs[0] = kc_apply(m, KC_FLATTEN(), xs[0]); /* takes (features,) */
         for (int i = 1; i < s->n_in; i++) xs[i] = kc_apply(m, KC_ACTIVATION(.activation = "relu"), xs[0]);
         y = s->n_in > 1 ? kc_merge(m, s->spec, xs, s->n_in) : kc_apply(m, s->spec, xs[0]);
     }

@@ -58,7 +58,11 @@ static void test_registry(void **state) {
     static const char *const names[] = {"InputLayer", "Conv2D", "Dense", "MaxPooling2D", "AveragePooling2D",
                                         "GlobalAveragePooling2D", "Flatten", "Reshape", "Dropout",
                                         "BatchNormalization", "Activation", "ReLU", "Softmax", "ZeroPadding2D",
-                                        "Add", "Concatenate", "DepthwiseConv2D"};
+                                        "Add", "Concatenate", "DepthwiseConv2D",
+                                        /* normresample block */
+                                        "Rescaling", "Normalization", "LayerNormalization",
+                                        "GroupNormalization", "UpSampling2D", "Cropping2D",
+                                        "GlobalMaxPooling2D", "Permute", "RepeatVector"};
     assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(names));
     for (size_t i = 0; i < KC_ARRAY_LEN(names); i++) {
         const kc_layer_ops *o = kc__layer_find(names[i]);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "keras_json_read.h"
+#include "keras_json_values.h"
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -324,6 +325,11 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
         if (!json_is_integer(v) || json_integer_value(v) < 0) return kc__json_bad_type(pl, key, "null or a non-negative integer", v);
         *(uint64_t *)dst = (uint64_t)json_integer_value(v);
         return KC_STATUS_OK;
+    case KC_F_CONSTS:
+        return kc__json_read_consts(pl, key, v, dst);
+    case KC_F_AXES:
+        return kc__json_read_axes(pl, key, v, dst);
+    case KC_F_CROP2: /* as PAD2, zeros allowed */
     case KC_F_PAD2: {
         int(*p)[2] = dst;
         int a[2], c[2];
@@ -348,7 +354,7 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
         }
         if (p[0][0] < 0 || p[0][1] < 0 || p[1][0] < 0 || p[1][1] < 0)
             return kc__fail(KC_STATUS_BAD_FILE, PFX "%s: '%s' = %s is negative", pl->label, key, kc__json_text(v, b, sizeof b));
-        if (!p[0][0] && !p[0][1] && !p[1][0] && !p[1][1])
+        if (f->kind == KC_F_PAD2 && !p[0][0] && !p[0][1] && !p[1][0] && !p[1][1])
             return kc__json_unsupported_value(pl, key, v, "a padding with at least one non-zero side");
         return KC_STATUS_OK;
     }
@@ -373,6 +379,8 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
         return kc__json_check_dtype(pl, key, v);
     case KC_F_IGNORE:
         return KC_STATUS_OK;
+    case KC_F__END:
+        break;
     }
     return kc__fail(KC_STATUS_INTERNAL, PFX "%s: key '%s' has no reader", pl->label, key);
 }

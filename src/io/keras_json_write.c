@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "io.h"
+#include "keras_json_values.h"
 
 typedef struct writer {
     const kc_model *m;
@@ -152,7 +153,19 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
     case KC_F_DTYPE:
         return json_string("float32");
     case KC_F_IGNORE:
+    case KC_F__END:
         return NULL;
+    case KC_F_CONSTS:
+        return kc__json_write_consts(src, jfloat);
+    case KC_F_AXES:
+        return kc__json_write_axes(src);
+    case KC_F_CROP2: {
+        const int(*p)[2] = src;
+        json_t *a = json_array();
+        push(w, a, int_pair(w, p[0][0], p[0][1]));
+        push(w, a, int_pair(w, p[1][0], p[1][1]));
+        return a;
+    }
     }
     return NULL;
 }

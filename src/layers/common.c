@@ -32,7 +32,7 @@ kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bo
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: weight '%s' has an unknown initializer '%s'",
                         kc__layer_label(l), name, init ? init : "(null)");
     int64_t size = kc__shape_size(&shape);
-    if (shape.rank < 1 || size <= 0)
+    if (shape.rank < 0 || size <= 0)
         return kc__fail(KC_STATUS_SHAPE, "%s: weight '%s' would be empty; check the layer's input shape",
                         kc__layer_label(l), name);
     kc_weight *w = &l->w[l->n_weights++];

@@ -32,6 +32,11 @@ typedef enum kc__field_kind {
     KC_F_FIXED_INIT,  /* an initializer kerac does not configure: must be `lit` */
     KC_F_DTYPE,       /* "float32" or {"class_name": "DTypePolicy", "config": {"name": "float32"}} */
     KC_F_IGNORE,      /* accepted with any value, never written */
+    /* normresample block */
+    KC_F_CONSTS,      /* kc_consts: null, a number, a list of numbers or Keras's {"class_name": "__numpy__"} */
+    KC_F_AXES,        /* kc_axes: null, an integer or a list of integers */
+    KC_F_CROP2,       /* int[2][2] as KC_F_PAD2, zeros allowed (and the default) */
+    KC_F__END,        /* one past the last kind (keep last) */
 } kc__field_kind;
 
 enum {

@@ -29,6 +29,16 @@
     X(zeropad2d, kc_zeropad2d_opts)                    \
     X(add, kc_merge_opts)                              \
     X(concatenate, kc_merge_opts)                      \
-    X(depthwise_conv2d, kc_depthwise_conv2d_opts)
+    X(depthwise_conv2d, kc_depthwise_conv2d_opts)     \
+    /* normresample block */                        \
+    X(rescaling, kc_rescaling_opts)                  \
+    X(normalization, kc_normalization_opts)          \
+    X(layernorm, kc_layernorm_opts)                  \
+    X(groupnorm, kc_groupnorm_opts)                  \
+    X(upsampling2d, kc_upsampling2d_opts)            \
+    X(cropping2d, kc_cropping2d_opts)                \
+    X(global_maxpool2d, kc_global_pool_opts)         \
+    X(permute, kc_permute_opts)                      \
+    X(repeat_vector, kc_repeat_vector_opts)
 
 #endif /* KC_LAYER_KINDS_H */

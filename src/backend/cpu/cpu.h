@@ -41,9 +41,23 @@
  *   SUM:    out1 = sum_r a
  *   SUM_SQ: out1 = sum_r a, out2 = sum_r a^2
  *   DY_XC:  out1 = sum_r b, out2 = sum_r b * (a - p[j])   (batch norm backward) */
-typedef enum kc_cpu_colsum_kind { KC_CPU_COLSUM_SUM = 0, KC_CPU_COLSUM_SUM_SQ, KC_CPU_COLSUM_DY_XC } kc_cpu_colsum_kind;
+typedef enum kc_cpu_colsum_kind {
+    KC_CPU_COLSUM_SUM = 0,
+    KC_CPU_COLSUM_SUM_SQ,
+    KC_CPU_COLSUM_DY_XC,
+    KC_CPU_COLSUM_DY_XHAT, /* out1 = sum_r b, out2 = sum_r b * (a - mean) * inv, with the statistics of
+                              row r's (example, group) from gs (group and layer norm backward) */
+} kc_cpu_colsum_kind;
+typedef struct kc_cpu_groupstats {
+    const float *mean, *inv; /* (examples, groups) */
+    int64_t s;               /* rows per example */
+    int groups, cg, c0;      /* groups, channels per group, first column's channel */
+} kc_cpu_groupstats;
 void kc__cpu_colsum(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p, int64_t rows,
                     int cols, int64_t ld, double *out1, double *out2);
+/* The same, DY_XHAT with its statistics. */
+void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p,
+                       const kc_cpu_groupstats *gs, int64_t rows, int cols, int64_t ld, double *out1, double *out2);
 /* Whether a loop over n elements should run in parallel. */
 static inline int kc__cpu_par(int64_t n) { return n > KC_CPU_PAR_MIN; }
 
@@ -140,5 +154,22 @@ kc_status kc__cpu_pad2d_forward(kc_backend *be, const float *x, float *y, int n,
 kc_status kc__cpu_pad2d_backward(kc_backend *be, const float *dy, float *dx, int n, int h, int w, int c,
                                  int top, int bottom, int left, int right);
 kc_status kc__cpu_sum_squares(kc_backend *be, const float *x, int64_t n, float *out);
+
+/* ---- cpu_groupnorm.c, cpu_resample.c (normresample block; kerac_backend.h says what they do) */
+kc_status kc__cpu_channel_affine(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *scale,
+                                 const float *shift);
+kc_status kc__cpu_normalize(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *mean,
+                            const float *var, int invert);
+kc_status kc__cpu_groupnorm_forward(kc_backend *be, const float *x, float *y, int n, int64_t s, int c, int groups,
+                                    const float *gamma, const float *beta, float epsilon, float *save_mean,
+                                    float *save_inv_std);
+kc_status kc__cpu_groupnorm_backward(kc_backend *be, const float *x, const float *dy, float *dx, int n, int64_t s,
+                                     int c, int groups, const float *gamma, const float *save_mean,
+                                     const float *save_inv_std, float *dgamma, float *dbeta);
+kc_status kc__cpu_upsample2d_forward(kc_backend *be, const kc_resample2d_desc *d, const float *x, float *y);
+kc_status kc__cpu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *d, const float *dy, float *dx);
+kc_status kc__cpu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
+/* Bilinear upsampling's two source indices along an axis and the second one's weight. */
+void kc__cpu_bilinear_tap(int o, int factor, int in, int *i0, int *i1, float *frac);
 
 #endif /* KC_BACKEND_CPU_H */

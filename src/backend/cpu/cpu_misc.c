@@ -12,6 +12,11 @@
 
 void kc__cpu_colsum(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p, int64_t rows,
                     int cols, int64_t ld, double *out1, double *out2) {
+    kc__cpu_colsum_gs(kind, a, b, p, NULL, rows, cols, ld, out1, out2);
+}
+
+void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p,
+                       const kc_cpu_groupstats *gs, int64_t rows, int cols, int64_t ld, double *out1, double *out2) {
     double part1[KC_CPU_RED_THREADS][KC_CPU_RED_COLS]; /* per-thread partial sums */
     double part2[KC_CPU_RED_THREADS][KC_CPU_RED_COLS];
     int nt = 1, used = 1;
@@ -53,6 +58,18 @@ void kc__cpu_colsum(kc_cpu_colsum_kind kind, const float *a, const float *b, con
                     double g = (double)br[j];
                     s1[j] += g;
                     s2[j] += g * ((double)ar[j] - (double)p[j]);
+                }
+            }
+            break;
+        case KC_CPU_COLSUM_DY_XHAT:
+            for (int64_t r = r0; r < r1; r++) {
+                const float *ar = a + r * ld, *br = b + r * ld;
+                const int64_t e = r / gs->s * gs->groups;
+                for (int j = 0; j < cols; j++) {
+                    const int64_t q = e + (gs->c0 + j) / gs->cg;
+                    const double g = (double)br[j];
+                    s1[j] += g;
+                    s2[j] += g * (double)((ar[j] - gs->mean[q]) * gs->inv[q]);
                 }
             }
             break;

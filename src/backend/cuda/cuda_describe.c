@@ -7,7 +7,7 @@
 #include "cuda_internal.h"
 
 int kc__cu_supports(kc_backend *be, kc_op op) {
-    (void)be;
+    if (op == KC_OP_NORM || op == KC_OP_RESAMPLE) return be->groupnorm_forward != NULL; /* normresample block */
     return op >= 0 && op < KC_OP_COUNT;
 }
 
