@@ -50,6 +50,9 @@ static const fixture_model k_models[] = {
     /* Keras 3 only: .keras and .keras3.h5 */
     {"depthwise", "depthwise_small", 299},
     {"dropout_func", "dropout_functional", 339},
+    /* normresample block: Keras 3 and tf-keras, all four files */
+    {"normscale", "normscale_small", 621},
+    {"resample", "resample_small", 329},
 };
 
 /* ---------------------------------------------------------------- a tiny .npy reader */
@@ -269,6 +272,23 @@ static void test_dropout_functional(void **state) {
     check_file(&k_models[5], ".keras3.h5", "_y3.npy", false);
 }
 
+/* normresample block. Rescaling (per channel and scalar), Normalization (adapted weights
+ * mean/variance/count, config mean/variance, invert), LayerNormalization (last axis, axes
+ * [1, 2, 3], center/scale off), GroupNormalization (groups 4, -1, 2; center/scale off),
+ * BatchNormalization with center or scale off, Dense on (N, H, W, C), GlobalMaxPooling2D. */
+static void test_normscale(void **state) {
+    (void)state;
+    run_model(&k_models[6]);
+}
+
+/* UpSampling2D (nearest, bilinear, uneven factors), Cropping2D (and none), Max/Average
+ * pooling with 'same' and 'valid', Permute (rank 3 and 2), the global poolings with
+ * keepdims, RepeatVector, Dense on (N, T, F). */
+static void test_resample(void **state) {
+    (void)state;
+    run_model(&k_models[7]);
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
@@ -443,6 +463,8 @@ int main(void) {
         cmocka_unit_test(test_depthwise),
         cmocka_unit_test(test_dropout_functional),
         cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_normscale),
+        cmocka_unit_test(test_resample),
         cmocka_unit_test(test_fixtures_distinct),
         cmocka_unit_test(test_damaged_global_heap),
     };

@@ -505,8 +505,9 @@ kc_status kc__h5_read_weight(hid_t loc, const char *path, const kc_shape *want, 
         goto done;
     }
     kc__clear_error();
-    if (ft < 0 || sp < 0 || H5Tget_class(ft) != H5T_FLOAT) {
-        s = kc__fail(KC_STATUS_BAD_FILE, "%s ('%s') does not hold floating-point numbers; Keras weights are float32", what,
+    /* integers: the counters Keras keeps as int weights (Normalization's count), read as floats */
+    if (ft < 0 || sp < 0 || (H5Tget_class(ft) != H5T_FLOAT && H5Tget_class(ft) != H5T_INTEGER)) {
+        s = kc__fail(KC_STATUS_BAD_FILE, "%s ('%s') does not hold numbers; Keras weights are float32", what,
                      path);
         goto done;
     }

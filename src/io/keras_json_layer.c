@@ -317,6 +317,12 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
         return KC_STATUS_OK;
     case KC_F_BATCH_SHAPE:
         if (dst) return kc__json_batch_shape(pl, key, v, (int *)dst);
+        if (json_is_array(v) && json_array_size(v) > 1 && json_is_null(json_array_get(v, 1))) {
+            /* tf-keras records [null, null, ...] on a layer built before its model (an adapted
+             * Normalization): no input shape, which only a Sequential's first layer needs */
+            kc__log(KC_LOG_DEBUG, PFX "%s: '%s' with unknown dimensions ignored", pl->label, key);
+            return KC_STATUS_OK;
+        }
         KC_TRY(kc__json_batch_shape(pl, key, v, pl->batch_shape));
         pl->has_batch_shape = true;
         return KC_STATUS_OK;
