@@ -901,7 +901,7 @@ typedef struct lcase {
 static void fill_weight(const kc_weight *w, float *h) {
     for (int64_t i = 0; i < w->size; i++) {
         if (strcmp(w->name, "gamma") == 0) h[i] = unif(0.5f, 1.5f);
-        else if (strcmp(w->name, "moving_variance") == 0) h[i] = unif(0.8f, 1.2f);
+        else if (strcmp(w->name, "moving_variance") == 0 || strcmp(w->name, "variance") == 0) h[i] = unif(0.8f, 1.2f);
         else if (strcmp(w->name, "moving_mean") == 0) h[i] = unif(-0.1f, 0.1f);
         else h[i] = unif(-0.5f, 0.5f);
     }
@@ -1062,6 +1062,31 @@ static const lcase k_layers[] = {
     {"Add 3 inputs", KC_ADD(), 3, {S2(5, 7), S2(5, 7), S2(5, 7)}, 3, .bound = 1e-7},
     {"Concatenate 2 inputs", KC_CONCATENATE(), 2, {S3(4, 4, 6), S3(4, 4, 2)}, 3, .bound = 1e-7},
     {"Concatenate 3 inputs", KC_CONCATENATE(), 3, {S1(3), S1(8), S1(5)}, 5, .bound = 1e-7},
+    /* normresample block: GPU-vs-CPU parity of the normalisation and resampling kernels */
+    {"Rescaling per channel", KC_RESCALING(.scale = {3, 1, {2.0f, -0.5f, 1.5f}}, .offset = {3, 1, {1, 2, 3}}), 1,
+     {S3(9, 7, 3)}, 4, .bound = 1e-6},
+    {"Normalization config invert", KC_NORMALIZATION(.mean = {1, 0, {0.5f}}, .variance = {1, 0, {2.0f}},
+                                                     .invert = KC_TRUE), 1, {S2(6, 10)}, 4, .bound = 1e-6},
+    {"Normalization weights", KC_NORMALIZATION(), 1, {S3(5, 5, 6)}, 4, .bound = 1e-6},
+    {"LayerNormalization (ConvNeXt 96 channels)", KC_LAYERNORM(.epsilon = 1e-6f), 1, {S3(14, 14, 96)}, 4,
+     .training = true, .bound = 1e-5},
+    {"LayerNormalization axes (1, 2, 3) no center", KC_LAYERNORM(.axis = {3, 1, 0, {1, 2, 3}}, .center = KC_FALSE), 1,
+     {S3(6, 5, 8)}, 3, .training = true, .bound = 1e-5},
+    {"LayerNormalization inference", KC_LAYERNORM(), 1, {S2(7, 33)}, 5, .bound = 1e-5},
+    {"GroupNormalization 32 groups", KC_GROUPNORM(), 1, {S3(8, 8, 64)}, 3, .training = true, .bound = 1e-5},
+    {"GroupNormalization -1 no scale", KC_GROUPNORM(.groups = -1, .scale = KC_FALSE), 1, {S3(5, 6, 12)}, 3,
+     .training = true, .bound = 1e-5},
+    {"UpSampling2D nearest (2, 3)", KC_UPSAMPLING2D(.size = {2, 3}), 1, {S3(7, 5, 6)}, 3, .bound = 1e-6},
+    {"UpSampling2D bilinear", KC_UPSAMPLING2D(.interpolation = "bilinear"), 1, {S3(9, 8, 5)}, 3, .bound = 1e-5},
+    {"UpSampling2D bilinear (3, 2)", KC_UPSAMPLING2D(.size = {3, 2}, .interpolation = "bilinear"), 1, {S3(4, 7, 3)},
+     3, .bound = 1e-5},
+    {"Cropping2D", KC_CROPPING2D(.cropping = {{1, 2}, {0, 3}}), 1, {S3(9, 8, 4)}, 3, .bound = 1e-7},
+    {"GlobalMaxPooling2D keepdims", KC_GLOBALMAXPOOL2D(.keepdims = KC_TRUE), 1, {S3(6, 7, 10)}, 4, .training = true,
+     .bound = 1e-7},
+    {"Permute (3, 1, 2)", KC_PERMUTE(.dims = {3, 1, 2}), 1, {S3(5, 6, 7)}, 3, .bound = 1e-7},
+    {"Permute (2, 1)", KC_PERMUTE(.dims = {2, 1}), 1, {S2(9, 4)}, 3, .bound = 1e-7},
+    {"RepeatVector", KC_REPEAT_VECTOR(.n = 4), 1, {S1(11)}, 5, .bound = 1e-6},
+    {"Dense on (N, H, W, C)", KC_DENSE(.units = 7), 1, {{4, {3, 4, 5, 6}}}, 2, .bound = 1e-5},
 };
 
 /* ---------------------------------------------------------------- training on both devices */

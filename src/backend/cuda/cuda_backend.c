@@ -539,6 +539,13 @@ static void set_ops(kc_backend *be) {
     be->depthwise_forward = kc__cu_depthwise_forward;
     be->depthwise_backward_data = kc__cu_depthwise_backward_data;
     be->depthwise_backward_filter = kc__cu_depthwise_backward_filter;
+    be->channel_affine = kc__cu_channel_affine; /* normresample block */
+    be->normalize = kc__cu_normalize;
+    be->groupnorm_forward = kc__cu_groupnorm_forward;
+    be->groupnorm_backward = kc__cu_groupnorm_backward;
+    be->upsample2d_forward = kc__cu_upsample2d_forward;
+    be->upsample2d_backward = kc__cu_upsample2d_backward;
+    be->permute = kc__cu_permute;
 
     be->memory_stats = kc__cu_memory_stats;
     be->reset_peak = kc__cu_reset_peak;

@@ -7,7 +7,7 @@
 #include "cuda_internal.h"
 
 int kc__cu_supports(kc_backend *be, kc_op op) {
-    if (op == KC_OP_NORM || op == KC_OP_RESAMPLE) return be->groupnorm_forward != NULL; /* normresample block */
+    (void)be;
     return op >= 0 && op < KC_OP_COUNT;
 }
 
@@ -17,6 +17,7 @@ kc_status kc__cu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_
         [KC_OP_BATCHNORM] = "batch norm", [KC_OP_DROPOUT] = "dropout", [KC_OP_PAD2D] = "zero padding",
         [KC_OP_ACTIVATION] = "activation", [KC_OP_ELEMENTWISE] = "elementwise", [KC_OP_LOSS] = "loss",
         [KC_OP_OPTIMIZER] = "fused optimizer update", [KC_OP_DEPTHWISE] = "depthwise conv",
+        [KC_OP_NORM] = "group/layer norm", [KC_OP_RESAMPLE] = "upsampling and permute",
     };
     if (!buf || !n) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda describe: no buffer");
     buf[0] = '\0';

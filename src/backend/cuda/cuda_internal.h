@@ -265,4 +265,19 @@ kc_status kc__cu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d
 kc_status kc__cu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                            float *dw, float *db);
 
+/* ---- cuda_nr.c (normresample block) */
+kc_status kc__cu_channel_affine(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *scale,
+                                const float *shift);
+kc_status kc__cu_normalize(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *mean,
+                           const float *var, int invert);
+kc_status kc__cu_groupnorm_forward(kc_backend *be, const float *x, float *y, int n, int64_t s, int c, int groups,
+                                   const float *gamma, const float *beta, float epsilon, float *save_mean,
+                                   float *save_inv_std);
+kc_status kc__cu_groupnorm_backward(kc_backend *be, const float *x, const float *dy, float *dx, int n, int64_t s,
+                                    int c, int groups, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, float *dgamma, float *dbeta);
+kc_status kc__cu_upsample2d_forward(kc_backend *be, const kc_resample2d_desc *d, const float *x, float *y);
+kc_status kc__cu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *d, const float *dy, float *dx);
+kc_status kc__cu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
+
 #endif /* KC_CUDA_INTERNAL_H */

@@ -133,6 +133,23 @@ cudaError_t kc__k_dw_backward_data(const kc_cu_launch *L, const kc_conv2d_desc *
 cudaError_t kc__k_dw_backward_filter(const kc_cu_launch *L, const kc_conv2d_desc *d, const float *x, const float *dy,
                                      float *dw, float *db);
 
+/* ---- kernels_nr.cu: normalisation and resampling (normresample block; see cpu_groupnorm.c
+ * and cpu_resample.c; NULL gamma/beta/scale/shift/mean/dx/dgamma/dbeta as there) */
+cudaError_t kc__k_channel_affine(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int c,
+                                 const float *scale, const float *shift);
+cudaError_t kc__k_normalize(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int c, const float *mean,
+                            const float *var, int invert);
+cudaError_t kc__k_groupnorm_forward(const kc_cu_launch *L, const float *x, float *y, int n, int64_t s, int c,
+                                    int groups, const float *gamma, const float *beta, float eps, float *save_mean,
+                                    float *save_inv);
+cudaError_t kc__k_groupnorm_backward(const kc_cu_launch *L, const float *x, const float *dy, float *dx, int n,
+                                     int64_t s, int c, int groups, const float *gamma, const float *save_mean,
+                                     const float *save_inv, float *dgamma, float *dbeta);
+cudaError_t kc__k_upsample2d_forward(const kc_cu_launch *L, const kc_resample2d_desc *d, const float *x, float *y);
+cudaError_t kc__k_upsample2d_backward(const kc_cu_launch *L, const kc_resample2d_desc *d, const float *dy, float *dx);
+cudaError_t kc__k_permute(const kc_cu_launch *L, const float *x, float *y, int n, int rank, const int *dims,
+                          const int *perm);
+
 #ifdef __cplusplus
 }
 #endif
