@@ -260,6 +260,39 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
 
 /* ---------------------------------------------------------------- one config key */
 
+/* ZeroPadding2D's padding and Cropping2D's cropping: n, (a, b) or ((t, b), (l, r)); only the
+ * padding must have a non-zero side */
+static kc_status read_pad2(const parsed_layer *pl, const kc__field *f, const char *key, const json_t *v, void *dst) {
+    char b[128];
+    int(*p)[2] = dst;
+    int a[2], c[2];
+    if (json_is_integer(v)) {
+        KC_TRY(get_int(pl, key, v, &a[0]));
+        p[0][0] = p[0][1] = p[1][0] = p[1][1] = a[0];
+    } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_integer(json_array_get(v, 0))) {
+        KC_TRY(get_int(pl, key, json_array_get(v, 0), &a[0]));
+        KC_TRY(get_int(pl, key, json_array_get(v, 1), &a[1]));
+        p[0][0] = p[0][1] = a[0];
+        p[1][0] = p[1][1] = a[1];
+    } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0)) &&
+               json_array_size(json_array_get(v, 0)) == 2 && json_is_array(json_array_get(v, 1)) &&
+               json_array_size(json_array_get(v, 1)) == 2) {
+        KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 0), 0), &a[0]));
+        KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 0), 1), &a[1]));
+        KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 1), 0), &c[0]));
+        KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 1), 1), &c[1]));
+        p[0][0] = a[0], p[0][1] = a[1], p[1][0] = c[0], p[1][1] = c[1];
+    } else {
+        return kc__json_bad_type(pl, key, "an integer, (rows, cols) or ((top, bottom), (left, right))", v);
+    }
+    if (p[0][0] < 0 || p[0][1] < 0 || p[1][0] < 0 || p[1][1] < 0)
+        return kc__fail(KC_STATUS_BAD_FILE, PFX "%s: '%s' = %s is negative", pl->label, key, kc__json_text(v, b, sizeof b));
+    if (f->kind == KC_F_PAD2 && !p[0][0] && !p[0][1] && !p[1][0] && !p[1][1])
+        return kc__json_unsupported_value(pl, key, v, "a padding with at least one non-zero side");
+    return KC_STATUS_OK;
+}
+
+
 static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *key, const json_t *v) {
     void *dst = f->off == KC_F_NO_OFFSET ? NULL : (char *)&pl->opts + f->off;
     char b[128];
@@ -336,34 +369,8 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
     case KC_F_AXES:
         return kc__json_read_axes(pl, key, v, dst);
     case KC_F_CROP2: /* as PAD2, zeros allowed */
-    case KC_F_PAD2: {
-        int(*p)[2] = dst;
-        int a[2], c[2];
-        if (json_is_integer(v)) {
-            KC_TRY(get_int(pl, key, v, &a[0]));
-            p[0][0] = p[0][1] = p[1][0] = p[1][1] = a[0];
-        } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_integer(json_array_get(v, 0))) {
-            KC_TRY(get_int(pl, key, json_array_get(v, 0), &a[0]));
-            KC_TRY(get_int(pl, key, json_array_get(v, 1), &a[1]));
-            p[0][0] = p[0][1] = a[0];
-            p[1][0] = p[1][1] = a[1];
-        } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0)) &&
-                   json_array_size(json_array_get(v, 0)) == 2 && json_is_array(json_array_get(v, 1)) &&
-                   json_array_size(json_array_get(v, 1)) == 2) {
-            KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 0), 0), &a[0]));
-            KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 0), 1), &a[1]));
-            KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 1), 0), &c[0]));
-            KC_TRY(get_int(pl, key, json_array_get(json_array_get(v, 1), 1), &c[1]));
-            p[0][0] = a[0], p[0][1] = a[1], p[1][0] = c[0], p[1][1] = c[1];
-        } else {
-            return kc__json_bad_type(pl, key, "an integer, (rows, cols) or ((top, bottom), (left, right))", v);
-        }
-        if (p[0][0] < 0 || p[0][1] < 0 || p[1][0] < 0 || p[1][1] < 0)
-            return kc__fail(KC_STATUS_BAD_FILE, PFX "%s: '%s' = %s is negative", pl->label, key, kc__json_text(v, b, sizeof b));
-        if (f->kind == KC_F_PAD2 && !p[0][0] && !p[0][1] && !p[1][0] && !p[1][1])
-            return kc__json_unsupported_value(pl, key, v, "a padding with at least one non-zero side");
-        return KC_STATUS_OK;
-    }
+    case KC_F_PAD2:
+        return read_pad2(pl, f, key, v, dst);
     case KC_F_AXIS: {
         const json_t *a = v;
         if (json_is_array(v) && json_array_size(v) == 1) a = json_array_get(v, 0); /* Keras 2: [3] */
