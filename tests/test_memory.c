@@ -56,6 +56,27 @@ static kc_model *residual(void) {
     return m;
 }
 
+/* normresample block: every normalisation and resampling kind in one graph */
+static kc_model *norm_resample(void) {
+    kc_model *m = NULL;
+    kc_functional("normresample", &m);
+    kc_node x = kc_input(m, KC_INPUT(.shape = {16, 16, 3}));
+    x = kc_apply(m, KC_RESCALING(.scale = {3, 1, {2.0f, 1.0f, 0.5f}}), x);
+    x = kc_apply(m, KC_NORMALIZATION(), x);
+    x = kc_apply(m, KC_CONV2D(.filters = 8, .kernel_size = {3, 3}, .padding = "same"), x);
+    x = kc_apply(m, KC_LAYERNORM(), x);
+    x = kc_apply(m, KC_GROUPNORM(.groups = 4), x);
+    x = kc_apply(m, KC_UPSAMPLING2D(.interpolation = "bilinear"), x);
+    x = kc_apply(m, KC_CROPPING2D(.cropping = {{1, 1}, {2, 0}}), x);
+    x = kc_apply(m, KC_MAXPOOL2D(.padding = "same"), x);
+    x = kc_apply(m, KC_PERMUTE(.dims = {2, 1, 3}), x);
+    x = kc_apply(m, KC_GLOBALMAXPOOL2D(), x);
+    x = kc_apply(m, KC_REPEAT_VECTOR(.n = 2), x);
+    x = kc_apply(m, KC_FLATTEN(), x);
+    assert_int_equal(kc_set_output(m, kc_apply(m, KC_DENSE(.units = 10, .activation = "softmax"), x)), KC_STATUS_OK);
+    return m;
+}
+
 static kc_dataset *random_images(int n, int h, int w, int c, int classes) {
     float *x = malloc((size_t)n * h * w * c * sizeof(float));
     int32_t *y = malloc((size_t)n * sizeof(int32_t));
@@ -102,6 +123,7 @@ static void test_plan_matches_peak(void **state) {
     check_plan(default_cnn, 28, 28, 1, "default CNN");
     check_plan(vgg_small, 32, 32, 3, "VGG-style");
     check_plan(residual, 16, 16, 3, "residual");
+    check_plan(norm_resample, 16, 16, 3, "normalisation and resampling");
 }
 
 /* The arena reuses memory: a deep chain needs far less than the sum of its buffers. */

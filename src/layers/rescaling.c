@@ -4,15 +4,14 @@
  * travel to the backend in the workspace (uploaded at each call, stream-ordered);
  * Normalization without mean/variance in its config has Keras's weights mean, variance
  * (per channel, or scalars for axis None) and count instead. */
-#include <stdlib.h>
-
 #include "layer.h"
 
 typedef struct scale_cfg {
     kc_consts scale, offset;   /* Rescaling; Normalization: mean, variance (n 0: weights) */
     kc_axes axis;              /* Normalization */
     bool invert, none;         /* Normalization: invert; axis None (one value for all) */
-    int c;                     /* values per row: the channels (1 for axis None) */
+    int c;                     /* values per row: the channels, or 1 when every constant is a scalar
+                                  (always <= KC_MAX_CONSTS where constants are uploaded) */
     int64_t rows;              /* rows per example */
 } scale_cfg;
 
@@ -55,10 +54,11 @@ static kc_status rescaling_build(kc_layer *l) {
     scale_cfg *c = l->cfg;
     const kc_shape *in = &l->in_shape[0];
     l->n_weights = 0;
-    c->c = in->rank ? in->dim[in->rank - 1] : 1;
+    const int ch = in->rank ? in->dim[in->rank - 1] : 1;
+    KC_TRY(check_len(l, "scale", &c->scale, ch));
+    KC_TRY(check_len(l, "offset", &c->offset, ch));
+    c->c = c->scale.n > 1 || c->offset.n > 1 ? ch : 1;
     c->rows = kc__shape_size(in) / c->c;
-    KC_TRY(check_len(l, "scale", &c->scale, c->c));
-    KC_TRY(check_len(l, "offset", &c->offset, c->c));
     l->out_shape = *in;
     return KC_STATUS_OK;
 }
@@ -72,23 +72,16 @@ static size_t consts_ws_bytes(const kc_layer *l, int batch, kc_backend *be) {
 /* The two constants, expanded to c values each, into the workspace (device memory). */
 static kc_status upload(const kc_layer *l, kc_backend *be, void *ws, size_t ws_bytes, float **a, float **b) {
     const scale_cfg *c = l->cfg;
-    float host[2 * KC_MAX_CONSTS], *big = NULL;
+    float h[2 * KC_MAX_CONSTS];
     size_t bytes = 2 * (size_t)c->c * sizeof(float);
-    if (!ws || ws_bytes < bytes) return kc__fail(KC_STATUS_INTERNAL, "%s: no workspace for its constants", kc__layer_label(l));
-    float *h = host;
-    if (c->c > KC_MAX_CONSTS) {
-        big = kc__malloc_aligned(bytes, "constants");
-        if (!big) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "%s: out of host memory", kc__layer_label(l));
-        h = big;
-    }
+    if (!ws || ws_bytes < bytes || c->c > KC_MAX_CONSTS)
+        return kc__fail(KC_STATUS_INTERNAL, "%s: no workspace for its constants", kc__layer_label(l));
     for (int k = 0; k < c->c; k++) {
         h[k] = c->scale.n == 1 ? c->scale.v[0] : c->scale.v[k];
         h[c->c + k] = c->offset.n == 1 ? c->offset.v[0] : c->offset.v[k];
     }
-    kc_status s = be->to_device(be, ws, h, bytes);
-    free(big);
     *a = ws, *b = (float *)ws + c->c;
-    return s;
+    return be->to_device(be, ws, h, bytes);
 }
 
 static kc_status rescaling_forward(kc_layer *l, const kc_fwd *a) {
@@ -157,15 +150,16 @@ static kc_status norm_build(kc_layer *l) {
                             "or None is", kc__layer_label(l), ax, kc__shape_str(in, true, b, sizeof b));
     }
     c->c = c->none ? 1 : in->dim[in->rank - 1];
-    c->rows = kc__shape_size(in) / c->c;
     l->out_shape = *in;
     if (c->scale.n) {
         if (c->none && c->scale.n != 1)
             return kc__fail(KC_STATUS_SHAPE, "%s: axis None takes one mean and variance, got %d", kc__layer_label(l),
                             c->scale.n);
         KC_TRY(check_len(l, "mean", &c->scale, c->c));
-        return KC_STATUS_OK;
+        if (c->scale.n == 1) c->c = 1; /* scalars: one value for all */
     }
+    c->rows = kc__shape_size(in) / c->c;
+    if (c->scale.n) return KC_STATUS_OK;
     kc_shape cs = c->none ? kc__shape_make(0, NULL) : kc__shape_make(1, (int[]){c->c});
     KC_TRY(kc__layer_add_weight(l, "mean", cs, false, "zeros", c->c, c->c));
     KC_TRY(kc__layer_add_weight(l, "variance", cs, false, "ones", c->c, c->c));
