@@ -209,6 +209,7 @@ typedef struct kc_zeropad2d_opts { /* ZeroPadding2D */
     int padding[2][2];        /* ((top, bottom), (left, right)); all zero means ((1,1),(1,1)) */
 } kc_zeropad2d_opts;
 
+
 typedef struct kc_merge_opts { /* Add, Concatenate */
     const char *name;
     int axis;                 /* Concatenate: only -1 (channels); 0 means -1 */
@@ -279,6 +280,33 @@ typedef struct kc_repeat_vector_opts { /* RepeatVector: (F) -> (n, F) */
     int n;
 } kc_repeat_vector_opts;
 
+/* elementwise helper: activation layers and operation nodes */
+typedef struct kc_leaky_relu_opts { /* LeakyReLU */
+    const char *name;
+    float negative_slope;     /* 0 means Keras's default, 0.3 (Keras 2 calls it alpha) */
+} kc_leaky_relu_opts;
+
+typedef struct kc_elu_opts { /* ELU */
+    const char *name;
+    float alpha;              /* 0 means Keras's default, 1.0 */
+} kc_elu_opts;
+
+typedef struct kc_prelu_opts { /* PReLU: y = x > 0 ? x : alpha * x, alpha a weight */
+    const char *name;
+    const char *alpha_initializer; /* NULL: "zeros" */
+    kc_axes shared_axes;           /* axes counted with the batch (1 = first after it) along which alpha
+                                      is shared (size 1); none by default */
+} kc_prelu_opts;
+
+/* A Keras 3 operation node of a Functional model (`x + 3`, `x * (1 / 6)`, `a * b`,
+ * keras.ops.multiply(a, b)): class TensorOp. */
+typedef struct kc_tensor_op_opts {
+    const char *name;
+    const char *op;           /* "add", "subtract", "multiply", "divide", "maximum", "minimum" */
+    int scalar_side;          /* 0: two tensors; 1: tensor op scalar; 2: scalar op tensor */
+    float scalar;
+} kc_tensor_op_opts;
+
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
 typedef struct kc_layer_spec {
@@ -314,6 +342,16 @@ typedef struct kc_layer_spec {
 #define KC_GLOBALMAXPOOL2D(...) KC_LAYER_SPEC_("GlobalMaxPooling2D", kc_global_pool_opts, __VA_ARGS__)
 #define KC_PERMUTE(...) KC_LAYER_SPEC_("Permute", kc_permute_opts, __VA_ARGS__)
 #define KC_REPEAT_VECTOR(...) KC_LAYER_SPEC_("RepeatVector", kc_repeat_vector_opts, __VA_ARGS__)
+/* elementwise helper */
+#define KC_MULTIPLY(...) KC_LAYER_SPEC_("Multiply", kc_merge_opts, __VA_ARGS__)
+#define KC_SUBTRACT(...) KC_LAYER_SPEC_("Subtract", kc_merge_opts, __VA_ARGS__)
+#define KC_AVERAGE(...) KC_LAYER_SPEC_("Average", kc_merge_opts, __VA_ARGS__)
+#define KC_MAXIMUM(...) KC_LAYER_SPEC_("Maximum", kc_merge_opts, __VA_ARGS__)
+#define KC_MINIMUM(...) KC_LAYER_SPEC_("Minimum", kc_merge_opts, __VA_ARGS__)
+#define KC_LEAKY_RELU(...) KC_LAYER_SPEC_("LeakyReLU", kc_leaky_relu_opts, __VA_ARGS__)
+#define KC_ELU(...) KC_LAYER_SPEC_("ELU", kc_elu_opts, __VA_ARGS__)
+#define KC_PRELU(...) KC_LAYER_SPEC_("PReLU", kc_prelu_opts, __VA_ARGS__)
+#define KC_TENSOR_OP(...) KC_LAYER_SPEC_("TensorOp", kc_tensor_op_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 

@@ -50,6 +50,16 @@ typedef enum kc_act {
     KC_ACT_LEAKY_RELU, /* alpha = negative slope */
     KC_ACT_SILU,
     KC_ACT_RELU_GENERAL, /* ReLU layer: alpha = negative_slope, beta = max_value (0: none), gamma = threshold */
+    /* elementwise helper: Keras 3's other activations (keras/src/activations/activations.py) */
+    KC_ACT_HARD_SIGMOID, /* relu6(x + 3) / 6 (Keras 3's definition) */
+    KC_ACT_HARD_SILU,    /* x * relu6(x + 3) / 6 (hard_swish) */
+    KC_ACT_SOFTPLUS,     /* log(1 + exp(x)) */
+    KC_ACT_SOFTSIGN,     /* x / (1 + |x|) */
+    KC_ACT_SELU,         /* scale * elu(x, alpha) with Keras's constants */
+    KC_ACT_MISH,         /* x * tanh(softplus(x)) */
+    KC_ACT_EXPONENTIAL,  /* exp(x) */
+    KC_ACT_LOG_SOFTMAX,  /* over the last axis (rows of `cols`) */
+    KC_ACT_GELU_TANH,    /* gelu(approximate=True): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     KC_ACT_COUNT
 } kc_act;
 
@@ -69,6 +79,29 @@ typedef struct kc_conv2d_desc {
                               act_forward would (the layer's fused activation, one pass less);
                               the backward passes ignore it */
 } kc_conv2d_desc;
+
+/* Broadcasting binary operations (elementwise helper): y = a op b. */
+typedef enum kc_binop {
+    KC_BIN_ADD = 0,
+    KC_BIN_SUB,
+    KC_BIN_MUL,
+    KC_BIN_DIV,
+    KC_BIN_MAX,   /* backward: the gradient goes to a where a >= b, else to b */
+    KC_BIN_MIN,   /* backward: to a where a <= b, else to b */
+    KC_BIN_PRELU, /* y = a > 0 ? a : b * a (PReLU: b is alpha) */
+    KC_BIN_COUNT
+} kc_binop;
+
+/* The index space of a broadcasting binary operation: y's shape (batch first, rank <=
+ * KC_BCAST_MAX_RANK) and, per axis, the element strides of a and b in it: a's own
+ * row-major strides over the axes it has, 0 along an axis it is broadcast over (size 1
+ * there). */
+#define KC_BCAST_MAX_RANK 6
+typedef struct kc_bcast_desc {
+    int rank;
+    int64_t dims[KC_BCAST_MAX_RANK];
+    int64_t sa[KC_BCAST_MAX_RANK], sb[KC_BCAST_MAX_RANK];
+} kc_bcast_desc;
 
 typedef enum kc_pool_kind { KC_POOL_MAX = 0, KC_POOL_AVG = 1 } kc_pool_kind;
 
@@ -162,6 +195,8 @@ typedef enum kc_op {
     /* normresample block */
     KC_OP_NORM,            /* channel_affine, normalize, groupnorm_forward, groupnorm_backward */
     KC_OP_RESAMPLE,        /* upsample2d_forward, upsample2d_backward, permute */
+    /* elementwise helper */
+    KC_OP_BROADCAST,       /* binary_forward, binary_backward, scalar_forward, scalar_backward */
     KC_OP_COUNT
 } kc_op;
 #define KC_OP_BIT(op) (1u << (op))
@@ -377,6 +412,23 @@ struct kc_backend {
      * at y's index j (perm counts from 0, without the batch axis); rank <= KC_MAX_RANK */
     kc_status (*permute)(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims,
                          const int *perm);
+    /* ---- broadcasting elementwise (elementwise helper: Multiply, Subtract, Average,
+     * Maximum, Minimum, Add, PReLU, operation nodes). The broadcast operand is read in
+     * place, never materialised.
+     * binary_forward: y (d->dims) = a op b.
+     * binary_backward: da (a's own shape) = the sum over the axes a is broadcast along of
+     * dy * dy/da, db likewise; either may be NULL (not wanted); both overwritten. a and b
+     * may be NULL where the op's gradient does not read them (ADD, SUB).
+     * scalar_forward: y = x op s, or s op x when scalar_first (n values; y may be x).
+     * scalar_backward: dx = dy * d(x op s)/dx (or of s op x); dx may be dy. */
+    kc_status (*binary_forward)(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
+                                const float *b, float *y);
+    kc_status (*binary_backward)(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
+                                 const float *b, const float *dy, float *da, float *db);
+    kc_status (*scalar_forward)(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first, float *y,
+                                int64_t n);
+    kc_status (*scalar_backward)(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
+                                 const float *dy, float *dx, int64_t n);
 };
 
 /* The CPU backend (always available). */

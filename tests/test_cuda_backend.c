@@ -39,6 +39,8 @@
 
 #include <cmocka.h>
 
+#include "bcast_desc.h"
+
 #include "kerac.h"
 #include "kerac_backend.h"
 #include "layers/layer.h"
@@ -533,8 +535,9 @@ static void test_batchnorm(void **state) {
 /* ---------------------------------------------------------------- activations, dropout */
 
 static void act_case(kc_act kind, float alpha, float beta, float gamma, int cols) {
-    static const char *names[KC_ACT_COUNT] = {"linear", "relu", "sigmoid", "tanh", "softmax",
-                                              "elu", "gelu", "leaky_relu", "silu", "relu_general"};
+    static const char *names[KC_ACT_COUNT] = {
+        "linear", "relu", "sigmoid", "tanh", "softmax", "elu", "gelu", "leaky_relu", "silu", "relu_general",
+        "hard_sigmoid", "hard_silu", "softplus", "softsign", "selu", "mish", "exponential", "log_softmax", "gelu_tanh"};
     kc_act_params a = {.kind = kind, .alpha = alpha, .beta = beta, .gamma = gamma};
     const int64_t n = 64 * 1001;
     float *x = hrand(n, -4, 4), *y = hbuf(n), *dy = hrand(n, -1, 1), *dx = hbuf(n);
@@ -549,7 +552,10 @@ static void act_case(kc_act kind, float alpha, float beta, float gamma, int cols
     OK(G->act_backward(G, a, gx, gy, gdy, gdx, n, cols));
     snprintf(what, sizeof what, "%s backward (x, y)", names[kind]);
     check_dev(what, gdx, dx, n, 2e-6, 0);
-    if (kind != KC_ACT_GELU && kind != KC_ACT_SILU) {
+    const bool y_only = kind == KC_ACT_LINEAR || kind == KC_ACT_RELU || kind == KC_ACT_SIGMOID || kind == KC_ACT_TANH ||
+                        kind == KC_ACT_SOFTMAX || kind == KC_ACT_ELU || kind == KC_ACT_LEAKY_RELU ||
+                        kind == KC_ACT_RELU_GENERAL || kind == KC_ACT_EXPONENTIAL || kind == KC_ACT_LOG_SOFTMAX;
+    if (y_only) {
         OK(C->act_backward(C, a, NULL, y, dy, dx, n, cols));
         OK(G->act_backward(G, a, NULL, gy, gdy, gdx, n, cols));
         snprintf(what, sizeof what, "%s backward (y only)", names[kind]);
@@ -576,6 +582,83 @@ static void test_activations(void **state) {
     act_case(KC_ACT_LEAKY_RELU, 0.3f, 0, 0, 1);
     act_case(KC_ACT_SILU, 0, 0, 0, 1);
     act_case(KC_ACT_RELU_GENERAL, 0.1f, 1.5f, 0.5f, 1);
+    /* elementwise helper */
+    act_case(KC_ACT_HARD_SIGMOID, 0, 0, 0, 1);
+    act_case(KC_ACT_HARD_SILU, 0, 0, 0, 1);
+    act_case(KC_ACT_SOFTPLUS, 0, 0, 0, 1);
+    act_case(KC_ACT_SOFTSIGN, 0, 0, 0, 1);
+    act_case(KC_ACT_SELU, 0, 0, 0, 1);
+    act_case(KC_ACT_MISH, 0, 0, 0, 1);
+    act_case(KC_ACT_EXPONENTIAL, 0, 0, 0, 1);
+    act_case(KC_ACT_LOG_SOFTMAX, 0, 0, 0, 1001);
+    act_case(KC_ACT_LOG_SOFTMAX, 0, 0, 0, 7);
+    act_case(KC_ACT_GELU_TANH, 0, 0, 0, 1);
+}
+
+/* ---------------------------------------------------------------- broadcasting (elementwise helper) */
+
+/* y = a op b over dims with a's and b's shapes (1 where broadcast, rank-aligned), forward
+ * and both gradients, GPU against CPU. */
+static void bcast_case(const char *name, kc_binop op, int rank, const int64_t *dims, const int64_t *ashape,
+                       const int64_t *bshape) {
+    int64_t an, bn, yn;
+    kc_bcast_desc d = bcast_desc(rank, dims, ashape, bshape, &an, &bn, &yn);
+    float *a = hrand(an, -2, 2), *b = hrand(bn, 0.5f, 2), *y = hbuf(yn), *dy = hrand(yn, -1, 1);
+    float *da = hbuf(an), *db = hbuf(bn);
+    float *ga = dcopy(a, an), *gb = dcopy(b, bn), *gy = dbuf(yn), *gdy = dcopy(dy, yn), *gda = dbuf(an), *gdb = dbuf(bn);
+    char what[160];
+    OK(C->binary_forward(C, op, &d, a, b, y));
+    OK(G->binary_forward(G, op, &d, ga, gb, gy));
+    snprintf(what, sizeof what, "%s forward", name);
+    check_dev(what, gy, y, yn, 1e-6, 0);
+    OK(C->binary_backward(C, op, &d, a, b, dy, da, db));
+    OK(G->binary_backward(G, op, &d, ga, gb, gdy, gda, gdb));
+    snprintf(what, sizeof what, "%s gradient of a", name);
+    check_dev(what, gda, da, an, 1e-5, 0);
+    snprintf(what, sizeof what, "%s gradient of b", name);
+    check_dev(what, gdb, db, bn, 1e-5, 0);
+    free(a), free(b), free(y), free(dy), free(da), free(db);
+    dfree(ga), dfree(gb), dfree(gy), dfree(gdy), dfree(gda), dfree(gdb);
+}
+
+static void scalar_case(kc_binop op, float s, int scalar_first) {
+    const int64_t n = 10007;
+    float *x = hrand(n, 0.5f, 3), *y = hbuf(n), *dy = hrand(n, -1, 1), *dx = hbuf(n);
+    float *gx = dcopy(x, n), *gy = dbuf(n), *gdy = dcopy(dy, n), *gdx = dbuf(n);
+    char what[96];
+    OK(C->scalar_forward(C, op, x, s, scalar_first, y, n));
+    OK(G->scalar_forward(G, op, gx, s, scalar_first, gy, n));
+    snprintf(what, sizeof what, "scalar op %d (s %g, first %d) forward", (int)op, (double)s, scalar_first);
+    check_dev(what, gy, y, n, 1e-6, 0);
+    OK(C->scalar_backward(C, op, x, s, scalar_first, dy, dx, n));
+    OK(G->scalar_backward(G, op, gx, s, scalar_first, gdy, gdx, n));
+    snprintf(what, sizeof what, "scalar op %d (s %g, first %d) backward", (int)op, (double)s, scalar_first);
+    check_dev(what, gdx, dx, n, 1e-6, 0);
+    free(x), free(y), free(dy), free(dx), dfree(gx), dfree(gy), dfree(gdy), dfree(gdx);
+}
+
+static void test_broadcast(void **state) {
+    (void)state;
+    static const int64_t se_y[4] = {8, 14, 14, 96}, se_a[4] = {8, 14, 14, 96}, se_b[4] = {8, 1, 1, 96};
+    static const int64_t ch_b[4] = {8, 14, 14, 1}, row_b[4] = {1, 1, 1, 96};
+    for (int op = 0; op < KC_BIN_COUNT; op++) {
+        char name[96];
+        snprintf(name, sizeof name, "op %d squeeze-excite (8,14,14,96) x (8,1,1,96)", op);
+        bcast_case(name, (kc_binop)op, 4, se_y, se_a, se_b);
+        snprintf(name, sizeof name, "op %d (8,1,1,96) x (8,14,14,96)", op);
+        bcast_case(name, (kc_binop)op, 4, se_y, se_b, se_a);
+        snprintf(name, sizeof name, "op %d (8,14,14,96) x (8,14,14,1)", op);
+        bcast_case(name, (kc_binop)op, 4, se_y, se_a, ch_b);
+        snprintf(name, sizeof name, "op %d same shapes", op);
+        bcast_case(name, (kc_binop)op, 4, se_y, se_a, se_a);
+        snprintf(name, sizeof name, "op %d PReLU-style (8,14,14,96) x (1,1,1,96)", op);
+        bcast_case(name, (kc_binop)op, 4, se_y, se_a, row_b);
+    }
+    for (int op = 0; op < KC_BIN_COUNT; op++) {
+        if (op == KC_BIN_PRELU) continue;
+        scalar_case((kc_binop)op, 3.0f, 0);
+        scalar_case((kc_binop)op, 1.5f, 1);
+    }
 }
 
 static void test_dropout(void **state) {
@@ -1211,6 +1294,7 @@ int main(void) {
         cmocka_unit_test(test_pooling),
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_losses),
         cmocka_unit_test(test_accuracy),

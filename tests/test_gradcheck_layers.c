@@ -56,6 +56,7 @@ typedef struct gc_case {
     float kinks[2];
     float margin;        /* distance kept from kinks (0: 10 * eps) */
     bool fused_kink;     /* the layer's fused activation has a kink at 0 (relu, leaky_relu) */
+    float range;         /* IN_AWAY draws from [-range, range] (0: 2) */
 } gc_case;
 
 typedef struct harness {
@@ -104,7 +105,8 @@ static void fill_input(const gc_case *c, kc_rng *g, float *x, int64_t n) {
             float v;
             bool ok;
             do {
-                v = unif(g, -2.0f, 2.0f);
+                const float r = c->range > 0 ? c->range : 2.0f;
+                v = unif(g, -r, r);
                 ok = true;
                 for (int k = 0; k < c->n_kinks; k++) ok = ok && fabsf(v - c->kinks[k]) >= margin;
             } while (!ok);
@@ -324,6 +326,17 @@ static void run_case(void **state) {
     {LAYER " leaky_relu", MAKE("leaky_relu"), 1, {shape}, bt, .eps = 1e-3f, .fused_kink = true, .margin = 2e-2f}, \
     {LAYER " silu", MAKE("silu"), 1, {shape}, bt}
 
+#define EW_ACT_CASES(LAYER, MAKE, shape, bt)                                                                   \
+    {LAYER " hard_silu", MAKE("hard_silu"), 1, {shape}, bt},                                                   \
+    {LAYER " hard_sigmoid", MAKE("hard_sigmoid"), 1, {shape}, bt},                                             \
+    {LAYER " softplus", MAKE("softplus"), 1, {shape}, bt},                                                     \
+    {LAYER " softsign", MAKE("softsign"), 1, {shape}, bt, .fused_kink = true, .margin = 5e-2f},                 \
+    {LAYER " selu", MAKE("selu"), 1, {shape}, bt, .fused_kink = true, .margin = 5e-2f},                         \
+    {LAYER " mish", MAKE("mish"), 1, {shape}, bt},                                                             \
+    {LAYER " exponential", MAKE("exponential"), 1, {shape}, bt},                                               \
+    {LAYER " log_softmax", MAKE("log_softmax"), 1, {shape}, bt},                                               \
+    {LAYER " relu6", MAKE("relu6"), 1, {shape}, bt, .eps = 1e-3f, .fused_kink = true, .margin = 2e-2f}
+
 #define DENSE_ACT(a) KC_DENSE(.units = 5, .activation = a)
 #define CONV_ACT(a) KC_CONV2D(.filters = 3, .kernel_size = {3, 3}, .activation = a)
 #define DW_ACT(a) KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .activation = a)
@@ -470,6 +483,63 @@ static const gc_case k_cases[] = {
     {"RepeatVector", KC_REPEAT_VECTOR(.n = 3), 1, {S1(4)}, 2},
     {"RepeatVector 1", KC_REPEAT_VECTOR(.n = 1), 1, {S1(4)}, 2},
     {"Dense rank-4 input (N, H, W, C)", KC_DENSE(.units = 3), 1, {{4, {2, 2, 2, 3}}}, 2},
+    /* elementwise helper: Keras 3's other activations, fused and as layers */
+    EW_ACT_CASES("Dense", DENSE_ACT, S1(6), 3),
+    EW_ACT_CASES("Conv2D", CONV_ACT, S3(4, 4, 2), 2),
+    {"Activation relu6", ACTL("relu6"), 1, {S2(3, 4)}, 2, .eps = 1e-3f, .input = IN_AWAY, .range = 8.0f,
+     .n_kinks = 2, .kinks = {0.0f, 6.0f}},
+    {"Activation hard_sigmoid", ACTL("hard_sigmoid"), 1, {S2(3, 8)}, 2, .eps = 1e-3f, .input = IN_AWAY,
+     .range = 5.0f, .n_kinks = 2, .kinks = {-3.0f, 3.0f}},
+    {"Activation hard_silu", ACTL("hard_silu"), 1, {S2(3, 8)}, 2, .eps = 1e-3f, .input = IN_AWAY, .range = 5.0f,
+     .n_kinks = 2, .kinks = {-3.0f, 3.0f}},
+    {"Activation hard_swish (alias)", ACTL("hard_swish"), 1, {S1(8)}, 2, .eps = 1e-3f, .input = IN_AWAY,
+     .range = 5.0f, .n_kinks = 2, .kinks = {-3.0f, 3.0f}},
+    {"Activation softplus", ACTL("softplus"), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .range = 6.0f},
+    {"Activation softsign", ACTL("softsign"), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .n_kinks = 1},
+    {"Activation selu", ACTL("selu"), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .n_kinks = 1},
+    {"Activation mish", ACTL("mish"), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .range = 4.0f},
+    {"Activation exponential", ACTL("exponential"), 1, {S2(3, 4)}, 2, .input = IN_AWAY},
+    {"Activation log_softmax", ACTL("log_softmax"), 1, {S2(3, 5)}, 2, .input = IN_AWAY},
+    {"Activation gelu_approximate", ACTL("gelu_approximate"), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .range = 4.0f},
+    {"LeakyReLU default", KC_LEAKY_RELU(), 1, {S3(2, 2, 3)}, 2, .eps = 1e-3f, .input = IN_AWAY, .n_kinks = 1},
+    {"LeakyReLU 0.05", KC_LEAKY_RELU(.negative_slope = 0.05f), 1, {S1(8)}, 2, .eps = 1e-3f, .input = IN_AWAY,
+     .n_kinks = 1},
+    {"ELU default", KC_ELU(), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .n_kinks = 1},
+    {"ELU alpha 0.7", KC_ELU(.alpha = 0.7f), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .n_kinks = 1},
+    {"ELU alpha -0.5", KC_ELU(.alpha = -0.5f), 1, {S2(3, 4)}, 2, .input = IN_AWAY, .n_kinks = 1},
+    {"PReLU", KC_PRELU(), 1, {S3(2, 3, 4)}, 2, .eps = 1e-3f, .input = IN_AWAY, .n_kinks = 1},
+    {"PReLU shared_axes (1, 2)", KC_PRELU(.shared_axes = {.n = 2, .list = 1, .v = {1, 2}}), 1, {S3(3, 2, 4)}, 2, .eps = 1e-3f,
+     .input = IN_AWAY, .n_kinks = 1},
+    {"PReLU shared_axes 3", KC_PRELU(.shared_axes = {.n = 1, .list = 1, .v = {3}}, .alpha_initializer = "ones"), 1, {S3(2, 2, 3)}, 2,
+     .eps = 1e-3f, .input = IN_AWAY, .n_kinks = 1},
+    /* merges with Keras's broadcasting */
+    {"Add broadcast (N,1,1,C) + (N,H,W,C)", KC_ADD(), 2, {S3(1, 1, 3), S3(2, 3, 3)}, 2},
+    {"Add broadcast rank 1 + rank 3, 3 inputs", KC_ADD(), 3, {S1(3), S3(2, 2, 3), S3(2, 2, 1)}, 2},
+    {"Multiply same shapes", KC_MULTIPLY(), 2, {S2(3, 4), S2(3, 4)}, 2},
+    {"Multiply squeeze-excite", KC_MULTIPLY(), 2, {S3(3, 2, 4), S3(1, 1, 4)}, 2},
+    {"Multiply 3 inputs broadcast", KC_MULTIPLY(), 3, {S3(2, 3, 1), S3(2, 3, 4), S3(1, 3, 4)}, 2},
+    {"Subtract", KC_SUBTRACT(), 2, {S2(3, 4), S2(3, 4)}, 2},
+    {"Subtract broadcast", KC_SUBTRACT(), 2, {S3(2, 1, 3), S3(2, 4, 1)}, 2},
+    {"Average 3 inputs broadcast", KC_AVERAGE(), 3, {S3(2, 2, 3), S3(1, 1, 3), S1(3)}, 2},
+    {"Maximum", KC_MAXIMUM(), 2, {S2(3, 4), S2(3, 4)}, 2, .eps = 1e-3f},
+    {"Maximum 3 inputs broadcast", KC_MAXIMUM(), 3, {S3(2, 2, 3), S3(1, 1, 3), S3(2, 2, 1)}, 2, .eps = 1e-3f},
+    {"Minimum broadcast", KC_MINIMUM(), 2, {S3(2, 3, 1), S3(2, 3, 4)}, 2, .eps = 1e-3f},
+    /* Keras 3 operation nodes */
+    {"TensorOp x + 3", KC_TENSOR_OP(.op = "add", .scalar_side = 1, .scalar = 3.0f), 1, {S2(3, 4)}, 2},
+    {"TensorOp 2 - x", KC_TENSOR_OP(.op = "subtract", .scalar_side = 2, .scalar = 2.0f), 1, {S2(3, 4)}, 2},
+    {"TensorOp x - 0.5", KC_TENSOR_OP(.op = "subtract", .scalar_side = 1, .scalar = 0.5f), 1, {S2(3, 4)}, 2},
+    {"TensorOp x * (1/6)", KC_TENSOR_OP(.op = "multiply", .scalar_side = 1, .scalar = 1.0f / 6.0f), 1, {S2(3, 4)}, 2},
+    {"TensorOp x / 4", KC_TENSOR_OP(.op = "true_divide", .scalar_side = 1, .scalar = 4.0f), 1, {S2(3, 4)}, 2},
+    {"TensorOp 1 / x", KC_TENSOR_OP(.op = "divide", .scalar_side = 2, .scalar = 1.0f), 1, {S2(3, 4)}, 2,
+     .input = IN_AWAY, .n_kinks = 1, .margin = 0.7f},
+    {"TensorOp maximum(x, 0.1)", KC_TENSOR_OP(.op = "maximum", .scalar_side = 1, .scalar = 0.1f), 1, {S2(3, 4)}, 2,
+     .eps = 1e-3f, .input = IN_AWAY, .n_kinks = 1, .kinks = {0.1f}},
+    {"TensorOp minimum(-0.2, x)", KC_TENSOR_OP(.op = "minimum", .scalar_side = 2, .scalar = -0.2f), 1, {S2(3, 4)},
+     2, .eps = 1e-3f, .input = IN_AWAY, .n_kinks = 1, .kinks = {-0.2f}},
+    {"TensorOp a * b", KC_TENSOR_OP(.op = "multiply"), 2, {S3(2, 2, 3), S3(2, 2, 3)}, 2},
+    {"TensorOp a / b broadcast", KC_TENSOR_OP(.op = "true_divide"), 2, {S3(2, 2, 3), S3(1, 1, 3)}, 2,
+     .input = IN_AWAY, .n_kinks = 1, .margin = 0.7f},
+    {"TensorOp a - b broadcast", KC_TENSOR_OP(.op = "subtract"), 2, {S3(2, 1, 3), S3(2, 2, 3)}, 2},
 };
 
 int main(void) {

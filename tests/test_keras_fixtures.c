@@ -53,6 +53,12 @@ static const fixture_model k_models[] = {
     /* normresample block: Keras 3 and tf-keras, all four files */
     {"normscale", "normscale_small", 621},
     {"resample", "resample_small", 329},
+    /* elementwise helper (Keras 3 only): merges with broadcasting, every activation, operation nodes */
+    {"ew_merges", "ew_merges", 506},
+    {"ew_acts", "ew_acts", 1771},
+    {"ew_mnv3", "ew_mnv3", 455},
+    /* elementwise helper, Keras 3 and tf-keras */
+    {"ew_k2", "ew_k2", 544},
 };
 
 /* ---------------------------------------------------------------- a tiny .npy reader */
@@ -288,12 +294,29 @@ static void test_resample(void **state) {
     (void)state;
     run_model(&k_models[7]);
 }
+/* elementwise helper: Multiply, Subtract, Average, Maximum, Minimum and Add with Keras's
+ * broadcasting ((N,1,1,C) x (N,H,W,C), (N,H,W,1), (N,C) against rank 4); every activation by
+ * name and as a layer (PReLU's alpha weights, LeakyReLU, ELU, ReLU's options); and a
+ * MobileNetV3Small-style block whose hard-swish, hard-sigmoid and arithmetic are Keras 3
+ * operation nodes (its .keras3.h5 has them without modules). */
+static void run_keras3(const fixture_model *fm, bool h5_sensitivity) {
+    check_file(fm, ".keras", "_y3.npy", true);
+    check_file(fm, ".keras3.h5", "_y3.npy", h5_sensitivity);
+}
+
+static void test_ew_merges(void **state) { run_keras3(&k_models[8], false); }
+static void test_ew_acts(void **state) { run_keras3(&k_models[9], false); }
+static void test_ew_mnv3(void **state) { run_keras3(&k_models[10], true); }
+/* written by Keras 3 and by tf-keras (LeakyReLU's alpha key, "swish"): all four files */
+static void test_ew_k2(void **state) { run_model(&k_models[11]); }
 
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
     (void)state;
-    for (size_t i = 0; i < 4; i++) { /* the models written by both Keras 3 and tf-keras */
+    static const size_t both[] = {0, 1, 2, 3, 11}; /* the models written by both Keras 3 and tf-keras */
+    for (size_t j = 0; j < sizeof both / sizeof both[0]; j++) {
+        const size_t i = both[j];
         npy a, b;
         npy_load(fpath(k_models[i].stem, "_y3.npy"), &a);
         npy_load(fpath(k_models[i].stem, "_y2.npy"), &b);
@@ -462,6 +485,10 @@ int main(void) {
         cmocka_unit_test(test_resnet),
         cmocka_unit_test(test_depthwise),
         cmocka_unit_test(test_dropout_functional),
+        cmocka_unit_test(test_ew_merges),
+        cmocka_unit_test(test_ew_acts),
+        cmocka_unit_test(test_ew_mnv3),
+        cmocka_unit_test(test_ew_k2),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),
         cmocka_unit_test(test_resample),

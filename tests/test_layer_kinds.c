@@ -154,6 +154,16 @@ static const sample k_samples[] = {
     {&kc__global_maxpool2d_ops, KC_GLOBALMAXPOOL2D(.name = "gmp", .keepdims = KC_TRUE), 1},
     {&kc__permute_ops, KC_PERMUTE(.name = "perm", .dims = {2, 1, 3}), 1},
     {&kc__repeat_vector_ops, KC_REPEAT_VECTOR(.name = "rep", .n = 3), 1},
+    /* elementwise helper */
+    {&kc__multiply_ops, KC_MULTIPLY(.name = "prod"), 3},
+    {&kc__subtract_ops, KC_SUBTRACT(.name = "diff"), 2},
+    {&kc__average_ops, KC_AVERAGE(.name = "mean"), 3},
+    {&kc__maximum_ops, KC_MAXIMUM(.name = "hi"), 2},
+    {&kc__minimum_ops, KC_MINIMUM(.name = "lo"), 2},
+    {&kc__leaky_relu_ops, KC_LEAKY_RELU(.name = "leaky", .negative_slope = 0.125f), 1},
+    {&kc__elu_ops, KC_ELU(.name = "elu_l", .alpha = 0.5f), 1},
+    {&kc__prelu_ops, KC_PRELU(.name = "prelu", .alpha_initializer = "ones", .shared_axes = {.n = 2, .list = 1, .v = {1, 2}}), 1},
+    {&kc__tensor_op_ops, KC_TENSOR_OP(.name = "plus3", .op = "add", .scalar_side = 1, .scalar = 3.0f), 1},
 };
 
 static kc_model *sample_model(const sample *s) {

@@ -62,7 +62,10 @@ static void test_registry(void **state) {
                                         /* normresample block */
                                         "Rescaling", "Normalization", "LayerNormalization",
                                         "GroupNormalization", "UpSampling2D", "Cropping2D",
-                                        "GlobalMaxPooling2D", "Permute", "RepeatVector"};
+                                        "GlobalMaxPooling2D", "Permute", "RepeatVector",
+                                        /* elementwise helper */
+                                        "Multiply", "Subtract", "Average", "Maximum", "Minimum", "LeakyReLU", "ELU",
+                                        "PReLU", "TensorOp"};
     assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(names));
     for (size_t i = 0; i < KC_ARRAY_LEN(names); i++) {
         const kc_layer_ops *o = kc__layer_find(names[i]);
@@ -519,7 +522,7 @@ static void test_invalid_options(void **state) {
         {KC_BATCHNORM(.name = "bad", .momentum = 1.5f), KC_STATUS_INVALID_ARGUMENT, "BatchNormalization 'bad'", "momentum"},
         {KC_BATCHNORM(.name = "bad", .epsilon = -1e-3f), KC_STATUS_INVALID_ARGUMENT, "BatchNormalization 'bad'", "epsilon"},
         {KC_BATCHNORM(.name = "bad", .axis = -2), KC_STATUS_UNSUPPORTED, "BatchNormalization 'bad'", "axis"},
-        {KC_ACTIVATION(.name = "bad", .activation = "hard_sigmoid"), KC_STATUS_UNSUPPORTED, "Activation 'bad'", "activation 'hard_sigmoid'"},
+        {KC_ACTIVATION(.name = "bad", .activation = "hard_tanh"), KC_STATUS_UNSUPPORTED, "Activation 'bad'", "activation 'hard_tanh'"},
         {KC_RELU(.name = "bad", .max_value = -1.0f), KC_STATUS_INVALID_ARGUMENT, "ReLU 'bad'", "max_value"},
         {KC_RELU(.name = "bad", .negative_slope = -0.1f), KC_STATUS_INVALID_ARGUMENT, "ReLU 'bad'", "negative_slope"},
         {KC_RELU(.name = "bad", .threshold = -0.5f), KC_STATUS_INVALID_ARGUMENT, "ReLU 'bad'", "threshold"},
@@ -575,6 +578,15 @@ static void test_activations(void **state) {
         {"softmax", "softmax", KC_ACT_SOFTMAX, 0, false}, {"elu", "elu", KC_ACT_ELU, 1.0f, false},
         {"gelu", "gelu", KC_ACT_GELU, 0, true},          {"leaky_relu", "leaky_relu", KC_ACT_LEAKY_RELU, 0.2f, false},
         {"silu", "silu", KC_ACT_SILU, 0, true},          {"swish", "silu", KC_ACT_SILU, 0, true},
+        /* elementwise helper */
+        {"relu6", "relu6", KC_ACT_RELU_GENERAL, 0, false},
+        {"hard_sigmoid", "hard_sigmoid", KC_ACT_HARD_SIGMOID, 0, true},
+        {"hard_silu", "hard_silu", KC_ACT_HARD_SILU, 0, true}, {"hard_swish", "hard_silu", KC_ACT_HARD_SILU, 0, true},
+        {"softplus", "softplus", KC_ACT_SOFTPLUS, 0, true}, {"softsign", "softsign", KC_ACT_SOFTSIGN, 0, true},
+        {"selu", "selu", KC_ACT_SELU, 0, true},          {"mish", "mish", KC_ACT_MISH, 0, true},
+        {"exponential", "exponential", KC_ACT_EXPONENTIAL, 0, false},
+        {"log_softmax", "log_softmax", KC_ACT_LOG_SOFTMAX, 0, false},
+        {"gelu_approximate", "gelu_approximate", KC_ACT_GELU_TANH, 0, true},
     };
     for (size_t i = 0; i < KC_ARRAY_LEN(t); i++) {
         kc_act_params p = {KC_ACT_COUNT, -1, -1, -1};
@@ -585,8 +597,9 @@ static void test_activations(void **state) {
         assert_int_equal(kc__act_needs_input(p.kind), t[i].needs_x);
         assert_true(kc__act_flops(p.kind) >= 0);
     }
-    assert_int_equal(kc__act_parse("mish", NULL), KC_STATUS_UNSUPPORTED);
-    assert_contains(kc_last_error(), "'mish'");
+    assert_int_equal(kc__act_parse("hard_tanh", NULL), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "'hard_tanh'");
+    assert_contains(kc_last_error(), "mish");
     assert_contains(kc_last_error(), "leaky_relu");
     assert_contains(kc_last_error(), "gelu");
     kc_act_params g = {KC_ACT_RELU_GENERAL, 0.1f, 6.0f, 0.0f};

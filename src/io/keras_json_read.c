@@ -243,6 +243,19 @@ static kc_status parse_inbound(const json_t *entry, const parsed_layer *pl, tens
     return add_ref(pl, &t, refs, n);
 }
 
+/* A Keras 3 operation node (keras_json_ops.c) and its tensor arguments. */
+static kc_status parse_op_node(const json_t *entry, int i, parsed_layer *pl, tensor_ref *refs, int *n) {
+    const json_t *targs[2];
+    int nt = 0;
+    KC_TRY(kc__json_parse_op_node(entry, i, pl, targs, &nt));
+    for (int k = 0; k < nt; k++) {
+        tensor_ref t;
+        KC_TRY(keras_tensor_ref(pl, targs[k], &t));
+        KC_TRY(add_ref(pl, &t, refs, n));
+    }
+    return KC_STATUS_OK;
+}
+
 /* The node of an earlier layer called `name`. */
 static kc_status resolve(const reader *r, int upto, const char *who, const char *name, kc_node *out) {
     for (int i = 0; i < upto; i++)
@@ -313,13 +326,15 @@ static kc_status read_functional(reader *r, const json_t *config) {
     for (int i = 0; i < r->n; i++) {
         const json_t *entry = json_array_get(layers, (size_t)i);
         parsed_layer pl;
-        KC_TRY(kc__json_parse_layer(entry, i, &pl));
+        tensor_ref refs[KC_MAX_INPUTS];
+        int n = 0;
+        const bool op_node = kc__json_is_op_node(entry);
+        if (op_node) KC_TRY(parse_op_node(entry, i, &pl, refs, &n));
+        else KC_TRY(kc__json_parse_layer(entry, i, &pl));
         if (!r->names[i])
             return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no name; a Functional model refers to layers by name",
                             pl.label);
-        tensor_ref refs[KC_MAX_INPUTS];
-        int n = 0;
-        KC_TRY(parse_inbound(entry, &pl, refs, &n));
+        if (!op_node) KC_TRY(parse_inbound(entry, &pl, refs, &n));
         kc_node xs[KC_MAX_INPUTS];
         for (int k = 0; k < n; k++) KC_TRY(resolve(r, i, pl.label, refs[k].name, &xs[k]));
         kc_layer_spec spec = spec_of(&pl);
@@ -330,7 +345,7 @@ static kc_status read_functional(reader *r, const json_t *config) {
             y = kc_input(r->m, &spec);
         } else if (n == 0) {
             return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no inbound_nodes: nothing feeds it", pl.label);
-        } else if (n == 1 && !kc__keras_is_merge(pl.ops)) {
+        } else if (n == 1 && (!kc__keras_is_merge(pl.ops) || op_node)) {
             y = kc_apply(r->m, &spec, xs[0]);
         } else {
             y = kc_merge(r->m, &spec, xs, n);

@@ -109,6 +109,7 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
     case KC_F_STR:
     case KC_F_ACT: {
         const char *s = *(const char *const *)src;
+        if (f->kind == KC_F_ACT && w->flavour == 2 && s && strcmp(s, "silu") == 0) s = "swish"; /* tf-keras's name */
         return json_string(s && *s ? s : f->lit);
     }
     case KC_F_INIT: {
@@ -235,8 +236,38 @@ static json_t *build_config(writer *w, const kc_layer *l) {
     return b;
 }
 
+/* A TensorOp as the Keras 3 operation node it was read from (keras_json_ops.c): tensor and
+ * number arguments in their order. Written so in both flavours: only Keras 3 has them. */
+static kc_status op_node_entry(writer *w, const kc_layer *l, bool functional, json_t **out) {
+    kc_tensor_op_opts o;
+    l->ops->get_opts(l, &o);
+    const char *cls = kc__tensor_op_keras_class(o.op);
+    if (!functional || !cls)
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        "model JSON: layer '%s' (TensorOp) is a Keras 3 operation node, which only a Functional "
+                        "model holds; build the model with kc_functional",
+                        l->name);
+    json_t *e = json_object(), *cfg = json_object(), *nodes = json_array(), *node = json_object(), *args = json_array();
+    put(w, e, "module", json_string("keras.src.ops.numpy"));
+    put(w, e, "class_name", json_string(cls));
+    put(w, cfg, "name", json_string(l->name));
+    put(w, e, "config", cfg);
+    put(w, e, "registered_name", json_string(cls));
+    put(w, e, "name", json_string(l->name));
+    if (o.scalar_side == 2) push(w, args, jfloat(o.scalar));
+    for (int k = 0; k < l->n_in; k++) push(w, args, keras_tensor(w, l->in[k]));
+    if (o.scalar_side == 1) push(w, args, jfloat(o.scalar));
+    put(w, node, "args", args);
+    put(w, node, "kwargs", json_object());
+    push(w, nodes, node);
+    put(w, e, "inbound_nodes", nodes);
+    *out = e;
+    return KC_STATUS_OK;
+}
+
 static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json_t **out) {
     *out = NULL;
+    if (strcmp(l->ops->class_name, "TensorOp") == 0) return op_node_entry(w, l, functional, out);
     if (!l->ops->get_opts)
         return kc__fail(KC_STATUS_UNSUPPORTED, "model JSON: layer '%s' has class %s, which the JSON writer does not know",
                         l->name, l->ops->class_name);

@@ -231,6 +231,27 @@ kc_act_params kc__act_layer_activation(const kc_layer *l);
     .forward = kc__act_layer_forward, .backward = kc__act_layer_backward, .flops = kc__act_layer_flops, \
     .activation = kc__act_layer_activation
 
+/* The elementwise merges with Keras's broadcasting (merge_ew.c; Add, Subtract, Multiply,
+ * Average, Maximum, Minimum): their cfg. */
+typedef struct kc__merge_cfg {
+    kc_binop op;         /* ADD (also Average), SUB, MUL, MAX, MIN */
+    bool average;        /* then divided by the number of inputs */
+    int64_t size;        /* output values per example */
+    int rank;            /* axes with the batch */
+    int64_t dims[KC_BCAST_MAX_RANK];                  /* output shape, dims[0] (batch) set per call */
+    int64_t full[KC_BCAST_MAX_RANK];                  /* the output's strides */
+    int64_t strides[KC_MAX_INPUTS][KC_BCAST_MAX_RANK]; /* each input's, 0 where broadcast; [0]: per example */
+    bool same[KC_MAX_INPUTS];                         /* input i has the output's shape */
+} kc__merge_cfg;
+kc_status kc__merge_build(kc_layer *l, kc__merge_cfg *c);
+kc_status kc__merge_forward(kc_layer *l, const kc__merge_cfg *c, const kc_fwd *a);
+kc_status kc__merge_backward(kc_layer *l, const kc__merge_cfg *c, const kc_bwd *a);
+size_t kc__merge_workspace(const kc_layer *l, const kc__merge_cfg *c, int batch);
+
+/* TensorOp's operations by Keras 3 class ("Add", "TrueDivide", ...) and back; NULL if none. */
+const char *kc__tensor_op_keras_class(const char *op);
+const char *kc__tensor_op_from_keras_class(const char *cls);
+
 /* Tri-state booleans: KC_DEFAULT means def. */
 /* y is x's memory in this mode (no forward call, no buffer of its own). */
 static inline bool kc__layer_is_alias(const kc_layer *l, bool training) {

@@ -98,6 +98,16 @@ kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *
 kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                             float *dw, float *db);
 
+/* ---- cpu_bcast.c (elementwise helper) */
+kc_status kc__cpu_binary_forward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
+                                 const float *b, float *y);
+kc_status kc__cpu_binary_backward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
+                                  const float *b, const float *dy, float *da, float *db);
+kc_status kc__cpu_scalar_forward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first, float *y,
+                                 int64_t n);
+kc_status kc__cpu_scalar_backward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
+                                  const float *dy, float *dx, int64_t n);
+
 /* ---- cpu_pool.c */
 kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,
                                  int32_t *mask);

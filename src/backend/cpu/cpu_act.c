@@ -20,8 +20,10 @@
     } while (0)
 
 static const char *act_name(kc_act k) {
-    static const char *names[KC_ACT_COUNT] = {"linear", "relu",  "sigmoid",    "tanh", "softmax",
-                                              "elu",    "gelu",  "leaky_relu", "silu", "relu (general)"};
+    static const char *names[KC_ACT_COUNT] = {
+        "linear", "relu",     "sigmoid",  "tanh", "softmax",     "elu",         "gelu",        "leaky_relu",
+        "silu",   "relu (general)", "hard_sigmoid", "hard_silu", "softplus", "softsign", "selu", "mish",
+        "exponential", "log_softmax", "gelu (tanh)"};
     return (k >= 0 && k < KC_ACT_COUNT) ? names[k] : "unknown";
 }
 
@@ -29,7 +31,7 @@ static kc_status act_check(const char *what, kc_act_params a, int64_t n, int col
     if ((int)a.kind < 0 || a.kind >= KC_ACT_COUNT)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: unknown activation kind %d", what, (int)a.kind);
     if (n < 0) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: negative size %lld", what, (long long)n);
-    if (a.kind == KC_ACT_SOFTMAX && (cols <= 0 || n % cols != 0))
+    if ((a.kind == KC_ACT_SOFTMAX || a.kind == KC_ACT_LOG_SOFTMAX) && (cols <= 0 || n % cols != 0))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                         "cpu %s: softmax over rows of %d values does not divide %lld values", what, cols,
                         (long long)n);
@@ -42,6 +44,17 @@ static inline int relu_general_branch_x(float x, float max_value, float threshol
     if (threshold != 0.0f ? x >= threshold : x > 0.0f) return 1;
     return 2;
 }
+
+#define KC_SELU_ALPHA 1.67326324f
+#define KC_SELU_SCALE 1.05070098f
+#define KC_SQRT_2_PI 0.79788456080286535588f
+
+static inline float hard_sigmoid(float x) { /* relu6(x + 3) / 6 */
+    const float t = x + 3.0f;
+    return (t <= 0.0f ? 0.0f : (t >= 6.0f ? 6.0f : t)) * (1.0f / 6.0f);
+}
+static inline float softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
+static inline float gelu_tanh_u(float x) { return KC_SQRT_2_PI * (x + 0.044715f * x * x * x); }
 
 static inline float relu_general_forward(float x, float slope, float max_value, float threshold) {
     if (max_value > 0.0f && x >= max_value) return max_value;
@@ -67,6 +80,15 @@ kc_status kc__cpu_act_forward(kc_backend *be, kc_act_params a, const float *x, f
     case KC_ACT_LEAKY_RELU: EW_LOOP(y[i] = x[i] > 0.0f ? x[i] : alpha * x[i]); break;
     case KC_ACT_SILU: EW_LOOP(y[i] = x[i] / (1.0f + expf(-x[i]))); break;
     case KC_ACT_RELU_GENERAL: EW_LOOP(y[i] = relu_general_forward(x[i], alpha, beta, gamma)); break;
+    case KC_ACT_HARD_SIGMOID: EW_LOOP(y[i] = hard_sigmoid(x[i])); break;
+    case KC_ACT_HARD_SILU: EW_LOOP(y[i] = x[i] * hard_sigmoid(x[i])); break;
+    case KC_ACT_SOFTPLUS: EW_LOOP(y[i] = softplus(x[i])); break;
+    case KC_ACT_SOFTSIGN: EW_LOOP(y[i] = x[i] / (1.0f + fabsf(x[i]))); break;
+    case KC_ACT_SELU: EW_LOOP(y[i] = KC_SELU_SCALE * (x[i] > 0.0f ? x[i] : KC_SELU_ALPHA * expm1f(x[i]))); break;
+    case KC_ACT_MISH: EW_LOOP(y[i] = x[i] * tanhf(softplus(x[i]))); break;
+    case KC_ACT_EXPONENTIAL: EW_LOOP(y[i] = expf(x[i])); break;
+    case KC_ACT_GELU_TANH: EW_LOOP(y[i] = 0.5f * x[i] * (1.0f + tanhf(gelu_tanh_u(x[i])))); break;
+    case KC_ACT_LOG_SOFTMAX:
     case KC_ACT_SOFTMAX: {
         const int64_t rows = n / cols;
 #pragma omp parallel for schedule(static) if (par)
@@ -78,8 +100,13 @@ kc_status kc__cpu_act_forward(kc_backend *be, kc_act_params a, const float *x, f
             double s = 0.0;
             for (int j = 0; j < cols; j++) {
                 const float e = expf(xr[j] - m);
-                yr[j] = e;
+                if (a.kind == KC_ACT_SOFTMAX) yr[j] = e; /* log_softmax: y may be x, still read below */
                 s += e;
+            }
+            if (a.kind == KC_ACT_LOG_SOFTMAX) {
+                const float lse = m + (float)log(s);
+                for (int j = 0; j < cols; j++) yr[j] = xr[j] - lse;
+                continue;
             }
             const float inv = (float)(1.0 / s);
             for (int j = 0; j < cols; j++) yr[j] *= inv;
@@ -87,6 +114,63 @@ kc_status kc__cpu_act_forward(kc_backend *be, kc_act_params a, const float *x, f
         break;
     }
     case KC_ACT_COUNT: break;
+    }
+    return KC_STATUS_OK;
+}
+
+/* Softmax (is_log 0) and log_softmax (is_log 1) backward over rows of cols, from y:
+ * softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy). */
+static kc_status softmax_backward(int is_log, const float *y, const float *dy, float *dx, int64_t n, int cols, int par) {
+    if (!y)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu act_backward (%s): needs the forward output y",
+                        is_log ? "log_softmax" : "softmax");
+    const int64_t rows = n / cols;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *yr = y + r * cols, *gr = dy + r * cols;
+        float *o = dx + r * cols; /* (cols) */
+        double s = 0.0;
+        for (int j = 0; j < cols; j++) s += is_log ? (double)gr[j] : (double)gr[j] * (double)yr[j];
+        const float sf = (float)s;
+        if (is_log)
+            for (int j = 0; j < cols; j++) o[j] = gr[j] - expf(yr[j]) * sf;
+        else
+            for (int j = 0; j < cols; j++) o[j] = yr[j] * (gr[j] - sf);
+    }
+    return KC_STATUS_OK;
+}
+
+/* Backward of Keras 3's other activations (x checked by the caller where they need it). */
+static kc_status act_backward_more(kc_act_params a, const float *x, const float *y, const float *dy, float *dx,
+                                   int64_t n, int cols, int par) {
+    switch (a.kind) {
+    case KC_ACT_HARD_SIGMOID: EW_LOOP(dx[i] = x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f); break;
+    case KC_ACT_HARD_SILU:
+        EW_LOOP(const float v = x[i];
+                dx[i] = v <= -3.0f ? 0.0f : (v >= 3.0f ? dy[i] : dy[i] * (2.0f * v + 3.0f) * (1.0f / 6.0f)));
+        break;
+    case KC_ACT_SOFTPLUS: EW_LOOP(dx[i] = dy[i] / (1.0f + expf(-x[i]))); break;
+    case KC_ACT_SOFTSIGN: EW_LOOP(const float t = 1.0f + fabsf(x[i]); dx[i] = dy[i] / (t * t)); break;
+    case KC_ACT_SELU:
+        EW_LOOP(dx[i] = dy[i] * KC_SELU_SCALE * (x[i] > 0.0f ? 1.0f : KC_SELU_ALPHA * expf(x[i])));
+        break;
+    case KC_ACT_MISH:
+        EW_LOOP(const float v = x[i]; const float t = tanhf(softplus(v)); const float sg = 1.0f / (1.0f + expf(-v));
+                dx[i] = dy[i] * (t + v * sg * (1.0f - t * t)));
+        break;
+    case KC_ACT_EXPONENTIAL:
+        if (y)
+            EW_LOOP(dx[i] = dy[i] * y[i]);
+        else
+            EW_LOOP(dx[i] = dy[i] * expf(x[i]));
+        break;
+    case KC_ACT_GELU_TANH:
+        EW_LOOP(const float v = x[i]; const float t = tanhf(gelu_tanh_u(v));
+                const float du = KC_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
+                dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+        break;
+    case KC_ACT_LOG_SOFTMAX: return softmax_backward(1, y, dy, dx, n, cols, par);
+    default: break;
     }
     return KC_STATUS_OK;
 }
@@ -99,7 +183,9 @@ kc_status kc__cpu_act_backward(kc_backend *be, kc_act_params a, const float *x, 
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu act_backward (%s): NULL dy or dx", act_name(a.kind));
     const int par = kc__cpu_par(n);
     const float alpha = a.alpha, beta = a.beta, gamma = a.gamma;
-    const int needs_x = a.kind == KC_ACT_GELU || a.kind == KC_ACT_SILU ||
+    const int needs_x = a.kind == KC_ACT_GELU || a.kind == KC_ACT_SILU || a.kind == KC_ACT_HARD_SILU ||
+                        a.kind == KC_ACT_SOFTPLUS || a.kind == KC_ACT_SOFTSIGN || a.kind == KC_ACT_SELU ||
+                        a.kind == KC_ACT_MISH || a.kind == KC_ACT_GELU_TANH || a.kind == KC_ACT_HARD_SIGMOID ||
                         (a.kind == KC_ACT_ELU && !(alpha > 0.0f)) || (a.kind == KC_ACT_LEAKY_RELU && alpha < 0.0f) ||
                         (a.kind == KC_ACT_RELU_GENERAL && (gamma < 0.0f || alpha < 0.0f));
     if (needs_x && !x)
@@ -109,6 +195,7 @@ kc_status kc__cpu_act_backward(kc_backend *be, kc_act_params a, const float *x, 
                         act_name(a.kind));
     if (!x && !y && a.kind != KC_ACT_LINEAR)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu act_backward (%s): NULL x and y", act_name(a.kind));
+    if (a.kind >= KC_ACT_HARD_SIGMOID) return act_backward_more(a, x, y, dy, dx, n, cols, par);
     switch (a.kind) {
     case KC_ACT_LINEAR:
         if (dx != dy) memmove(dx, dy, (size_t)n * sizeof(float));
@@ -163,22 +250,8 @@ kc_status kc__cpu_act_backward(kc_backend *be, kc_act_params a, const float *x, 
                     dx[i] = clipped ? 0.0f : (lin ? dy[i] : alpha * dy[i]));
         }
         break;
-    case KC_ACT_SOFTMAX: {
-        if (!y)
-            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu act_backward (softmax): needs the forward output y");
-        const int64_t rows = n / cols;
-#pragma omp parallel for schedule(static) if (par)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *yr = y + r * cols, *gr = dy + r * cols;
-            float *o = dx + r * cols; /* (cols) */
-            double s = 0.0;
-            for (int j = 0; j < cols; j++) s += (double)gr[j] * (double)yr[j];
-            const float sf = (float)s;
-            for (int j = 0; j < cols; j++) o[j] = yr[j] * (gr[j] - sf);
-        }
-        break;
-    }
-    case KC_ACT_COUNT: break;
+    case KC_ACT_SOFTMAX: return softmax_backward(0, y, dy, dx, n, cols, par);
+    default: break;
     }
     return KC_STATUS_OK;
 }

@@ -204,6 +204,7 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
         [KC_OP_ACTIVATION] = "cpu activation", [KC_OP_ELEMENTWISE] = "cpu elementwise", [KC_OP_LOSS] = "cpu loss",
         [KC_OP_OPTIMIZER] = "cpu fused optimizer update", [KC_OP_DEPTHWISE] = "cpu direct depthwise conv",
         [KC_OP_NORM] = "cpu group/layer norm", [KC_OP_RESAMPLE] = "cpu upsampling and permute",
+        [KC_OP_BROADCAST] = "cpu broadcasting elementwise",
     };
     if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
     buf[0] = '\0';
@@ -314,6 +315,10 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->upsample2d_forward = kc__cpu_upsample2d_forward;
     be->upsample2d_backward = kc__cpu_upsample2d_backward;
     be->permute = kc__cpu_permute;
+    be->binary_forward = kc__cpu_binary_forward; /* elementwise helper */
+    be->binary_backward = kc__cpu_binary_backward;
+    be->scalar_forward = kc__cpu_scalar_forward;
+    be->scalar_backward = kc__cpu_scalar_backward;
 
     *out = be;
     return KC_STATUS_OK;

@@ -546,6 +546,10 @@ static void set_ops(kc_backend *be) {
     be->upsample2d_forward = kc__cu_upsample2d_forward;
     be->upsample2d_backward = kc__cu_upsample2d_backward;
     be->permute = kc__cu_permute;
+    be->binary_forward = kc__cu_binary_forward; /* elementwise helper */
+    be->binary_backward = kc__cu_binary_backward;
+    be->scalar_forward = kc__cu_scalar_forward;
+    be->scalar_backward = kc__cu_scalar_backward;
 
     be->memory_stats = kc__cu_memory_stats;
     be->reset_peak = kc__cu_reset_peak;

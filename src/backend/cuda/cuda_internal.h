@@ -279,5 +279,14 @@ kc_status kc__cu_groupnorm_backward(kc_backend *be, const float *x, const float 
 kc_status kc__cu_upsample2d_forward(kc_backend *be, const kc_resample2d_desc *d, const float *x, float *y);
 kc_status kc__cu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *d, const float *dy, float *dx);
 kc_status kc__cu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
+/* ---- cuda_bcast.c (elementwise helper) */
+kc_status kc__cu_binary_forward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a, const float *b,
+                                float *y);
+kc_status kc__cu_binary_backward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a, const float *b,
+                                 const float *dy, float *da, float *db);
+kc_status kc__cu_scalar_forward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first, float *y,
+                                int64_t n);
+kc_status kc__cu_scalar_backward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
+                                 const float *dy, float *dx, int64_t n);
 
 #endif /* KC_CUDA_INTERNAL_H */

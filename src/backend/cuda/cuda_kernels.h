@@ -47,6 +47,10 @@ cudaError_t kc__k_act_forward(const kc_cu_launch *L, int kind, float alpha, floa
                                const float *x, float *y, int64_t n);
 cudaError_t kc__k_act_backward(const kc_cu_launch *L, int kind, float alpha, float beta, float gamma,
                                 const float *x, const float *y, const float *dy, float *dx, int64_t n);
+/* log_softmax over rows of cols (one thread per row; elementwise helper); y may alias x */
+cudaError_t kc__k_log_softmax_forward(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int cols);
+cudaError_t kc__k_log_softmax_backward(const kc_cu_launch *L, const float *y, const float *dy, float *dx,
+                                       int64_t rows, int cols);
 /* softmax over rows of cols (one warp per row); y may alias x, dx may alias dy */
 cudaError_t kc__k_softmax_forward(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int cols);
 cudaError_t kc__k_softmax_backward(const kc_cu_launch *L, const float *y, const float *dy, float *dx,
@@ -149,8 +153,20 @@ cudaError_t kc__k_upsample2d_forward(const kc_cu_launch *L, const kc_resample2d_
 cudaError_t kc__k_upsample2d_backward(const kc_cu_launch *L, const kc_resample2d_desc *d, const float *dy, float *dx);
 cudaError_t kc__k_permute(const kc_cu_launch *L, const float *x, float *y, int n, int rank, const int *dims,
                           const int *perm);
+/* ---- kernels_bcast.cu: broadcasting binary operations and tensor-scalar operations (see
+ * cpu_bcast.c; elementwise helper). da/db may be NULL; a/b may be NULL where the op's
+ * gradient does not read them. */
+cudaError_t kc__k_binary_forward(const kc_cu_launch *L, int op, const kc_bcast_desc *d, const float *a,
+                                 const float *b, float *y);
+cudaError_t kc__k_binary_backward(const kc_cu_launch *L, int op, const kc_bcast_desc *d, const float *a,
+                                  const float *b, const float *dy, float *da, float *db);
+cudaError_t kc__k_scalar_forward(const kc_cu_launch *L, int op, const float *x, float s, int scalar_first, float *y,
+                                 int64_t n);
+cudaError_t kc__k_scalar_backward(const kc_cu_launch *L, int op, const float *x, float s, int scalar_first,
+                                  const float *dy, float *dx, int64_t n);
 
 #ifdef __cplusplus
 }
 #endif
+
 #endif /* KC_CUDA_KERNELS_H */

@@ -177,8 +177,10 @@ kc_status kc__cu_bn_backward(kc_backend *be, const float *x, const float *dy, fl
 /* ---- activations */
 
 static const char *act_name(kc_act k) {
-    static const char *names[KC_ACT_COUNT] = {"linear", "relu", "sigmoid",    "tanh", "softmax",
-                                              "elu",    "gelu", "leaky_relu", "silu", "relu (general)"};
+    static const char *names[KC_ACT_COUNT] = {
+        "linear", "relu",     "sigmoid",  "tanh", "softmax",     "elu",         "gelu",        "leaky_relu",
+        "silu",   "relu (general)", "hard_sigmoid", "hard_silu", "softplus", "softsign", "selu", "mish",
+        "exponential", "log_softmax", "gelu (tanh)"};
     return ((int)k >= 0 && k < KC_ACT_COUNT) ? names[k] : "unknown";
 }
 
@@ -186,7 +188,7 @@ static kc_status act_check(kc_backend *be, const char *what, kc_act_params a, in
     if ((int)a.kind < 0 || a.kind >= KC_ACT_COUNT)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda %s: unknown activation kind %d", what, (int)a.kind);
     if (n < 0) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda %s: negative size %lld", what, (long long)n);
-    if (a.kind == KC_ACT_SOFTMAX && (cols <= 0 || n % cols != 0))
+    if ((a.kind == KC_ACT_SOFTMAX || a.kind == KC_ACT_LOG_SOFTMAX) && (cols <= 0 || n % cols != 0))
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
                            "cuda %s: softmax over rows of %d values does not divide %lld values", what, cols,
                            (long long)n);
@@ -206,6 +208,8 @@ kc_status kc__cu_act_forward(kc_backend *be, kc_act_params a, const float *x, fl
         return kc__cu_launched(be, "act_forward (linear)", cudaSuccess);
     }
     if (a.kind == KC_ACT_SOFTMAX) LAUNCH(be, "softmax forward", kc__k_softmax_forward(L_of(be), x, y, n / cols, cols));
+    if (a.kind == KC_ACT_LOG_SOFTMAX)
+        LAUNCH(be, "log_softmax forward", kc__k_log_softmax_forward(L_of(be), x, y, n / cols, cols));
     LAUNCH(be, act_name(a.kind), kc__k_act_forward(L_of(be), (int)a.kind, a.alpha, a.beta, a.gamma, x, y, n));
 }
 
@@ -216,7 +220,10 @@ kc_status kc__cu_act_backward(kc_backend *be, kc_act_params a, const float *x, c
     if (!dy || !dx)
         return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda act_backward (%s): NULL dy or dx", act_name(a.kind));
     const float alpha = a.alpha, gamma = a.gamma;
-    const int needs_x = a.kind == KC_ACT_GELU || a.kind == KC_ACT_SILU || (a.kind == KC_ACT_ELU && !(alpha > 0.0f)) ||
+    const int needs_x = a.kind == KC_ACT_GELU || a.kind == KC_ACT_SILU || a.kind == KC_ACT_HARD_SILU ||
+                        a.kind == KC_ACT_SOFTPLUS || a.kind == KC_ACT_SOFTSIGN || a.kind == KC_ACT_SELU ||
+                        a.kind == KC_ACT_MISH || a.kind == KC_ACT_GELU_TANH || a.kind == KC_ACT_HARD_SIGMOID ||
+                        (a.kind == KC_ACT_ELU && !(alpha > 0.0f)) ||
                         (a.kind == KC_ACT_LEAKY_RELU && alpha < 0.0f) ||
                         (a.kind == KC_ACT_RELU_GENERAL && (gamma < 0.0f || alpha < 0.0f));
     if (needs_x && !x)
@@ -238,6 +245,12 @@ kc_status kc__cu_act_backward(kc_backend *be, kc_act_params a, const float *x, c
             return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
                                "cuda act_backward (softmax): needs the forward output y");
         LAUNCH(be, "softmax backward", kc__k_softmax_backward(L_of(be), y, dy, dx, n / cols, cols));
+    }
+    if (a.kind == KC_ACT_LOG_SOFTMAX) {
+        if (!y)
+            return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
+                               "cuda act_backward (log_softmax): needs the forward output y");
+        LAUNCH(be, "log_softmax backward", kc__k_log_softmax_backward(L_of(be), y, dy, dx, n / cols, cols));
     }
     /* RELU_GENERAL uses x whenever it is given, like the CPU backend; the others prefer y */
     LAUNCH(be, act_name(a.kind),

@@ -52,6 +52,17 @@ __device__ __forceinline__ float relu_general_forward(float x, float slope, floa
     return slope * (x - threshold);
 }
 
+#define KC_SELU_ALPHA 1.67326324f
+#define KC_SELU_SCALE 1.05070098f
+#define KC_SQRT_2_PI 0.79788456080286535588f
+
+__device__ __forceinline__ float hard_sigmoid_f(float x) {
+    const float t = x + 3.0f;
+    return (t <= 0.0f ? 0.0f : (t >= 6.0f ? 6.0f : t)) * (1.0f / 6.0f);
+}
+__device__ __forceinline__ float softplus_f(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
+__device__ __forceinline__ float gelu_tanh_u(float x) { return KC_SQRT_2_PI * (x + 0.044715f * x * x * x); }
+
 // ReLU layer branch of x: 0 clipped at max_value, 1 linear, 2 negative slope
 __device__ __forceinline__ int relu_general_branch_x(float x, float max_value, float threshold) {
     if (max_value > 0.0f && x >= max_value) return 0;
@@ -72,6 +83,14 @@ __global__ void k_act_forward(int kind, float alpha, float beta, float gamma, co
         case KC_ACT_LEAKY_RELU: r = v > 0.0f ? v : alpha * v; break;
         case KC_ACT_SILU: r = v / (1.0f + expf(-v)); break;
         case KC_ACT_RELU_GENERAL: r = relu_general_forward(v, alpha, beta, gamma); break;
+        case KC_ACT_HARD_SIGMOID: r = hard_sigmoid_f(v); break;
+        case KC_ACT_HARD_SILU: r = v * hard_sigmoid_f(v); break;
+        case KC_ACT_SOFTPLUS: r = softplus_f(v); break;
+        case KC_ACT_SOFTSIGN: r = v / (1.0f + fabsf(v)); break;
+        case KC_ACT_SELU: r = KC_SELU_SCALE * (v > 0.0f ? v : KC_SELU_ALPHA * expm1f(v)); break;
+        case KC_ACT_MISH: r = v * tanhf(softplus_f(v)); break;
+        case KC_ACT_EXPONENTIAL: r = expf(v); break;
+        case KC_ACT_GELU_TANH: r = 0.5f * v * (1.0f + tanhf(gelu_tanh_u(v))); break;
         default: r = v; break; // linear
         }
         y[i] = r;
@@ -127,6 +146,30 @@ __global__ void k_act_backward(int kind, float alpha, float beta, float gamma, c
                 r = clipped ? 0.0f : (lin ? g : alpha * g);
             }
             break;
+        case KC_ACT_HARD_SIGMOID: r = x[i] > -3.0f && x[i] < 3.0f ? g * (1.0f / 6.0f) : 0.0f; break;
+        case KC_ACT_HARD_SILU: {
+            const float v = x[i];
+            r = v <= -3.0f ? 0.0f : (v >= 3.0f ? g : g * (2.0f * v + 3.0f) * (1.0f / 6.0f));
+            break;
+        }
+        case KC_ACT_SOFTPLUS: r = g / (1.0f + expf(-x[i])); break;
+        case KC_ACT_SOFTSIGN: {
+            const float t = 1.0f + fabsf(x[i]);
+            r = g / (t * t);
+            break;
+        }
+        case KC_ACT_SELU: r = g * KC_SELU_SCALE * (x[i] > 0.0f ? 1.0f : KC_SELU_ALPHA * expf(x[i])); break;
+        case KC_ACT_MISH: {
+            const float v = x[i], t = tanhf(softplus_f(v)), sg = 1.0f / (1.0f + expf(-v));
+            r = g * (t + v * sg * (1.0f - t * t));
+            break;
+        }
+        case KC_ACT_EXPONENTIAL: r = g * (y ? y[i] : expf(x[i])); break;
+        case KC_ACT_GELU_TANH: {
+            const float v = x[i], t = tanhf(gelu_tanh_u(v)), du = KC_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
+            r = g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+            break;
+        }
         default: r = g; break; // linear
         }
         dx[i] = r;
@@ -145,6 +188,47 @@ extern "C" cudaError_t kc__k_act_backward(const kc_cu_launch *L, int kind, float
     if (n <= 0) return cudaSuccess;
     k_act_backward<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(kind, alpha, beta, gamma, x, y, dy,
                                                                               dx, n);
+    return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------- log_softmax: one thread per row
+// (the CPU's order: max, then the sum of exp in double)
+
+__global__ void k_log_softmax_forward(const float *x, float *y, int64_t rows, int cols) {
+    KC_GRID_LOOP(r, rows) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        float m = xr[0];
+        for (int j = 1; j < cols; j++) m = xr[j] > m ? xr[j] : m;
+        double s = 0.0;
+        for (int j = 0; j < cols; j++) s += expf(xr[j] - m);
+        const float lse = m + (float)log(s);
+        for (int j = 0; j < cols; j++) yr[j] = xr[j] - lse;
+    }
+}
+
+__global__ void k_log_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols) {
+    KC_GRID_LOOP(r, rows) {
+        const float *yr = y + r * cols, *gr = dy + r * cols;
+        float *o = dx + r * cols;
+        double s = 0.0;
+        for (int j = 0; j < cols; j++) s += gr[j];
+        const float sf = (float)s;
+        for (int j = 0; j < cols; j++) o[j] = gr[j] - expf(yr[j]) * sf;
+    }
+}
+
+extern "C" cudaError_t kc__k_log_softmax_forward(const kc_cu_launch *L, const float *x, float *y, int64_t rows,
+                                                  int cols) {
+    if (rows <= 0) return cudaSuccess;
+    k_log_softmax_forward<<<blocks_for(L, rows, 128), 128, 0, L->stream>>>(x, y, rows, cols);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kc__k_log_softmax_backward(const kc_cu_launch *L, const float *y, const float *dy, float *dx,
+                                                   int64_t rows, int cols) {
+    if (rows <= 0) return cudaSuccess;
+    k_log_softmax_backward<<<blocks_for(L, rows, 128), 128, 0, L->stream>>>(y, dy, dx, rows, cols);
     return cudaGetLastError();
 }
 
