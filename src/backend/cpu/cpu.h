@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "cpu_isa.h"
 #include "kerac_backend.h"
 
 /* Loops over more elements than this run on all OpenMP threads. */
@@ -62,6 +63,10 @@ void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, 
 static inline int kc__cpu_par(int64_t n) { return n > KC_CPU_PAR_MIN; }
 
 /* ---- memory and the table (cpu_backend.c) */
+/* The instruction sets this build has kernels for, as kc_cpu_isa (kerac.h), and their names. */
+int kc__cpu_isa_best(void); /* the best the processor runs (cpuid), KC_CPU_ISA_BASELINE at least */
+const char *kc__cpu_isa_label(int isa); /* "baseline", "avx2", "avx512" */
+int kc__cpu_winograd_enabled(const kc_backend *be); /* kc_device_opts.cpu_winograd */
 kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out);
 void kc__cpu_free(kc_backend *be, void *p);
 kc_status kc__cpu_to_device(kc_backend *be, void *dst, const void *src, size_t bytes);
@@ -70,6 +75,9 @@ kc_status kc__cpu_copy(kc_backend *be, void *dst, const void *src, size_t bytes)
 kc_status kc__cpu_memset0(kc_backend *be, void *dst, size_t bytes);
 kc_status kc__cpu_sync(kc_backend *be);
 kc_status kc__cpu_mem_info(kc_backend *be, kc_mem_info *out);
+
+/* ---- cpu_table.c: the kernel slots and describe of the table, from this compilation's copy */
+void kc__cpu_fill_kernels(kc_backend *be);
 
 /* ---- cpu_gemm_conv.c */
 /* The kernel a convolution runs (the same for every batch chunk): one GEMM for a 1x1 kernel
@@ -89,6 +97,22 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
                                        const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
+
+/* ---- cpu_winograd.c: Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with "valid" or
+ * "same" padding and at least KC_CPU_WINOGRAD_MIN_C input and output channels (where it
+ * beats im2col + GEMM: bench/bench_conv), unless the backend was created without it. The
+ * conv2d entries of cpu_gemm_conv.c hand such a convolution to these. */
+#ifndef KC_CPU_WINOGRAD_MIN_C
+#define KC_CPU_WINOGRAD_MIN_C 16
+#endif
+int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d);
+size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d);
+kc_status kc__cpu_winograd_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                   const float *b, float *y, void *ws, size_t ws_bytes);
+kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                         float *dx, void *ws, size_t ws_bytes);
+kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                           float *dw, void *ws, size_t ws_bytes);
 
 /* ---- cpu_depthwise.c */
 kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
