@@ -101,7 +101,7 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
         {conv(4, 12, 12, 1, 300, 3, 1, 0), RAN_IM2COL},
         {conv(4, 12, 12, 1, 256, 3, 1, 0), RAN_DIRECT},
         {conv(4, 12, 12, 1, 512, 3, 1, 0), RAN_DIRECT}, /* the old label said im2col past 256 filters */
-        {conv(4, 12, 12, 16, 16, 3, 1, 1), RAN_IM2COL}, /* Winograd: 3x3 stride 1, >= 16 channels */
+        {conv(2, 8, 8, 64, 64, 3, 1, 1), RAN_IM2COL}, /* Winograd: 3x3 stride 1, >= 64 channels */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const kc_conv2d_desc *d = &cases[i].d;
@@ -158,7 +158,7 @@ static void test_placement_lines_cpu(void **state) {
     char line[1536];
     const char *expect[] = {"placement: input_layer (InputLayer) on cpu: the input (batch copied to cpu)",
                             "placement: first (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x1, ",
-                            "placement: wide (Conv2D) on cpu: cpu winograd F(2x2,3x3) (24 to 16 channels, ",
+                            "placement: wide (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x24, ",
                             "placement: pointwise (Conv2D) on cpu: cpu 1x1 conv as one gemm (OpenBLAS); workspace 0 B",
                             "placement: pool (MaxPooling2D) on cpu: cpu max pooling; workspace 0 B",
                             "placement: flat (Flatten) on cpu: no kernel (a view of its input); workspace 0 B",

@@ -99,11 +99,14 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
 /* ---- cpu_winograd.c: Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with "valid" or
- * "same" padding and at least KC_CPU_WINOGRAD_MIN_C input and output channels (where it
- * beats im2col + GEMM: bench/bench_conv), unless the backend was created without it. The
- * conv2d entries of cpu_gemm_conv.c hand such a convolution to these. */
+ * "same" padding and at least KC_CPU_WINOGRAD_MIN_C input and output channels, unless the
+ * backend was created without it. The conv2d entries of cpu_gemm_conv.c hand such a
+ * convolution to these. Where it wins (bench/bench_conv, one thread, CPU time, Winograd
+ * against im2col alternately; bench/RESULTS.md): 1.2-1.8x at 64 to 256 channels on 6x6 to
+ * 32x32 images, all three passes; 0.72-0.97x for workload A's 32 -> 64 on 13x13, and
+ * 0.86-1.2x at 16 -> 16: hence 64. */
 #ifndef KC_CPU_WINOGRAD_MIN_C
-#define KC_CPU_WINOGRAD_MIN_C 16
+#define KC_CPU_WINOGRAD_MIN_C 64
 #endif
 int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d);
 size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d);

@@ -17,7 +17,8 @@
  * Workspace: the 16 transformed kernels (16 C F floats; backward_filter's sums S), then V
  * and M for a chunk of tiles (16 Tc (C + F) floats). Tiles run chunk by chunk, Tc fixed by
  * C + F (winograd_chunk), the same for all three passes so one workspace fits them.
- * The transforms run in parallel over tiles (OpenMP); the GEMMs are OpenBLAS's, called
+ * The transforms run in parallel over tiles (OpenMP), vectorised over channels (ivdep: the
+ * blocks they read and write never overlap); the GEMMs are OpenBLAS's, called
  * outside any parallel region so that they use every thread. The error against the direct
  * sum is a few float ulps of the sums (test_winograd measures it). */
 #include <string.h>
@@ -42,7 +43,7 @@ int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d) {
     if (d->pad_top > 2 || d->pad_left > 2 || d->oh != d->h + 2 * d->pad_top - 2 || d->ow != d->w + 2 * d->pad_left - 2)
         return 0; /* the padding after equals the padding before ("valid", "same") */
     /* the transforms cost O(C + F) per tile against the 20 C F multiply-adds they save: a
-     * win once both are moderately wide (measured: bench/bench_conv) */
+     * win once both are wide enough (cpu.h, measured with bench/bench_conv) */
     return d->c >= KC_CPU_WINOGRAD_MIN_C && d->f >= KC_CPU_WINOGRAD_MIN_C;
 }
 
@@ -111,6 +112,7 @@ static inline void tile_at(const wg_geom *g, int64_t tile, int *img, int *ty, in
 
 /* B^T d B for cb channels of one tile (p: its 16 input pixels): out[e * step + ch] */
 static inline void input_block(const float *const p[4][4], int cb, float *out, size_t step) {
+#pragma GCC ivdep
     for (int ch = 0; ch < cb; ch++) {
         float d[4][4], b[4][4];
         for (int i = 0; i < 4; i++)
@@ -159,6 +161,7 @@ static void input_transform(const wg_geom *g, const float *x, int64_t t0, int64_
 
 /* A^T M A (+ b, ReLU) for fb filters of one tile (m: its row of M[0]): out[i][j][q] */
 static inline void output_block(const float *m, size_t step, int fb, const float *bias, int relu, float *const out[2][2]) {
+#pragma GCC ivdep
     for (int q = 0; q < fb; q++) {
         float s[4][2];
         for (int i = 0; i < 4; i++) { /* s = M A, row i */
@@ -250,6 +253,7 @@ kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d
 
 /* A v A^T for fb filters of one tile (v: its 2x2 output gradients): out[e * step + q] */
 static inline void grad_block(const float *const v4[2][2], int fb, float *out, size_t step) {
+#pragma GCC ivdep
     for (int q = 0; q < fb; q++) {
         float v[2][2], a[4][2];
         for (int i = 0; i < 2; i++)
