@@ -1,6 +1,10 @@
 /* cpu.h — private header of the CPU backend (src/backend/cpu/): the kernels behind the
  * kc_backend table, one group per file, and the small helpers they share.
  *
+ * The kernel files are compiled once per instruction set on x86-64 and one copy is chosen
+ * at run time (cpu_isa.h); 3x3 stride-1 convolutions with enough channels run as Winograd
+ * (cpu_winograd.c).
+ *
  * Device pointers are plain host pointers. Kernels never allocate: scratch comes from
  * `ws` (sized by conv2d_workspace) or from small fixed-size stack blocks. Memory-bound
  * loops run in parallel (OpenMP, static schedule) when they touch more than
