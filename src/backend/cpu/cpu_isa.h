@@ -24,6 +24,7 @@
 
 #define kc__cpu_fill_kernels KC_CPU_RENAME(kc__cpu_fill_kernels)
 #define kc__cpu_colsum KC_CPU_RENAME(kc__cpu_colsum)
+#define kc__cpu_colsum_gs KC_CPU_RENAME(kc__cpu_colsum_gs)
 #define kc__cpu_conv_kernel KC_CPU_RENAME(kc__cpu_conv_kernel)
 #define kc__cpu_conv2d_describe KC_CPU_RENAME(kc__cpu_conv2d_describe)
 #define kc__cpu_gemm KC_CPU_RENAME(kc__cpu_gemm)
