@@ -32,7 +32,7 @@ test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L unit
 
 asan: deps
-	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DKERAC_SANITIZE=ON -DKERAC_NATIVE=OFF -DKERAC_CUDA=OFF >/dev/null
+	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DKERAC_SANITIZE=ON -DKERAC_CUDA=OFF >/dev/null
 	cmake --build $(ASAN) -j$(JOBS)
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    KERAC_SANITIZED=1 ctest --output-on-failure -j$(JOBS) -L unit

@@ -13,6 +13,11 @@
  *   {"impl":"kerac","train_images_per_second":..,"infer_images_per_second":..,"threads":2,...}
  * Errors go to stderr with kc_last_error(), exit status 1.
  *
+ * Also recorded: start_to_first_step_s (from main() to the end of the first training step:
+ * model, datasets, compile, plan and one step), cpu_isa (the CPU kernels' instruction set,
+ * kerac_backend.h) and openblas_threads (OpenBLAS's thread count after training: 1 there
+ * means every GEMM ran on one thread; see bench/RESULTS.md, "two speeds").
+ *
  * Environment: BENCH_THREADS (default 2; passed to kc_set_num_threads), BENCH_WARMUP (5),
  * BENCH_STEPS (100), BENCH_INFER_REPS (5), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
  * BENCH_TEST_SPEC (default "fashion-mnist:test").
@@ -24,6 +29,10 @@
 #include <time.h>
 
 #include "kerac.h"
+#include "kerac_backend.h"
+
+/* OpenBLAS's own query (the library kerac links); weak, so that another BLAS still links */
+extern int openblas_get_num_threads(void) __attribute__((weak));
 
 enum { BATCH = 128, INFER_BATCH = 1000, MAX_REPS = 100 };
 
@@ -53,6 +62,7 @@ typedef struct timer {
     int64_t last;       /* index of the last step */
     double t_start;     /* end of step warmup-1 (or train begin when warmup == 0) */
     double t_end;       /* end of the last step */
+    double t_first;     /* end of the first step */
     int64_t seen;       /* steps completed */
     double loss;        /* running mean loss kc_fit reports after the last step */
 } timer;
@@ -69,6 +79,7 @@ static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, v
     timer *t = user;
     double now = now_seconds();
     t->seen++;
+    if (logs->step == 0) t->t_first = now;
     if (logs->step == t->warmup - 1) t->t_start = now;
     if (logs->step == t->last) {
         t->t_end = now;
@@ -99,6 +110,7 @@ int main(void) {
                         "1 <= BENCH_INFER_REPS <= %d (integers)\n", MAX_REPS);
         return 2;
     }
+    const double t_main = now_seconds();
     kc_set_num_threads(threads);
 
     int rc = 1;
@@ -172,11 +184,18 @@ int main(void) {
         goto done;
     }
 
+    const char *isa = "?";
+    kc_backend *probe = NULL;
+    kc_device_opts dopts;
+    if (kc_device_opts_default(&dopts) == KC_STATUS_OK && kc_backend_cpu_create_ex(&dopts, &probe) == KC_STATUS_OK)
+        isa = kc_backend_cpu_isa(probe);
     printf("{\"impl\": \"kerac\", \"train_images_per_second\": %.1f, \"infer_images_per_second\": %.1f, "
            "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
-           "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\"}\n",
+           "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\", "
+           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d}\n",
            train_ips, infer_ips, kc_get_num_threads(), warmup, steps, BATCH, INFER_BATCH, (long long)n, t.loss,
-           kc_version());
+           kc_version(), t.t_first - t_main, isa, openblas_get_num_threads ? openblas_get_num_threads() : -1);
+    kc_backend_destroy(probe);
     fflush(stdout);
     rc = 0;
 

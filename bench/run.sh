@@ -123,7 +123,7 @@ RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
 
 def cpu_info():
-    """The processor's model and the vector instruction sets it offers (kerac is built for it)."""
+    """The processor's model and the vector instruction sets it offers (kerac picks its kernels at run time)."""
     model, flags = "unknown", set()
     try:
         for line in open("/proc/cpuinfo"):
@@ -172,6 +172,15 @@ summary = {
     "loadavg_before": float(os.environ["LOAD_BEFORE"]), "loadavg_after": float(os.environ["LOAD_AFTER"]),
     "raw": os.path.relpath(os.environ["RAW"]),
     "cpu": cpu_info(),
+    # the kernels kerac ran (cpu_isa.h), OpenBLAS's threads after training (1: single-threaded
+    # GEMMs), kerac's start to first step, and each side's round-to-round spread of training
+    # speed, (max - min) / median (the steadiness target: kerac's no larger than PyTorch's)
+    "kerac_cpu_isa": sorted({r.get("cpu_isa", "?") for r in groups.get("kerac", [])}),
+    "kerac_openblas_threads": sorted({r.get("openblas_threads", -1) for r in groups.get("kerac", [])}),
+    "kerac_start_to_first_step_s": round(statistics.median(r.get("start_to_first_step_s", float("nan"))
+                                                           for r in groups.get("kerac", [{}])), 3),
+    "train_spread": {k: round((max(r["train_images_per_second"] for r in v) - min(r["train_images_per_second"] for r in v))
+                              / med[k]["train_images_per_second"], 3) for k, v in groups.items()},
 }
 print(json.dumps(summary))
 
@@ -187,7 +196,7 @@ if os.environ["RECORD"] == "1":
         ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
-        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']}; {summary['cpu']} (kerac -march=native)")
+        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels)")
     # into workload A's table: after its last row (the file has other sections after it)
     text = open(os.environ["RESULTS"]).read().split("\n")
     head = next((n for n, l in enumerate(text) if l.startswith("| date | commit | rounds | kerac train")), None)

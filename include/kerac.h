@@ -382,6 +382,11 @@ KC_API const char *kc_model_error(const kc_model *m);
  * (kc_model_load_ex, kc_model_from_json_ex, kc_checkpoint_load_ex) or, for a model made
  * with kc_sequential / kc_functional / kc_default_cnn, to kc_model_set_device_opts before
  * it is built. Zero-initialised means: the CPU, no memory cap, the GPU's defaults. */
+/* cpu-speed: the CPU backend's vector kernels. One build carries kernels for the x86-64
+ * baseline, AVX2 + FMA (x86-64-v3) and AVX-512 (x86-64-v4) and runs the best the processor
+ * has (AUTO); a named set the processor lacks is an error when the backend is created. */
+typedef enum kc_cpu_isa { KC_CPU_ISA_AUTO = 0, KC_CPU_ISA_BASELINE, KC_CPU_ISA_AVX2, KC_CPU_ISA_AVX512 } kc_cpu_isa;
+
 typedef struct kc_device_opts {
     const char *device;           /* "cpu", "cuda" (= "gpu"), "cuda:N" or "auto"; NULL or "": "cpu".
                                    * "cuda" never falls back; "auto" falls back to the CPU with a
@@ -396,11 +401,16 @@ typedef struct kc_device_opts {
     int deterministic;            /* KC_TRUE: deterministic cuDNN algorithms only */
     int tf32;                     /* KC_TRUE: allow TF32 tensor-core math in cuBLAS and cuDNN
                                    * (default: plain fp32) */
+    /* cpu-speed: the CPU's kernels */
+    int cpu_isa;                  /* kc_cpu_isa: KC_CPU_ISA_AUTO (0) the best the processor runs */
+    int cpu_winograd;             /* KC_FALSE: no Winograd F(2x2,3x3) for 3x3 stride-1 convolutions,
+                                   * im2col + GEMM instead (default: Winograd where it applies) */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
  * KERAC_GPU_MEMORY, KERAC_MEMORY_LIMIT, KERAC_CUDNN_WORKSPACE_LIMIT (sizes like 512M, 2G),
- * KERAC_CUDNN_BENCHMARK, KERAC_DETERMINISTIC, KERAC_TF32 (1/true/yes/on); an unset
+ * KERAC_CUDNN_BENCHMARK, KERAC_DETERMINISTIC, KERAC_TF32 (1/true/yes/on), KERAC_CPU_ISA
+ * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

@@ -433,6 +433,14 @@ struct kc_backend {
 
 /* The CPU backend (always available). */
 KC_API kc_status kc_backend_cpu_create(kc_backend **out);
+/* cpu-speed: the CPU backend with the CPU options of opts (NULL: all defaults, what
+ * kc_backend_cpu_create does): cpu_isa, the kernels' instruction set (kc_cpu_isa in kerac.h;
+ * KC_CPU_ISA_AUTO: the best the processor runs; a set the processor lacks, or that this build
+ * has no kernels for, is KC_STATUS_UNSUPPORTED), and cpu_winograd. */
+KC_API kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out);
+/* The instruction set a CPU backend's kernels use ("baseline", "avx2", "avx512"); NULL for
+ * another backend. */
+KC_API const char *kc_backend_cpu_isa(const kc_backend *be);
 KC_API void kc_backend_destroy(kc_backend *be);
 
 /* A backend by device name: "cpu", "cuda", "cuda:N", or "auto" (a healthy GPU, else the

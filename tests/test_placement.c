@@ -24,6 +24,7 @@
 
 #include "kerac.h"
 #include "kerac_backend.h"
+#include "backend/cpu/cpu.h"
 #include "layers/layer.h"
 #include "model/device.h"
 #include "model/model.h"
@@ -70,6 +71,7 @@ static ran_kernel kernel_that_runs(kc_backend *be, const kc_conv2d_desc *d) {
 static ran_kernel kernel_of_label(const char *label) {
     if (strstr(label, "cpu 1x1 conv")) return RAN_1X1;
     if (strstr(label, "cpu direct conv")) return RAN_DIRECT;
+    if (strstr(label, "cpu winograd")) return RAN_IM2COL; /* like im2col: a workspace forward and backward */
     if (!strstr(label, "cpu im2col+gemm")) fail_msg("not a CPU convolution label: %s", label);
     return RAN_IM2COL;
 }
@@ -99,6 +101,7 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
         {conv(4, 12, 12, 1, 300, 3, 1, 0), RAN_IM2COL},
         {conv(4, 12, 12, 1, 256, 3, 1, 0), RAN_DIRECT},
         {conv(4, 12, 12, 1, 512, 3, 1, 0), RAN_DIRECT}, /* the old label said im2col past 256 filters */
+        {conv(2, 8, 8, 64, 64, 3, 1, 1), RAN_IM2COL}, /* Winograd: 3x3 stride 1, >= 64 channels */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const kc_conv2d_desc *d = &cases[i].d;
@@ -112,6 +115,8 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
             fail_msg("case %zu: the label says \"%s\" but the kernel that runs is %s", i, label,
                      ran == RAN_1X1 ? "the 1x1 GEMM" : ran == RAN_DIRECT ? "the direct kernel" : "im2col + GEMM");
         assert_int_equal(ran, cases[i].want);
+        bool wino = d->kh == 3 && d->sh == 1 && d->c >= KC_CPU_WINOGRAD_MIN_C && d->f >= KC_CPU_WINOGRAD_MIN_C;
+        assert_int_equal(strstr(label, "cpu winograd") != NULL, wino);
     }
     /* a call with too little workspace would fail: so does its description */
     kc_conv2d_desc d = conv(4, 12, 12, 8, 16, 3, 1, 0);

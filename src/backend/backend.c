@@ -20,7 +20,7 @@ bool kc__backend_is_cuda_name(const char *d) {
 
 kc_status kc__backend_open_exact(const char *device, const kc_device_opts *opts, kc_backend **out) {
     *out = NULL;
-    if (strcmp(device, "cpu") == 0) return kc_backend_cpu_create(out);
+    if (strcmp(device, "cpu") == 0) return kc_backend_cpu_create_ex(opts, out);
     if (kc__backend_is_cuda_name(device))
         return kc__backend_module_open("cuda", strcmp(device, "gpu") == 0 ? "cuda" : device, opts, out);
     return kc__fail(KC_STATUS_INVALID_ARGUMENT, "device '%s' is not one of cpu, cuda, cuda:N, auto", device);

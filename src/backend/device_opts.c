@@ -27,6 +27,20 @@ static kc_status env_size(const char *name, size_t *out) {
     return KC_STATUS_OK;
 }
 
+/* KERAC_CPU_ISA: auto (or unset), baseline, avx2, avx512 */
+static kc_status env_cpu_isa(int *out) {
+    static const char *const names[] = {"auto", "baseline", "avx2", "avx512"};
+    const char *v = getenv("KERAC_CPU_ISA");
+    *out = KC_CPU_ISA_AUTO;
+    if (!v || !*v) return KC_STATUS_OK;
+    for (int i = 0; i < 4; i++)
+        if (!strcasecmp(v, names[i])) {
+            *out = i;
+            return KC_STATUS_OK;
+        }
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "KERAC_CPU_ISA: '%.40s' is not one of auto, baseline, avx2, avx512", v);
+}
+
 kc_status kc_device_opts_default(kc_device_opts *out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_device_opts_default: the output pointer is NULL");
     memset(out, 0, sizeof *out);
@@ -36,11 +50,16 @@ kc_status kc_device_opts_default(kc_device_opts *out) {
     out->cudnn_benchmark = env_flag("KERAC_CUDNN_BENCHMARK");
     out->deterministic = env_flag("KERAC_DETERMINISTIC");
     out->tf32 = env_flag("KERAC_TF32");
-    /* both sizes are read even when the first is bad, so *out has every other field */
+    out->cpu_winograd = env_flag("KERAC_CPU_WINOGRAD");
+    /* every variable is read even when one is bad, so *out has every other field */
+    kc_status s0 = env_cpu_isa(&out->cpu_isa);
+    char isa_err[KC_ERROR_MAX];
+    snprintf(isa_err, sizeof isa_err, "%s", kc_last_error());
     kc_status s1 = env_size("KERAC_MEMORY_LIMIT", &out->memory_limit);
     char first[KC_ERROR_MAX];
     snprintf(first, sizeof first, "%s", kc_last_error());
     kc_status s2 = env_size("KERAC_CUDNN_WORKSPACE_LIMIT", &out->cudnn_workspace_limit);
+    if (s0 != KC_STATUS_OK) return kc__fail(s0, "%s", isa_err);
     if (s1 != KC_STATUS_OK) return kc__fail(s1, "%s", first);
     return s2;
 }

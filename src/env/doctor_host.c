@@ -30,6 +30,8 @@ static const env_doc kerac_vars[] = {
     {"KERAC_TF32", "1: allow TF32 tensor cores"},
     {"KERAC_CUDNN_WORKSPACE_LIMIT", "the most workspace one convolution algorithm may use"},
     {"KERAC_CUDA_DEBUG_SYNC", "1: synchronise after every GPU kernel (slow; for debugging)"},
+    {"KERAC_CPU_ISA", "the CPU kernels: auto, baseline, avx2, avx512"},
+    {"KERAC_CPU_WINOGRAD", "0: no Winograd for 3x3 convolutions on the CPU (im2col + GEMM)"},
 };
 
 static const char *env_doc_of(const char *name) {
@@ -124,7 +126,29 @@ bool kc__cpu_busy(double load, long cores, const char *wait_policy) {
     return load >= 0 && cores > 0 && load >= (double)cores && !passive;
 }
 
+/* "avx512 kernels (the best this processor runs)", or why the asked ones cannot run. */
+static bool cpu_kernels_words(char *buf, size_t n) {
+    kc_device_opts o;
+    kc__saved_error saved;
+    kc__error_save(&saved);
+    kc_backend *be = NULL;
+    bool ok = kc_device_opts_default(&o) == KC_STATUS_OK && kc_backend_cpu_create_ex(&o, &be) == KC_STATUS_OK;
+    if (ok)
+        snprintf(buf, n, "%s kernels (%s)", kc_backend_cpu_isa(be),
+                 o.cpu_isa == KC_CPU_ISA_AUTO ? "the best this processor runs" : "KERAC_CPU_ISA");
+    else
+        snprintf(buf, n, "%s", kc_last_error());
+    kc_backend_destroy(be);
+    kc__error_restore(&saved);
+    return ok;
+}
+
 void kc__doc_check_cpu(kc_doctor_report *r) {
+    char kernels[KC_ERROR_MAX];
+    if (!cpu_kernels_words(kernels, sizeof kernels)) {
+        kc__doc_add(r, "cpu", KC_CHECK_PROBLEM, "unset KERAC_CPU_ISA (or set it to auto)", "%s", kernels);
+        return;
+    }
     cpu_set_t set;
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     double load = -1;
@@ -139,17 +163,18 @@ void kc__doc_check_cpu(kc_doctor_report *r) {
         kc__doc_add(r, "cpu", KC_CHECK_WARNING,
             "for CPU training while other work shares the cores, set OMP_WAIT_POLICY=passive (or use fewer --threads)",
             "load average %.1f (last minute) on %ld CPU core%s: other processes keep them busy, and kerac's %d OpenMP thread%s wait "
-            "actively (%s), which makes CPU training many times slower in that case",
+            "actively (%s), which makes CPU training many times slower in that case; CPU %s",
             load, cores, cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-            wp ? "OMP_WAIT_POLICY is not passive" : "libgomp's default");
+            wp ? "OMP_WAIT_POLICY is not passive" : "libgomp's default", kernels);
         return;
     }
     if (load >= 0)
-        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s, load %.1f%s%s", cores,
-            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", load, wp ? "; OMP_WAIT_POLICY=" : "", wp ? wp : "");
+        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s and its %s, load %.1f%s%s",
+            cores, cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", kernels, load,
+            wp ? "; OMP_WAIT_POLICY=" : "", wp ? wp : "");
     else
-        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s", cores, cores == 1 ? "" : "s",
-            threads, threads == 1 ? "" : "s");
+        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s and its %s", cores,
+            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", kernels);
 }
 
 /* A CUDA toolkit's stubs folder (<toolkit>/lib64/stubs: the link-time libcuda.so). */

@@ -55,7 +55,7 @@ static kc_status open_policy(const char *d, const kc_device_opts *opts, kc_backe
     char why[960]; /* leaves room for the reason's own words around it */
     kc__env_auto_fallback(kc_last_error(), why, sizeof why);
     kc__log_always(KC_LOG_WARNING, "no GPU: %s; training on the CPU (run `kerac doctor` for the whole check)", why);
-    return kc_backend_cpu_create(out);
+    return kc_backend_cpu_create_ex(opts, out);
 }
 
 kc_status kc_backend_open_ex(const kc_device_opts *opts, kc_backend **out) {

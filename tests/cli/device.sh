@@ -77,6 +77,17 @@ has "$T/err" "placement: conv2d (Conv2D) on cpu: cpu direct conv (patch 3x3x1, 3
 has "$T/err" "placement: conv2d_1 (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x32"
 has "$T/err" "placement: dense (Dense) on cpu: cpu gemm (OpenBLAS)"
 
+# cpu-speed: --cpu-isa picks the CPU kernels' instruction set, named in the placement lines;
+# an unknown set is a usage error, and so is KERAC_CPU_ISA's (named)
+run 0 train "${COMMON[@]}" --device cpu --quiet --log-device-placement --cpu-isa baseline
+has "$T/err" "placement: conv2d_1 (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x32"
+has "$T/err" ", baseline)"
+run 1 train "${COMMON[@]}" --device cpu --quiet --cpu-isa sse9
+has "$T/err" "option '--cpu-isa' must be auto, baseline, avx2 or avx512, got 'sse9'"
+KERAC_CPU_ISA=sse9 timeout 300 "$K" train "${COMMON[@]}" --device cpu --quiet >"$T/out" 2>"$T/err" &&
+    fail "KERAC_CPU_ISA=sse9 was accepted"
+has "$T/err" "KERAC_CPU_ISA: 'sse9' is not one of auto, baseline, avx2, avx512"
+
 # the device options reach the GPU module from the command line, over the environment's:
 # a stand-in module (tests/stubs/echo_module.c) fails its start with what it was given
 ECHO="${KERAC_BINARY_DIR:-}/tests/stubs/echo"

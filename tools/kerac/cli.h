@@ -160,6 +160,8 @@ typedef struct cli_device_opts {
     const char *gpu_memory; /* --gpu-memory: grow, preallocate[=F], limit=SIZE */
     bool cudnn_benchmark;   /* --cudnn-benchmark */
     bool deterministic;     /* --deterministic */
+    /* cpu-speed */
+    int cpu_isa;            /* --cpu-isa: kc_cpu_isa + 1 (0: not given) */
 } cli_device_opts;
 
 /* Help lines of the device options, for the subcommands' usage text. */
@@ -171,7 +173,9 @@ typedef struct cli_device_opts {
     "                          the free memory, taken at start) or limit=SIZE (e.g. limit=8G)\n"    \
     "  --cudnn-benchmark       time every cuDNN convolution algorithm on the first step and keep\n"  \
     "                          the fastest (default: cuDNN's heuristics)\n"                         \
-    "  --deterministic         deterministic cuDNN algorithms only (same results run to run)\n"
+    "  --deterministic         deterministic cuDNN algorithms only (same results run to run)\n"  \
+    "  --cpu-isa SET           the CPU kernels: auto (default: the best the processor runs),\n"   \
+    "                          baseline, avx2 or avx512 (default: KERAC_CPU_ISA)\n"
 
 /* The current option, if it is a device option: 0 when parsed, an exit code on error, -1
  * when it is not one. */

@@ -24,6 +24,7 @@ static const char usage[] =
     "  --gpu-memory MODE     grow (default), preallocate[=FRACTION] or limit=SIZE\n"
     "  --cudnn-benchmark     time every cuDNN convolution algorithm, keep the fastest\n"
     "  --deterministic       deterministic cuDNN algorithms only\n"
+    "  --cpu-isa SET         the CPU kernels: auto, baseline, avx2 or avx512\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit codes: 0 success, 1 usage error, 2 bad model or data file, 3 evaluation failure.\n";

@@ -4,6 +4,7 @@
  *   --gpu-memory MODE     grow | preallocate[=FRACTION] | limit=SIZE
  *   --cudnn-benchmark     time every cuDNN convolution algorithm, keep the fastest
  *   --deterministic       deterministic cuDNN algorithms only
+ *   --cpu-isa SET         the CPU kernels' instruction set: auto, baseline, avx2, avx512
  * They go over the environment's defaults (kc_device_opts_default: KERAC_DEVICE,
  * KERAC_GPU_MEMORY, ...) into a kc_device_opts, which the commands give to the model
  * loaders (kc_model_load_ex, kc_checkpoint_load_ex: a .keras / .h5 file builds its model
@@ -57,6 +58,17 @@ int cli_device_option(cli_args *a, cli_device_opts *d) {
         d->cudnn_benchmark = true;
         return 0;
     }
+    if (cli_is(a, "--cpu-isa")) {
+        static const char *const sets[] = {"auto", "baseline", "avx2", "avx512"};
+        const char *v = NULL;
+        if ((rc = cli_value(a, &v))) return rc;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(v, sets[i])) {
+                d->cpu_isa = i + 1;
+                return 0;
+            }
+        return cli_usage_error(a->cmd, "option '--cpu-isa' must be auto, baseline, avx2 or avx512, got '%s'", v);
+    }
     if (cli_is(a, "--deterministic")) {
         if ((rc = cli_flag(a))) return rc;
         d->deterministic = true;
@@ -72,6 +84,7 @@ int cli_device_resolve(const cli_device_opts *d, kc_device_opts *out) {
     if (d->gpu_memory) out->gpu_memory = d->gpu_memory;
     if (d->cudnn_benchmark) out->cudnn_benchmark = KC_TRUE;
     if (d->deterministic) out->deterministic = KC_TRUE;
+    if (d->cpu_isa) out->cpu_isa = d->cpu_isa - 1;
     return 0;
 }
 

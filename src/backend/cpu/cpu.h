@@ -1,6 +1,10 @@
 /* cpu.h — private header of the CPU backend (src/backend/cpu/): the kernels behind the
  * kc_backend table, one group per file, and the small helpers they share.
  *
+ * The kernel files are compiled once per instruction set on x86-64 and one copy is chosen
+ * at run time (cpu_isa.h); 3x3 stride-1 convolutions with enough channels run as Winograd
+ * (cpu_winograd.c).
+ *
  * Device pointers are plain host pointers. Kernels never allocate: scratch comes from
  * `ws` (sized by conv2d_workspace) or from small fixed-size stack blocks. Memory-bound
  * loops run in parallel (OpenMP, static schedule) when they touch more than
@@ -17,6 +21,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "cpu_isa.h"
 #include "kerac_backend.h"
 
 /* Loops over more elements than this run on all OpenMP threads. */
@@ -62,6 +67,10 @@ void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, 
 static inline int kc__cpu_par(int64_t n) { return n > KC_CPU_PAR_MIN; }
 
 /* ---- memory and the table (cpu_backend.c) */
+/* The instruction sets this build has kernels for, as kc_cpu_isa (kerac.h), and their names. */
+int kc__cpu_isa_best(void); /* the best the processor runs (cpuid), KC_CPU_ISA_BASELINE at least */
+const char *kc__cpu_isa_label(int isa); /* "baseline", "avx2", "avx512" */
+int kc__cpu_winograd_enabled(const kc_backend *be); /* kc_device_opts.cpu_winograd */
 kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out);
 void kc__cpu_free(kc_backend *be, void *p);
 kc_status kc__cpu_to_device(kc_backend *be, void *dst, const void *src, size_t bytes);
@@ -70,6 +79,9 @@ kc_status kc__cpu_copy(kc_backend *be, void *dst, const void *src, size_t bytes)
 kc_status kc__cpu_memset0(kc_backend *be, void *dst, size_t bytes);
 kc_status kc__cpu_sync(kc_backend *be);
 kc_status kc__cpu_mem_info(kc_backend *be, kc_mem_info *out);
+
+/* ---- cpu_table.c: the kernel slots and describe of the table, from this compilation's copy */
+void kc__cpu_fill_kernels(kc_backend *be);
 
 /* ---- cpu_gemm_conv.c */
 /* The kernel a convolution runs (the same for every batch chunk): one GEMM for a 1x1 kernel
@@ -89,6 +101,25 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
                                        const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
+
+/* ---- cpu_winograd.c: Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with "valid" or
+ * "same" padding and at least KC_CPU_WINOGRAD_MIN_C input and output channels, unless the
+ * backend was created without it. The conv2d entries of cpu_gemm_conv.c hand such a
+ * convolution to these. Where it wins (bench/bench_conv, one thread, CPU time, Winograd
+ * against im2col alternately; bench/RESULTS.md): 1.2-1.8x at 64 to 256 channels on 6x6 to
+ * 32x32 images, all three passes; 0.72-0.97x for workload A's 32 -> 64 on 13x13, and
+ * 0.86-1.2x at 16 -> 16: hence 64. */
+#ifndef KC_CPU_WINOGRAD_MIN_C
+#define KC_CPU_WINOGRAD_MIN_C 64
+#endif
+int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d);
+size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d);
+kc_status kc__cpu_winograd_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                   const float *b, float *y, void *ws, size_t ws_bytes);
+kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                         float *dx, void *ws, size_t ws_bytes);
+kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                           float *dw, void *ws, size_t ws_bytes);
 
 /* ---- cpu_depthwise.c */
 kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,

@@ -1,6 +1,6 @@
-/* cpu_backend.c — the CPU backend's function table, its creation and destruction, the
- * memory operations (device memory is host memory here), and what it says of itself
- * (supports, describe). */
+/* cpu_backend.c — the CPU backend's creation and destruction, the choice of its kernels'
+ * instruction set (cpuid, at run time: cpu_isa.h), the memory operations (device memory is
+ * host memory here), and what it supports. The kernel slots and describe: cpu_table.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,8 @@
 typedef struct cpu_mem {
     _Atomic size_t in_use, peak;
     size_t limit; /* 0: none */
+    int isa;      /* kc_cpu_isa of the kernels in the table */
+    int winograd; /* Winograd for the 3x3 stride-1 convolutions that suit it */
 } cpu_mem;
 
 #define KC_CPU_HEADER 64
@@ -197,29 +199,70 @@ static int cpu_supports(kc_backend *be, kc_op op) {
     return op >= 0 && op < KC_OP_COUNT; /* the reference backend has every operation */
 }
 
-static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_bytes, char *buf, size_t n) {
-    static const char *const name[KC_OP_COUNT] = {
-        [KC_OP_GLOBAL_AVG_POOL] = "cpu global average pooling", [KC_OP_GEMM] = "cpu gemm (OpenBLAS)",
-        [KC_OP_BATCHNORM] = "cpu batch norm", [KC_OP_DROPOUT] = "cpu dropout", [KC_OP_PAD2D] = "cpu zero padding",
-        [KC_OP_ACTIVATION] = "cpu activation", [KC_OP_ELEMENTWISE] = "cpu elementwise", [KC_OP_LOSS] = "cpu loss",
-        [KC_OP_OPTIMIZER] = "cpu fused optimizer update", [KC_OP_DEPTHWISE] = "cpu direct depthwise conv",
-        [KC_OP_NORM] = "cpu group/layer norm", [KC_OP_RESAMPLE] = "cpu upsampling and permute",
-        [KC_OP_BROADCAST] = "cpu broadcasting elementwise",
-    };
-    if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
-    buf[0] = '\0';
-    if (!cpu_supports(be, op)) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: unknown operation %d", (int)op);
-    if (op == KC_OP_CONV2D) {
-        if (!desc) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: a convolution needs its descriptor");
-        return kc__cpu_conv2d_describe(be, desc, ws_bytes, buf, n);
+/* ---- the instruction set: the copies of the kernels this build has (cpu_isa.h) */
+
+#ifdef KC_CPU_X86_ISAS
+void kc__cpu_fill_kernels_avx2(kc_backend *be);
+void kc__cpu_fill_kernels_avx512(kc_backend *be);
+#endif
+
+int kc__cpu_isa_best(void) {
+#ifdef KC_CPU_X86_ISAS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) return KC_CPU_ISA_AVX512;
+    if (__builtin_cpu_supports("x86-64-v3")) return KC_CPU_ISA_AVX2;
+#endif
+    return KC_CPU_ISA_BASELINE;
+}
+
+const char *kc__cpu_isa_label(int isa) {
+    switch (isa) {
+    case KC_CPU_ISA_AVX2: return "avx2";
+    case KC_CPU_ISA_AVX512: return "avx512";
+    case KC_CPU_ISA_BASELINE: return "baseline";
+    default: return "auto";
     }
-    if (op == KC_OP_POOL2D) {
-        const kc_pool2d_desc *p = desc;
-        snprintf(buf, n, "cpu %spooling", !p ? "" : p->kind == KC_POOL_MAX ? "max " : "average ");
-        return KC_STATUS_OK;
+}
+
+static void fill_kernels_for(int isa, kc_backend *be) {
+#ifdef KC_CPU_X86_ISAS
+    if (isa == KC_CPU_ISA_AVX512) {
+        kc__cpu_fill_kernels_avx512(be);
+        return;
     }
-    snprintf(buf, n, "%s", name[op]);
+    if (isa == KC_CPU_ISA_AVX2) {
+        kc__cpu_fill_kernels_avx2(be);
+        return;
+    }
+#endif
+    kc__cpu_fill_kernels(be);
+}
+
+/* The set to run for a request: AUTO -> the best the processor runs; a named one the
+ * processor lacks is an error saying what it has. */
+static kc_status choose_isa(int want, int *out) {
+    const int best = kc__cpu_isa_best();
+    if (want < KC_CPU_ISA_AUTO || want > KC_CPU_ISA_AVX512)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend: instruction set %d is not a kc_cpu_isa", want);
+    if (want == KC_CPU_ISA_AUTO) want = best;
+    if (want > best)
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        "cpu backend: the %s kernels were asked for (KERAC_CPU_ISA or kc_device_opts.cpu_isa) but "
+                        "this processor%s runs at most the %s ones; ask for %s or auto",
+                        kc__cpu_isa_label(want),
+#ifdef KC_CPU_X86_ISAS
+                        "",
+#else
+                        " (or this build, not for x86-64)",
+#endif
+                        kc__cpu_isa_label(best), kc__cpu_isa_label(best));
+    *out = want;
     return KC_STATUS_OK;
+}
+
+const char *kc_backend_cpu_isa(const kc_backend *be) {
+    if (!be || !be->name || strcmp(be->name, "cpu") != 0 || !be->ctx) return NULL;
+    return kc__cpu_isa_label(((const cpu_mem *)be->ctx)->isa);
 }
 
 /* ---- the table */
@@ -229,9 +272,15 @@ static void cpu_destroy(kc_backend *be) {
     free(be);
 }
 
-kc_status kc_backend_cpu_create(kc_backend **out) {
+int kc__cpu_winograd_enabled(const kc_backend *be) { return be && be->ctx && ((const cpu_mem *)be->ctx)->winograd; }
+
+kc_status kc_backend_cpu_create(kc_backend **out) { return kc_backend_cpu_create_ex(NULL, out); }
+
+kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_cpu_create: the output pointer is NULL");
     *out = NULL;
+    int isa = KC_CPU_ISA_BASELINE;
+    KC_TRY(choose_isa(opts ? opts->cpu_isa : KC_CPU_ISA_AUTO, &isa));
     kc_backend *be = calloc(1, sizeof *be);
     if (!be) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cpu backend");
     be->abi = KC_BACKEND_ABI;
@@ -243,13 +292,14 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
         free(be);
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cpu backend");
     }
+    ((cpu_mem *)be->ctx)->isa = isa;
+    ((cpu_mem *)be->ctx)->winograd = !opts || opts->cpu_winograd != KC_FALSE;
     be->destroy = cpu_destroy;
     be->memory_stats = cpu_memory_stats;
     be->reset_peak = cpu_reset_peak;
     be->set_memory_limit = cpu_set_memory_limit;
     be->release_cache = cpu_release_cache;
     be->supports = cpu_supports;
-    be->describe = cpu_describe;
     be->host_fail = kc__fail; /* the CPU backend lives inside libkerac: the host services are its own */
     be->host_log = kc__log;
 
@@ -268,58 +318,7 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->feed_release = cpu_feed_release;
     be->feed_wait = cpu_feed_wait;
 
-    be->gemm = kc__cpu_gemm;
-    be->bias_add = kc__cpu_bias_add;
-    be->bias_grad = kc__cpu_bias_grad;
-
-    be->conv2d_workspace = kc__cpu_conv2d_workspace;
-    be->conv2d_forward = kc__cpu_conv2d_forward;
-    be->conv2d_backward_data = kc__cpu_conv2d_backward_data;
-    be->conv2d_backward_filter = kc__cpu_conv2d_backward_filter;
-
-    be->pool2d_forward = kc__cpu_pool2d_forward;
-    be->pool2d_backward = kc__cpu_pool2d_backward;
-    be->global_avg_pool_forward = kc__cpu_global_avg_pool_forward;
-    be->global_avg_pool_backward = kc__cpu_global_avg_pool_backward;
-
-    be->batchnorm_forward_train = kc__cpu_batchnorm_forward_train;
-    be->batchnorm_forward_infer = kc__cpu_batchnorm_forward_infer;
-    be->batchnorm_backward = kc__cpu_batchnorm_backward;
-
-    be->act_forward = kc__cpu_act_forward;
-    be->act_backward = kc__cpu_act_backward;
-
-    be->dropout_forward = kc__cpu_dropout_forward;
-    be->dropout_backward = kc__cpu_dropout_backward;
-
-    be->add = kc__cpu_add;
-    be->axpy = kc__cpu_axpy;
-    be->scale = kc__cpu_scale;
-    be->copy_strided = kc__cpu_copy_strided;
-    be->pad2d_forward = kc__cpu_pad2d_forward;
-    be->pad2d_backward = kc__cpu_pad2d_backward;
-
-    be->loss_forward_backward = kc__cpu_loss_forward_backward;
-    be->count_correct = kc__cpu_count_correct;
-    be->optimizer_step = kc__cpu_optimizer_step;
-    be->sum_squares = kc__cpu_sum_squares;
-
-    be->depthwise_forward = kc__cpu_depthwise_forward;
-    be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
-    be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
-
-    be->channel_affine = kc__cpu_channel_affine; /* normresample block */
-    be->normalize = kc__cpu_normalize;
-    be->groupnorm_forward = kc__cpu_groupnorm_forward;
-    be->groupnorm_backward = kc__cpu_groupnorm_backward;
-    be->upsample2d_forward = kc__cpu_upsample2d_forward;
-    be->upsample2d_backward = kc__cpu_upsample2d_backward;
-    be->permute = kc__cpu_permute;
-    be->binary_forward = kc__cpu_binary_forward; /* elementwise helper */
-    be->binary_backward = kc__cpu_binary_backward;
-    be->scalar_forward = kc__cpu_scalar_forward;
-    be->scalar_backward = kc__cpu_scalar_backward;
-
+    fill_kernels_for(isa, be);
     *out = be;
     return KC_STATUS_OK;
 }

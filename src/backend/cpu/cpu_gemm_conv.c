@@ -107,6 +107,7 @@ kc_cpu_conv_kernel kc__cpu_conv_kernel(const kc_conv2d_desc *d) {
 
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     if (!d || d->n <= 0 || d->oh <= 0 || d->ow <= 0 || d->kh <= 0 || d->kw <= 0 || d->c <= 0) return 0;
+    if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_workspace(be, d);
     kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
     if (kernel == KC_CPU_CONV_1X1) return 0;
     size_t k = (size_t)d->kh * (size_t)d->kw * (size_t)d->c;
@@ -355,6 +356,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
                                  const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(d, "conv2d_forward"));
     if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_forward: NULL x, kernel or y");
+    if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_forward(be, d, x, w, b, y, ws, ws_bytes);
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
     const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
@@ -391,6 +393,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
     KC_TRY(conv_check(d, "conv2d_backward_data"));
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: NULL dy, kernel or dx");
+    if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_backward_data(be, d, dy, w, dx, ws, ws_bytes);
     const int f = d->f;
     if (kc__cpu_conv_kernel(d) == KC_CPU_CONV_1X1) { /* the direct kernel's backward-data is the im2col one */
         /* dx (N*H*W, C) = dy (N*H*W, F) x W^T, W (C, F) */
@@ -424,7 +427,9 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
     const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
-    if (kernel == KC_CPU_CONV_DIRECT) {
+    if (kc__cpu_winograd_applies(be, d)) {
+        KC_TRY(kc__cpu_winograd_backward_filter(be, d, x, dy, dw, ws, ws_bytes));
+    } else if (kernel == KC_CPU_CONV_DIRECT) {
         KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
         conv_direct_backward_filter(d, x, dy, dw, ws, direct_parts(d));
     } else if (kernel == KC_CPU_CONV_1X1) {
@@ -458,15 +463,20 @@ kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                         "cpu conv2d: a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this "
                         "convolution)", ws_bytes, need);
+    if (kc__cpu_winograd_applies(be, d)) {
+        snprintf(buf, n, "cpu winograd F(2x2,3x3) (%d to %d channels, %s transforms, OpenBLAS)", d->c, d->f,
+                 KC_CPU_ISA_NAME);
+        return KC_STATUS_OK;
+    }
     switch (kc__cpu_conv_kernel(d)) {
     case KC_CPU_CONV_1X1: snprintf(buf, n, "cpu 1x1 conv as one gemm (OpenBLAS)"); break;
     case KC_CPU_CONV_DIRECT:
-        snprintf(buf, n, "cpu direct conv (patch %dx%dx%d, %d filters), backward-data im2col+gemm (OpenBLAS)", d->kh,
-                 d->kw, d->c, d->f);
+        snprintf(buf, n, "cpu direct conv (patch %dx%dx%d, %d filters), backward-data im2col+gemm (OpenBLAS); %s",
+                 d->kh, d->kw, d->c, d->f, KC_CPU_ISA_NAME);
         break;
     default:
-        snprintf(buf, n, "cpu im2col+gemm (OpenBLAS, patch %dx%dx%d, %d image%s per chunk)", d->kh, d->kw, d->c,
-                 conv_chunk(d), conv_chunk(d) == 1 ? "" : "s");
+        snprintf(buf, n, "cpu im2col+gemm (OpenBLAS, patch %dx%dx%d, %d image%s per chunk, %s)", d->kh, d->kw, d->c,
+                 conv_chunk(d), conv_chunk(d) == 1 ? "" : "s", KC_CPU_ISA_NAME);
         break;
     }
     return KC_STATUS_OK;
