@@ -122,7 +122,14 @@ struct kc_layer {
      * Dense, Activation, Softmax) honour it; the model applies the activation itself
      * for predictions. */
     bool defer_act;
+    /* Keras's `trainable: false` on the layer (kc_model_set_trainable): its weights get no
+     * gradient (w->grad is NULL: backward skips their gradient) and no optimizer state;
+     * BatchNormalization then runs in inference mode, in training too (Keras 3). */
+    bool frozen;
 };
+
+/* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
+static inline bool kc__weight_trains(const kc_layer *l, const kc_weight *w) { return w->trainable && !l->frozen; }
 
 /* Declare a weight during build(). fan_in/fan_out feed the glorot/he initializers. */
 kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bool trainable,
