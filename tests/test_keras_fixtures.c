@@ -53,7 +53,16 @@ static const fixture_model k_models[] = {
     /* normresample block: Keras 3 and tf-keras, all four files */
     {"normscale", "normscale_small", 621},
     {"resample", "resample_small", 329},
+    /* transfer learning (graph): Keras 3 files and a tf-keras .h5 */
+    {"frozen_base", "frozen_base", 691},
 };
+
+/* The entry of k_models with this stem. */
+static const fixture_model *model_by_stem(const char *stem) {
+    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++)
+        if (strcmp(k_models[i].stem, stem) == 0) return &k_models[i];
+    return NULL;
+}
 
 /* ---------------------------------------------------------------- a tiny .npy reader */
 
@@ -289,6 +298,32 @@ static void test_resample(void **state) {
     run_model(&k_models[7]);
 }
 
+/* Layers saved with trainable=False (a Conv2D, its BatchNormalization and the next Conv2D;
+ * the second BatchNormalization trains): kerac reads the flag from each file and counts
+ * Keras's trainable parameters (43 of 691, model.trainable_weights in Keras). */
+static void test_frozen_base(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("frozen_base");
+    assert_non_null(fm);
+    const char *exts[][2] = {{".keras", "_y3.npy"}, {".keras3.h5", "_y3.npy"}, {".keras2.h5", "_y2.npy"}};
+    for (int e = 0; e < 3; e++) {
+        check_file(fm, exts[e][0], exts[e][1], e == 0);
+        kc_model *m = NULL;
+        must(kc_model_load(fpath(fm->stem, exts[e][0]), &m), exts[e][0]);
+        int64_t trainable = 0;
+        char frozen[256] = "";
+        for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+            kc_layer_info li;
+            must(kc_model_layer_info(m, i, &li), "layer_info");
+            trainable += li.trainable_params;
+            if (!li.trainable) snprintf(frozen + strlen(frozen), sizeof frozen - strlen(frozen), "%s ", li.name);
+        }
+        assert_int_equal(trainable, 43);
+        assert_string_equal(frozen, "base_conv1 base_bn1 base_conv2 ");
+        kc_model_destroy(m);
+    }
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
@@ -462,6 +497,7 @@ int main(void) {
         cmocka_unit_test(test_resnet),
         cmocka_unit_test(test_depthwise),
         cmocka_unit_test(test_dropout_functional),
+        cmocka_unit_test(test_frozen_base),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),
         cmocka_unit_test(test_resample),

@@ -44,6 +44,12 @@ static const char usage[] =
     "                          sgd, 0.001 for the others)\n"
     "  --loss NAME             default sparse_categorical_crossentropy\n"
     "  --metrics A[,B...]      default accuracy\n"
+    "  --head SPEC             put a new head on MODEL's output (a base saved with\n"
+    "                          include_top=False) and freeze MODEL's own layers: SPEC is\n"
+    "                          CLASS[:ARG...],... as GlobalAveragePooling2D,Dropout:0.2,\n"
+    "                          Dense:10:softmax (an ARG is KEY=VALUE, or the units and\n"
+    "                          activation of Dense, the rate of Dropout, the name of\n"
+    "                          Activation), or a .json file with a list of Keras layer entries\n"
     "  --freeze L[,L...]       do not train these layers (Keras's trainable = False): each L is\n"
     "                          a layer name or, when no layer has it, a prefix (block1_);\n"
     "                          their weights stay, BatchNormalization among them runs in\n"
@@ -138,7 +144,7 @@ typedef struct train_args {
     cli_device_opts dev;
     cli_image_opts img;    /* --data images:DIR */
     const char *test_data; /* --test-data */
-    const char *freeze, *trainable_from; /* transfer learning */
+    const char *freeze, *trainable_from, *head; /* transfer learning */
     bool has_loss;
     cli_observe_opts obs;
     cli_dist dist;
@@ -232,6 +238,7 @@ static const train_opt k_train_opts[] = {
     {"--no-oom-recovery", NULL, OPT_FLAG, AT(no_oom_recovery)},
     {"--optimizer", NULL, OPT_FUNC, .compile = true, .parse = opt_optimizer},
     {"--lr", "--learning-rate", OPT_DOUBLE, AT(lr), 0, 0, 1e6, true, .compile = true},
+    {"--head", NULL, OPT_STRING, AT(head)},
     {"--freeze", NULL, OPT_STRING, AT(freeze)},
     {"--trainable-from", NULL, OPT_STRING, AT(trainable_from)},
     {"--validation-split", NULL, OPT_DOUBLE, AT(validation_split), GIVEN(has_validation_split), 0, 0.99},
@@ -276,7 +283,9 @@ static int check_args(const train_args *t) {
     if (t->resume && (t->model_path || t->init_from))
         return cli_usage_error("train", "'--resume' takes the model from the checkpoint; give no MODEL or --init-from "
                                "with it");
-    if (t->resume && (t->freeze || t->trainable_from))
+    if (t->head && !t->model_path && !t->init_from)
+        return cli_usage_error("train", "'--head' puts a head on a saved model: give MODEL (or --init-from FILE)");
+    if (t->resume && (t->freeze || t->trainable_from || t->head))
         return cli_usage_error("train", "'--resume' goes on with the layers the checkpoint trained; to change them, "
                                "start a new run from the checkpoint with '--init-from CHECKPOINT' and --freeze or "
                                "--trainable-from");
@@ -456,6 +465,7 @@ static int open_model(train_run *r) {
     if (t->has_seed && !r->model_file && !t->resume && (s = kc_model_set_seed(r->m, t->seed)))
         return cli_fail(s, CLI_PHASE_RUN);
     if ((s = kc_model_build(r->m))) return cli_fail(s, CLI_PHASE_LOAD);
+    if (t->head && (rc = cli_model_add_head(&r->m, t->head, &r->dev))) return rc;
     if ((rc = set_trainable(r))) return rc;
     if (cli_is_images_spec(t->data) && (rc = cli_images_fit_model(r->m, r->train, t->data))) return rc;
     if ((rc = cli_check_data_fits(r->m, r->train, t->data, t->loss))) return rc;
@@ -518,7 +528,7 @@ static int print_header(train_run *r) {
         kc_layer_info li;
         if (kc_model_layer_info(r->m, i, &li) == KC_STATUS_OK) params += li.params, trainable += li.trainable_params;
     }
-    if (t->freeze || t->trainable_from) { /* say what trains */
+    if (t->freeze || t->trainable_from || t->head) { /* say what trains */
         char c[32];
         snprintf(tp, sizeof tp, ", %s trainable", cli_commas(trainable, c, sizeof c));
     }
