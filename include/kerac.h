@@ -278,6 +278,11 @@ typedef struct kc_repeat_vector_opts { /* RepeatVector: (F) -> (n, F) */
     const char *name;
     int n;
 } kc_repeat_vector_opts;
+/* ---- graph helper's block: the custom layers keras.applications registers */
+typedef struct kc_custom_scale_opts { /* InceptionResNetV2's CustomScaleLayer: x0 + x1 * scale */
+    const char *name;
+    float scale;              /* required by Keras (no default): 0 means 0 */
+} kc_custom_scale_opts;
 
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
@@ -314,6 +319,8 @@ typedef struct kc_layer_spec {
 #define KC_GLOBALMAXPOOL2D(...) KC_LAYER_SPEC_("GlobalMaxPooling2D", kc_global_pool_opts, __VA_ARGS__)
 #define KC_PERMUTE(...) KC_LAYER_SPEC_("Permute", kc_permute_opts, __VA_ARGS__)
 #define KC_REPEAT_VECTOR(...) KC_LAYER_SPEC_("RepeatVector", kc_repeat_vector_opts, __VA_ARGS__)
+/* graph helper's block */
+#define KC_CUSTOM_SCALE(...) KC_LAYER_SPEC_("CustomScaleLayer", kc_custom_scale_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 

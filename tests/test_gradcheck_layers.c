@@ -470,6 +470,9 @@ static const gc_case k_cases[] = {
     {"RepeatVector", KC_REPEAT_VECTOR(.n = 3), 1, {S1(4)}, 2},
     {"RepeatVector 1", KC_REPEAT_VECTOR(.n = 1), 1, {S1(4)}, 2},
     {"Dense rank-4 input (N, H, W, C)", KC_DENSE(.units = 3), 1, {{4, {2, 2, 2, 3}}}, 2},
+    /* graph helper's block */
+    {"CustomScaleLayer", KC_CUSTOM_SCALE(.scale = 0.17f), 2, {S3(2, 2, 3), S3(2, 2, 3)}, 2},
+    {"CustomScaleLayer negative scale", KC_CUSTOM_SCALE(.scale = -1.5f), 2, {S2(3, 4), S2(3, 4)}, 2},
 };
 
 int main(void) {

@@ -55,6 +55,7 @@ static const fixture_model k_models[] = {
     {"resample", "resample_small", 329},
     /* transfer learning (graph): Keras 3 files and a tf-keras .h5 */
     {"frozen_base", "frozen_base", 691},
+    {"custom_scale", "custom_scale", 183},
 };
 
 /* The entry of k_models with this stem. */
@@ -324,6 +325,16 @@ static void test_frozen_base(void **state) {
     }
 }
 
+/* InceptionResNetV2's CustomScaleLayer (module keras.src.applications.inception_resnet_v2),
+ * scale 0.17 on a branch and -0.5 on the input. */
+static void test_custom_scale(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("custom_scale");
+    assert_non_null(fm);
+    check_file(fm, ".keras", "_y3.npy", true);
+    check_file(fm, ".keras3.h5", "_y3.npy", false);
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
@@ -498,6 +509,7 @@ int main(void) {
         cmocka_unit_test(test_depthwise),
         cmocka_unit_test(test_dropout_functional),
         cmocka_unit_test(test_frozen_base),
+        cmocka_unit_test(test_custom_scale),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),
         cmocka_unit_test(test_resample),

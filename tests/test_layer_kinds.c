@@ -154,6 +154,8 @@ static const sample k_samples[] = {
     {&kc__global_maxpool2d_ops, KC_GLOBALMAXPOOL2D(.name = "gmp", .keepdims = KC_TRUE), 1},
     {&kc__permute_ops, KC_PERMUTE(.name = "perm", .dims = {2, 1, 3}), 1},
     {&kc__repeat_vector_ops, KC_REPEAT_VECTOR(.name = "rep", .n = 3), 1},
+    /* graph helper's block */
+    {&kc__custom_scale_ops, KC_CUSTOM_SCALE(.name = "scale", .scale = 0.17f), 2},
 };
 
 static kc_model *sample_model(const sample *s) {

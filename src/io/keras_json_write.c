@@ -252,11 +252,11 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
     }
     put_fields(w, cfg, l, &o, l->ops->keras_keys, l->ops->n_keras_keys);
     json_t *e = json_object();
-    if (w->flavour == 3) put(w, e, "module", json_string("keras.layers"));
+    if (w->flavour == 3) put(w, e, "module", json_string(l->ops->keras_module ? l->ops->keras_module : "keras.layers"));
     put(w, e, "class_name", json_string(l->ops->class_name));
     put(w, e, "config", cfg);
     if (w->flavour == 3) {
-        put(w, e, "registered_name", json_null());
+        put(w, e, "registered_name", l->ops->registered_name ? json_string(l->ops->registered_name) : json_null());
         if (!kc__keras_is_input(l->ops)) put(w, e, "build_config", build_config(w, l));
     }
     if (functional) {

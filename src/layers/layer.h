@@ -91,6 +91,10 @@ typedef struct kc_layer_ops {
     int64_t (*flops)(const kc_layer *l);                      /* per example; may be NULL */
     /* The layer's activation (Conv2D, Dense, Activation, Softmax, ReLU); NULL for others. */
     kc_act_params (*activation)(const kc_layer *l);
+    /* Where Keras finds a class it does not export from keras.layers (the custom layers of
+     * keras.applications): the "module" and "registered_name" Keras 3 writes; NULL for
+     * the others ("keras.layers", null). */
+    const char *keras_module, *registered_name;
     /* Its Keras config keys (keras_keys.h; KC_KERAS_KEYS(table)); none for Add. */
     const kc__field *keras_keys;
     int n_keras_keys;

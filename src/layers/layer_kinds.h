@@ -39,6 +39,8 @@
     X(cropping2d, kc_cropping2d_opts)                \
     X(global_maxpool2d, kc_global_pool_opts)         \
     X(permute, kc_permute_opts)                      \
-    X(repeat_vector, kc_repeat_vector_opts)
+    X(repeat_vector, kc_repeat_vector_opts)          \
+    /* graph helper's block: keras.applications' custom layers */ \
+    X(custom_scale, kc_custom_scale_opts)
 
 #endif /* KC_LAYER_KINDS_H */
