@@ -141,9 +141,6 @@ kc_status kc__model_accumulate_metrics(kc_model *m, int batch);
 /* The parameter slab (trainable weights first, kc__weight_trains), the gradient slab, and
  * each weight's data/grad pointers; values are not set. Called by the build. */
 kc_status kc__model_alloc_weights(kc_model *m);
-/* Freeze (or unfreeze) node i; on a built model the slabs are laid out again (values kept)
- * and a compiled model's optimizer state restarts. */
-kc_status kc__model_set_layer_frozen(kc_model *m, int i, bool frozen);
 
 /* ---- memory.c */
 /* Device bytes kerac may still use (the limit, else the free memory less a margin), and

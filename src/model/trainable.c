@@ -105,15 +105,6 @@ static kc_status apply_flags(kc_model *m, const bool *frozen) {
     return changed && m->built ? relayout(m) : KC_STATUS_OK;
 }
 
-kc_status kc__model_set_layer_frozen(kc_model *m, int i, bool frozen) {
-    bool *f = kc__calloc((size_t)KC_MAX(m->n_layers, 1), sizeof *f, "layer flags");
-    if (!f) return KC_STATUS_OUT_OF_MEMORY;
-    for (int k = 0; k < m->n_layers; k++) f[k] = k == i ? frozen : m->layers[k]->frozen;
-    kc_status s = apply_flags(m, f);
-    free(f);
-    return s;
-}
-
 static kc_status check_model(kc_model *m, const char *what) {
     if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: model is NULL", what);
     if (m->err != KC_STATUS_OK) return kc__fail(m->err, "%s", m->errmsg);
