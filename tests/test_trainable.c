@@ -18,7 +18,7 @@
 #define N 64
 
 /* input (6, 6, 2) -> conv -> bn -> flatten -> dense(8, relu) -> dense(3, softmax) */
-static kc_model *small_cnn(void) {
+static kc_model *small_cnn_on(const char *device) {
     kc_model *m = NULL;
     assert_int_equal(kc_functional("tl", &m), KC_STATUS_OK);
     kc_node x = kc_input(m, KC_INPUT(.shape = {6, 6, 2}));
@@ -28,9 +28,11 @@ static kc_model *small_cnn(void) {
     x = kc_apply(m, KC_DENSE(.name = "head_dense", .units = 8, .activation = "relu"), x);
     x = kc_apply(m, KC_DENSE(.name = "head_out", .units = 3, .activation = "softmax"), x);
     assert_int_equal(kc_set_output(m, x), KC_STATUS_OK);
-    assert_int_equal(kc_model_set_device(m, "cpu"), KC_STATUS_OK);
+    assert_int_equal(kc_model_set_device(m, device), KC_STATUS_OK);
     return m;
 }
+
+static kc_model *small_cnn(void) { return small_cnn_on("cpu"); }
 
 static kc_dataset *data(void) {
     float *x = malloc(sizeof(float) * N * 72);
@@ -271,14 +273,57 @@ static void test_resume_needs_the_same_set(void **state) {
     kc_model_destroy(m);
 }
 
+/* The same frozen fine-tuning on the GPU (skipped without one): the weights after one epoch
+ * agree with the CPU's (the frozen BatchNormalization's inference-mode backward included),
+ * and the frozen ones are bit-identical to where they started. */
+static void test_frozen_fit_gpu_matches_cpu(void **state) {
+    (void)state;
+    kc_backend *probe = NULL;
+    if (kc_backend_open("cuda", &probe) != KC_STATUS_OK) {
+        print_message("no GPU: %s\n", kc_last_error());
+        skip();
+    }
+    kc_backend_destroy(probe);
+    kc_dataset *d = data();
+    float *w[2];
+    int64_t n = 0;
+    float *start = NULL;
+    for (int dev = 0; dev < 2; dev++) {
+        kc_model *m = small_cnn_on(dev ? "cuda" : "cpu");
+        kc_compile_opts co = {.optimizer = KC_SGD(.learning_rate = 0.05), .loss = "sparse_categorical_crossentropy"};
+        assert_int_equal(kc_compile(m, &co), KC_STATUS_OK);
+        assert_int_equal(kc_model_set_trainable_from(m, "block1_bn"), KC_STATUS_OK);
+        assert_int_equal(kc_model_set_trainable(m, "block1_bn", 0), KC_STATUS_OK);
+        if (dev == 0) start = snapshot(m, &n);
+        fit_once(m, d);
+        w[dev] = snapshot(m, &n);
+        kc_model_destroy(m);
+    }
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = w[0][i] - w[1][i];
+        worst = e < 0 ? -e > worst ? -e : worst : e > worst ? e : worst;
+    }
+    print_message("largest |GPU - CPU| weight after one epoch: %.3g\n", worst);
+    assert_true(worst < 1e-4);
+    assert_memory_equal(w[1], start, sizeof(float) * 92); /* block1_conv (72 + 4) and block1_bn (4 x 4), frozen */
+    free(start);
+    free(w[0]);
+    free(w[1]);
+    kc_dataset_destroy(d);
+}
+
 int main(void) {
     kc_set_num_threads(1);
+    const char *bin = getenv("KERAC_BINARY_DIR");
+    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frozen_base_does_not_move),
         cmocka_unit_test(test_whole_model_frozen),
         cmocka_unit_test(test_trainable_from_skips_backward),
         cmocka_unit_test(test_files_keep_the_flag),
         cmocka_unit_test(test_resume_needs_the_same_set),
+        cmocka_unit_test(test_frozen_fit_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
