@@ -137,7 +137,8 @@ static void test_frozen_between_trainable(void **state) {
     kc_node side = kc_apply(m, KC_DENSE(.name = "side", .units = 5), x);
     kc_node bn = kc_apply(m, KC_BATCHNORM(.name = "bn"), a);
     kc_node mid = kc_apply(m, KC_DENSE(.name = "mid", .units = 5, .activation = "sigmoid"), bn);
-    kc_node add = kc_merge(m, KC_ADD(), (kc_node[]){mid, side}, 2);
+    kc_node ln = kc_apply(m, KC_LAYERNORM(.name = "ln"), mid);
+    kc_node add = kc_merge(m, KC_ADD(), (kc_node[]){ln, side}, 2);
     kc_node o = kc_apply(m, KC_DENSE(.units = 3, .activation = "softmax"), add);
     kc_set_output(m, o);
     assert_int_equal(kc_model_build(m), KC_STATUS_OK);
@@ -146,9 +147,11 @@ static void test_frozen_between_trainable(void **state) {
     assert_int_equal(kc_model_set_trainable(m, "bn", 0), KC_STATUS_OK);
     assert_int_equal(kc_model_set_trainable(m, "mid", 0), KC_STATUS_OK);
     assert_int_equal(kc_model_set_trainable(m, "side", 0), KC_STATUS_OK);
+    assert_int_equal(kc_model_set_trainable(m, "ln", 0), KC_STATUS_OK); /* a frozen LayerNormalization too */
     assert_true(m->layers[bn]->w[2].data[0] == 0.3f); /* kept through the new layout */
     check_model(m, "sparse_categorical_crossentropy", 3);
     assert_null(m->layers[side]->w[0].grad);
+    assert_null(m->layers[ln]->w[0].grad);
     assert_true(m->plan.needs_grad[bn] && !m->plan.needs_grad[side]);
     kc_model_destroy(m);
 }
