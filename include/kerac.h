@@ -279,6 +279,11 @@ typedef struct kc_repeat_vector_opts { /* RepeatVector: (F) -> (n, F) */
     const char *name;
     int n;
 } kc_repeat_vector_opts;
+/* ---- graph helper's block: the custom layers keras.applications registers */
+typedef struct kc_custom_scale_opts { /* InceptionResNetV2's CustomScaleLayer: x0 + x1 * scale */
+    const char *name;
+    float scale;              /* required by Keras (no default): 0 means 0 */
+} kc_custom_scale_opts;
 
 /* elementwise helper: activation layers and operation nodes */
 typedef struct kc_leaky_relu_opts { /* LeakyReLU */
@@ -352,6 +357,8 @@ typedef struct kc_layer_spec {
 #define KC_ELU(...) KC_LAYER_SPEC_("ELU", kc_elu_opts, __VA_ARGS__)
 #define KC_PRELU(...) KC_LAYER_SPEC_("PReLU", kc_prelu_opts, __VA_ARGS__)
 #define KC_TENSOR_OP(...) KC_LAYER_SPEC_("TensorOp", kc_tensor_op_opts, __VA_ARGS__)
+/* graph helper's block */
+#define KC_CUSTOM_SCALE(...) KC_LAYER_SPEC_("CustomScaleLayer", kc_custom_scale_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 
@@ -442,12 +449,30 @@ typedef struct kc_layer_info {
     int64_t flops;            /* forward multiply-adds x 2, per example */
     int num_inputs;
     const char *inputs[8];    /* names of the layers feeding this one */
+    int trainable;            /* 0: frozen (kc_model_set_trainable, Keras's trainable: false) */
 } kc_layer_info;
 KC_API kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out);
 KC_API kc_status kc_model_input_shape(kc_model *m, kc_shape *out);
 KC_API kc_status kc_model_output_shape(kc_model *m, kc_shape *out);
 
-/* Weights: every variable in Keras order (per layer: trainable first, then the rest). */
+/* Transfer learning: which layers train (Keras's layer.trainable and model.trainable).
+ * A frozen layer's weights get no gradient and no optimizer state, and its
+ * BatchNormalization runs in inference mode in training too (as Keras 3); no backward runs
+ * below the lowest trainable layer. The flag is part of the model: Keras JSON, .keras and
+ * .h5 files read and write it ("trainable": false).
+ * kc_model_set_trainable: name NULL or "" is the whole model (model.trainable: every layer,
+ * and the model's own flag); otherwise the layer of that name or, when none has it, every
+ * layer whose name starts with it ("block5_"); no match is KC_STATUS_INVALID_ARGUMENT.
+ * kc_model_set_trainable_from: the layers before `name` (in model order) are frozen, it and
+ * every later one train (Keras's `for layer in model.layers[:i]: layer.trainable = False`).
+ * Either may be called at any time: on a built model the parameter slab is laid out again
+ * (values kept); on a compiled model the optimizer's state restarts (zeroed slots, iteration
+ * 0), as Keras's recompile after changing `trainable` does. */
+KC_API kc_status kc_model_set_trainable(kc_model *m, const char *name, int trainable);
+KC_API kc_status kc_model_set_trainable_from(kc_model *m, const char *name);
+
+/* Weights: every variable in Keras order (per layer: trainable first, then the rest);
+ * kc_weight_info.trainable says whether training updates it (0 in a frozen layer). */
 KC_API int kc_model_num_weights(kc_model *m);
 typedef struct kc_weight_info {
     const char *layer;        /* layer name */

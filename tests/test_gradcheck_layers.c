@@ -540,6 +540,9 @@ static const gc_case k_cases[] = {
     {"TensorOp a / b broadcast", KC_TENSOR_OP(.op = "true_divide"), 2, {S3(2, 2, 3), S3(1, 1, 3)}, 2,
      .input = IN_AWAY, .n_kinks = 1, .margin = 0.7f},
     {"TensorOp a - b broadcast", KC_TENSOR_OP(.op = "subtract"), 2, {S3(2, 1, 3), S3(2, 2, 3)}, 2},
+    /* graph helper's block */
+    {"CustomScaleLayer", KC_CUSTOM_SCALE(.scale = 0.17f), 2, {S3(2, 2, 3), S3(2, 2, 3)}, 2},
+    {"CustomScaleLayer negative scale", KC_CUSTOM_SCALE(.scale = -1.5f), 2, {S2(3, 4), S2(3, 4)}, 2},
 };
 
 int main(void) {

@@ -59,7 +59,17 @@ static const fixture_model k_models[] = {
     {"ew_mnv3", "ew_mnv3", 455},
     /* elementwise helper, Keras 3 and tf-keras */
     {"ew_k2", "ew_k2", 544},
+    /* transfer learning (graph): Keras 3 files and a tf-keras .h5 */
+    {"frozen_base", "frozen_base", 691},
+    {"custom_scale", "custom_scale", 183},
 };
+
+/* The entry of k_models with this stem. */
+static const fixture_model *model_by_stem(const char *stem) {
+    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++)
+        if (strcmp(k_models[i].stem, stem) == 0) return &k_models[i];
+    return NULL;
+}
 
 /* ---------------------------------------------------------------- a tiny .npy reader */
 
@@ -310,6 +320,42 @@ static void test_ew_mnv3(void **state) { run_keras3(&k_models[10], true); }
 /* written by Keras 3 and by tf-keras (LeakyReLU's alpha key, "swish"): all four files */
 static void test_ew_k2(void **state) { run_model(&k_models[11]); }
 
+/* Layers saved with trainable=False (a Conv2D, its BatchNormalization and the next Conv2D;
+ * the second BatchNormalization trains): kerac reads the flag from each file and counts
+ * Keras's trainable parameters (43 of 691, model.trainable_weights in Keras). */
+static void test_frozen_base(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("frozen_base");
+    assert_non_null(fm);
+    const char *exts[][2] = {{".keras", "_y3.npy"}, {".keras3.h5", "_y3.npy"}, {".keras2.h5", "_y2.npy"}};
+    for (int e = 0; e < 3; e++) {
+        check_file(fm, exts[e][0], exts[e][1], e == 0);
+        kc_model *m = NULL;
+        must(kc_model_load(fpath(fm->stem, exts[e][0]), &m), exts[e][0]);
+        int64_t trainable = 0;
+        char frozen[256] = "";
+        for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+            kc_layer_info li;
+            must(kc_model_layer_info(m, i, &li), "layer_info");
+            trainable += li.trainable_params;
+            if (!li.trainable) snprintf(frozen + strlen(frozen), sizeof frozen - strlen(frozen), "%s ", li.name);
+        }
+        assert_int_equal(trainable, 43);
+        assert_string_equal(frozen, "base_conv1 base_bn1 base_conv2 ");
+        kc_model_destroy(m);
+    }
+}
+
+/* InceptionResNetV2's CustomScaleLayer (module keras.src.applications.inception_resnet_v2),
+ * scale 0.17 on a branch and -0.5 on the input. */
+static void test_custom_scale(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("custom_scale");
+    assert_non_null(fm);
+    check_file(fm, ".keras", "_y3.npy", true);
+    check_file(fm, ".keras3.h5", "_y3.npy", false);
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
@@ -489,6 +535,8 @@ int main(void) {
         cmocka_unit_test(test_ew_acts),
         cmocka_unit_test(test_ew_mnv3),
         cmocka_unit_test(test_ew_k2),
+        cmocka_unit_test(test_frozen_base),
+        cmocka_unit_test(test_custom_scale),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),
         cmocka_unit_test(test_resample),

@@ -164,6 +164,8 @@ static const sample k_samples[] = {
     {&kc__elu_ops, KC_ELU(.name = "elu_l", .alpha = 0.5f), 1},
     {&kc__prelu_ops, KC_PRELU(.name = "prelu", .alpha_initializer = "ones", .shared_axes = {.n = 2, .list = 1, .v = {1, 2}}), 1},
     {&kc__tensor_op_ops, KC_TENSOR_OP(.name = "plus3", .op = "add", .scalar_side = 1, .scalar = 3.0f), 1},
+    /* graph helper's block */
+    {&kc__custom_scale_ops, KC_CUSTOM_SCALE(.name = "scale", .scale = 0.17f), 2},
 };
 
 static kc_model *sample_model(const sample *s) {

@@ -65,7 +65,8 @@ static void test_registry(void **state) {
                                         "GlobalMaxPooling2D", "Permute", "RepeatVector",
                                         /* elementwise helper */
                                         "Multiply", "Subtract", "Average", "Maximum", "Minimum", "LeakyReLU", "ELU",
-                                        "PReLU", "TensorOp"};
+                                        "PReLU", "TensorOp",
+                                        /* keras.applications' custom layers */ "CustomScaleLayer"};
     assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(names));
     for (size_t i = 0; i < KC_ARRAY_LEN(names); i++) {
         const kc_layer_ops *o = kc__layer_find(names[i]);

@@ -55,7 +55,7 @@ static void check_model(kc_model *m, const char *loss, int classes) {
         kc_layer *l = m->layers[li];
         for (int k = 0; k < l->n_weights; k++) {
             kc_weight *wt = &l->w[k];
-            if (!wt->trainable) continue;
+            if (!kc__weight_trains(l, wt)) continue;
             for (int s = 0; s < 6; s++) {
                 int64_t idx = (int64_t)kc__rng_below(&r, (uint64_t)wt->size);
                 float old = wt->data[idx];
@@ -125,11 +125,43 @@ static void test_sequential_cnn_categorical(void **state) {
     kc_model_destroy(m);
 }
 
+/* Frozen layers between trainable ones (transfer learning): a frozen BatchNormalization runs
+ * in inference mode with non-trivial moving statistics, and the gradient of the trainable
+ * layer below it goes through its (and a frozen Dense's) input gradient; a frozen branch
+ * next to a trainable one gets no gradient of its own. */
+static void test_frozen_between_trainable(void **state) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_functional("frozen_mid", &m), KC_STATUS_OK);
+    kc_node x = kc_input(m, KC_INPUT(.shape = {6}));
+    kc_node a = kc_apply(m, KC_DENSE(.name = "low", .units = 5, .activation = "tanh"), x);
+    kc_node side = kc_apply(m, KC_DENSE(.name = "side", .units = 5), x);
+    kc_node bn = kc_apply(m, KC_BATCHNORM(.name = "bn"), a);
+    kc_node mid = kc_apply(m, KC_DENSE(.name = "mid", .units = 5, .activation = "sigmoid"), bn);
+    kc_node ln = kc_apply(m, KC_LAYERNORM(.name = "ln"), mid);
+    kc_node add = kc_merge(m, KC_ADD(), (kc_node[]){ln, side}, 2);
+    kc_node o = kc_apply(m, KC_DENSE(.units = 3, .activation = "softmax"), add);
+    kc_set_output(m, o);
+    assert_int_equal(kc_model_build(m), KC_STATUS_OK);
+    float stats[2][5] = {{0.3f, -0.2f, 0.1f, 0.5f, -0.4f}, {0.5f, 2.0f, 1.5f, 0.7f, 3.0f}};
+    for (int i = 0; i < 2; i++) memcpy(m->layers[bn]->w[2 + i].data, stats[i], sizeof stats[i]);
+    assert_int_equal(kc_model_set_trainable(m, "bn", 0), KC_STATUS_OK);
+    assert_int_equal(kc_model_set_trainable(m, "mid", 0), KC_STATUS_OK);
+    assert_int_equal(kc_model_set_trainable(m, "side", 0), KC_STATUS_OK);
+    assert_int_equal(kc_model_set_trainable(m, "ln", 0), KC_STATUS_OK); /* a frozen LayerNormalization too */
+    assert_true(m->layers[bn]->w[2].data[0] == 0.3f); /* kept through the new layout */
+    check_model(m, "sparse_categorical_crossentropy", 3);
+    assert_null(m->layers[side]->w[0].grad);
+    assert_null(m->layers[ln]->w[0].grad);
+    assert_true(m->plan.needs_grad[bn] && !m->plan.needs_grad[side]);
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_residual_functional),
         cmocka_unit_test(test_same_node_twice),
         cmocka_unit_test(test_sequential_cnn_categorical),
+        cmocka_unit_test(test_frozen_between_trainable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,7 +33,7 @@ static kc_status keras_trainable(kc_model *m, kc_weight ***out, int *n_out) {
     for (int i = 0; i < n_order && s == KC_STATUS_OK; i++) {
         kc_layer *l = m->layers[order[i]];
         for (int k = 0; k < l->n_weights; k++)
-            if (l->w[k].trainable) w[n++] = &l->w[k];
+            if (kc__weight_trains(l, &l->w[k])) w[n++] = &l->w[k];
     }
     free(order);
     if (s != KC_STATUS_OK) {

@@ -38,6 +38,7 @@ json_t *kc__ckpt_layer_summary(const kc_model *m) {
             json_array_append_new(ws, d);
         }
         json_array_append_new(e, ws);
+        if (l->frozen) json_array_append_new(e, json_string("frozen")); /* only then: older checkpoints match */
         json_array_append_new(a, e);
     }
     return a;
@@ -56,7 +57,7 @@ static void describe_layer(json_t *e, char *buf, size_t n) {
                                      (long long)json_integer_value(json_array_get(d, r)));
         if (used < n) used += (size_t)snprintf(buf + used, n - used, "%s)", json_array_size(d) == 1 ? "," : "");
     }
-    if (used < n) snprintf(buf + used, n - used, ")");
+    if (used < n) snprintf(buf + used, n - used, "%s)", json_array_size(e) > 3 ? ", frozen" : "");
 }
 
 /* The error for a checkpoint of another model: the first layer that differs. */
@@ -72,7 +73,8 @@ static kc_status different_model(const char *path, const kc_model *m, json_t *sa
         describe_layer(y, b, sizeof b);
         s = kc__fail(KC_STATUS_BAD_FILE,
                      "'%s' is a checkpoint of a different model: its layer %zu is %s but model '%s' has %s; resume "
-                     "with the model that wrote it (or start a new run)", path, i, a, m->name, b);
+                     "with the model that wrote it, with the same layers frozen (or start a new run from the "
+                     "checkpoint's model)", path, i, a, m->name, b);
     }
     if (s == KC_STATUS_OK && ns != nm)
         s = kc__fail(KC_STATUS_BAD_FILE,

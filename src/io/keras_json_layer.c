@@ -473,6 +473,11 @@ kc_status kc__json_parse_layer(const json_t *entry, int index, parsed_layer *pl)
         if (!f && !input) f = find_field(base, nb, key);
         if (!f && !input) f = find_field(extra, nx, key);
         if (!f) return unknown_key(pl, key);
+        if (!input && strcmp(key, "trainable") == 0) { /* the layer's flag, not an option of its kind */
+            if (!json_is_boolean(v)) return kc__json_bad_type(pl, key, "true or false", v);
+            pl->frozen = json_is_false(v);
+            continue;
+        }
         KC_TRY(read_field(pl, f, key, v));
     }
     if (input && pl->opts.input_layer.shape[0] == 0)

@@ -30,6 +30,7 @@ typedef struct reader {
     const kc_device_opts *dev; /* the device options to build on (NULL: the environment's) */
     kc_status (*before_alloc)(kc_model *m, void *user); /* set on the model before its build */
     void *before_alloc_user;
+    bool frozen;               /* the model's "trainable": false */
 } reader;
 
 static kc_layer_spec spec_of(const parsed_layer *pl) { return (kc_layer_spec){pl->ops->class_name, &pl->opts}; }
@@ -49,11 +50,13 @@ static void note_axis(reader *r, const parsed_layer *pl, kc_node node) {
 
 static const char *const k_seq_keys[] = {"name", "layers", "trainable", "dtype", "build_input_shape"};
 
-static kc_status check_model_header(const json_t *config, const char *what) {
+/* The model's own keys; *frozen: "trainable": false (Keras's model.trainable = False). */
+static kc_status check_model_header(const json_t *config, const char *what, bool *frozen) {
     parsed_layer pl = {0};
     snprintf(pl.label, sizeof pl.label, "%s", what);
     const json_t *t = json_object_get(config, "trainable");
-    if (t && !json_is_true(t)) return kc__json_unsupported_value(&pl, "trainable", t, "true");
+    if (t && !json_is_boolean(t)) return kc__json_bad_type(&pl, "trainable", "true or false", t);
+    *frozen = t && json_is_false(t);
     const json_t *d = json_object_get(config, "dtype");
     if (d) KC_TRY(kc__json_check_dtype(&pl, "dtype", d));
     const json_t *n = json_object_get(config, "name");
@@ -67,7 +70,7 @@ static kc_status read_sequential(reader *r, const json_t *config) {
     const json_t *build_shape = NULL;
     if (json_is_object(config)) {
         KC_TRY(kc__json_check_keys(config, k_seq_keys, KC_ARRAY_LEN(k_seq_keys), "the Sequential config"));
-        KC_TRY(check_model_header(config, "the Sequential model"));
+        KC_TRY(check_model_header(config, "the Sequential model", &r->frozen));
         name = json_string_value(json_object_get(config, "name"));
         layers = json_object_get(config, "layers");
         build_shape = json_object_get(config, "build_input_shape");
@@ -106,6 +109,7 @@ static kc_status read_sequential(reader *r, const json_t *config) {
         kc_layer_spec spec = spec_of(&pl);
         kc_status s = kc_add(r->m, &spec);
         if (s != KC_STATUS_OK) return builder_error(r->m, s);
+        r->m->layers[kc_model_num_layers(r->m) - 1]->frozen = pl.frozen;
         note_axis(r, &pl, kc_model_num_layers(r->m) - 1);
     }
     return KC_STATUS_OK;
@@ -307,7 +311,7 @@ static kc_status read_functional(reader *r, const json_t *config) {
         return kc__fail(KC_STATUS_BAD_FILE, PFX "the Functional model's \"config\" is %s, not an object",
                         kc__json_type_name(config));
     KC_TRY(kc__json_check_keys(config, k_func_keys, KC_ARRAY_LEN(k_func_keys), "the Functional config"));
-    KC_TRY(check_model_header(config, "the Functional model"));
+    KC_TRY(check_model_header(config, "the Functional model", &r->frozen));
     const json_t *layers = json_object_get(config, "layers");
     if (!json_is_array(layers))
         return kc__fail(KC_STATUS_BAD_FILE, PFX "the Functional config has no \"layers\" list (got %s)",
@@ -352,6 +356,7 @@ static kc_status read_functional(reader *r, const json_t *config) {
         }
         if (y < 0) return builder_error(r->m, KC_STATUS_OK);
         r->nodes[i] = y;
+        r->m->layers[y]->frozen = pl.frozen;
         note_axis(r, &pl, y);
     }
     tensor_ref refs[KC_MAX_INPUTS];
@@ -420,6 +425,7 @@ static kc_status read_model(reader *r, const json_t *root) {
                         cls);
     }
     kc_status s = r->dev ? kc_model_set_device_opts(r->m, r->dev) : KC_STATUS_OK;
+    if (s == KC_STATUS_OK && r->frozen) s = kc_model_set_trainable(r->m, NULL, 0); /* every layer, as Keras */
     r->m->before_alloc = r->before_alloc;
     r->m->before_alloc_user = r->before_alloc_user;
     if (s == KC_STATUS_OK) s = kc_model_build(r->m);

@@ -18,6 +18,7 @@ typedef struct parsed_layer {
     bool has_batch_shape;      /* batch_input_shape / batch_shape / input_shape on a non-input layer */
     int batch_shape[KC_MAX_RANK];
     int axis;                  /* > 0: a Keras 2 style axis to check against the input rank */
+    bool frozen;               /* "trainable": false */
 } parsed_layer;
 
 /* One entry of "layers": its class (through the registry: class name or alias) and every

@@ -279,14 +279,15 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
         int nb = 0;
         const kc__field *base = kc__keras_base_fields(&nb);
         put_fields(w, cfg, l, &o, base, nb);
+        if (l->frozen) put(w, cfg, "trainable", json_false()); /* in place: the key keeps its position */
     }
     put_fields(w, cfg, l, &o, l->ops->keras_keys, l->ops->n_keras_keys);
     json_t *e = json_object();
-    if (w->flavour == 3) put(w, e, "module", json_string("keras.layers"));
+    if (w->flavour == 3) put(w, e, "module", json_string(l->ops->keras_module ? l->ops->keras_module : "keras.layers"));
     put(w, e, "class_name", json_string(l->ops->class_name));
     put(w, e, "config", cfg);
     if (w->flavour == 3) {
-        put(w, e, "registered_name", json_null());
+        put(w, e, "registered_name", l->ops->registered_name ? json_string(l->ops->registered_name) : json_null());
         if (!kc__keras_is_input(l->ops)) put(w, e, "build_config", build_config(w, l));
     }
     if (functional) {
@@ -327,7 +328,7 @@ static kc_status model_json(writer *w, json_t **out) {
     const kc_layer *input = kc__model_layer(m, 0);
     json_t *cfg = json_object();
     put(w, cfg, "name", json_string(m->name));
-    if (w->flavour == 3) put(w, cfg, "trainable", json_true());
+    if (w->flavour == 3) put(w, cfg, "trainable", json_boolean(!m->frozen));
     if (w->flavour == 3 && !functional) put(w, cfg, "dtype", json_string("float32"));
     put(w, cfg, "layers", layers);
     if (functional) {

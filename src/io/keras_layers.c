@@ -9,6 +9,7 @@
 
 static const kc__field k_base[] = {
     {"name", KC_F_NAME, KC_F_W, offsetof(kc__layer_opts, input_layer.name), NULL, 0},
+    /* read by keras_json_layer.c into the layer's frozen flag, written from it */
     KC_KEY_FIXED("trainable", "true", KC_F_W),
     /* Keras 3 writes {"class_name": "DTypePolicy", ...}; kerac writes the plain string
      * "float32", which every Keras 2 and 3 version reads. */

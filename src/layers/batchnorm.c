@@ -2,7 +2,9 @@
  *   training:  y = gamma * (x - mean_B) / sqrt(var_B + eps) + beta, with the batch's
  *              statistics; the moving statistics follow them (backend, Keras 3 rule);
  *   inference: the same with moving_mean and moving_variance.
- * aux keeps the batch mean and 1/sqrt(var + eps) of the training forward for the backward. */
+ * aux keeps the batch mean and 1/sqrt(var + eps) of the training forward for the backward.
+ * A frozen layer (trainable: false) runs in inference mode in training too, as Keras 3's
+ * BatchNormalization does; its backward is then dx = dy * gamma / sqrt(moving_var + eps). */
 #include "layer.h"
 
 typedef struct bn_cfg {
@@ -81,7 +83,7 @@ static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
     const float *gamma = c->scale ? l->w[0].data : NULL;                 /* (C) */
     const float *beta = c->center ? l->w[c->scale ? 1 : 0].data : NULL;  /* (C) */
     float *mm = l->w[c->iw_mean].data, *mv = l->w[c->iw_var].data;      /* (C) each */
-    if (a->training) {
+    if (a->training && !l->frozen) {
         if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no buffer for the batch statistics", kc__layer_label(l));
         float *save_mean = a->aux, *save_inv_std = (float *)a->aux + c->c;
         return a->be->batchnorm_forward_train(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->momentum,
@@ -90,11 +92,24 @@ static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
     return a->be->batchnorm_forward_infer(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->epsilon);
 }
 
-/* Assumes the forward ran in training mode (batch statistics in aux). */
+/* Frozen: the forward was the inference one, an affine map per channel; its input gradient
+ * is the same map without the shift, the inference kernel run on dy with a zero mean (aux)
+ * and no beta. */
+static kc_status bn_backward_frozen(kc_layer *l, const kc_bwd *a, int64_t rows, const float *gamma) {
+    const bn_cfg *c = l->cfg;
+    if (!a->dx[0]) return KC_STATUS_OK;
+    if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no buffer for the backward", kc__layer_label(l));
+    KC_TRY(a->be->memset0(a->be, a->aux, (size_t)c->c * sizeof(float)));
+    return a->be->batchnorm_forward_infer(a->be, a->dy, a->dx[0], rows, c->c, gamma, NULL, a->aux,
+                                          l->w[c->iw_var].data, c->epsilon);
+}
+
+/* After a training forward (batch statistics in aux), or a frozen layer's. */
 static kc_status bn_backward(kc_layer *l, const kc_bwd *a) {
     const bn_cfg *c = l->cfg;
     int64_t rows = (int64_t)a->batch * c->rows;
     const float *gamma = c->scale ? l->w[0].data : NULL;
+    if (l->frozen) return bn_backward_frozen(l, a, rows, gamma);
     float *dgamma = c->scale ? l->w[0].grad : NULL;
     float *dbeta = c->center ? l->w[c->scale ? 1 : 0].grad : NULL;
     const float *save_mean = a->aux, *save_inv_std = (const float *)a->aux + c->c;

@@ -91,6 +91,10 @@ typedef struct kc_layer_ops {
     int64_t (*flops)(const kc_layer *l);                      /* per example; may be NULL */
     /* The layer's activation (Conv2D, Dense, Activation, Softmax, ReLU); NULL for others. */
     kc_act_params (*activation)(const kc_layer *l);
+    /* Where Keras finds a class it does not export from keras.layers (the custom layers of
+     * keras.applications): the "module" and "registered_name" Keras 3 writes; NULL for
+     * the others ("keras.layers", null). */
+    const char *keras_module, *registered_name;
     /* Its Keras config keys (keras_keys.h; KC_KERAS_KEYS(table)); none for Add. */
     const kc__field *keras_keys;
     int n_keras_keys;
@@ -122,7 +126,14 @@ struct kc_layer {
      * Dense, Activation, Softmax) honour it; the model applies the activation itself
      * for predictions. */
     bool defer_act;
+    /* Keras's `trainable: false` on the layer (kc_model_set_trainable): its weights get no
+     * gradient (w->grad is NULL: backward skips their gradient) and no optimizer state;
+     * BatchNormalization then runs in inference mode, in training too (Keras 3). */
+    bool frozen;
 };
+
+/* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
+static inline bool kc__weight_trains(const kc_layer *l, const kc_weight *w) { return w->trainable && !l->frozen; }
 
 /* Declare a weight during build(). fan_in/fan_out feed the glorot/he initializers. */
 kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bool trainable,

@@ -40,7 +40,7 @@
     X(global_maxpool2d, kc_global_pool_opts)         \
     X(permute, kc_permute_opts)                      \
     X(repeat_vector, kc_repeat_vector_opts)          \
-    /* elementwise helper: merges, activation layers, operation nodes */ \
+    /* merges, activation layers, operation nodes */   \
     X(multiply, kc_merge_opts)                         \
     X(subtract, kc_merge_opts)                         \
     X(average, kc_merge_opts)                          \
@@ -49,6 +49,8 @@
     X(leaky_relu, kc_leaky_relu_opts)                  \
     X(elu, kc_elu_opts)                                \
     X(prelu, kc_prelu_opts)                            \
-    X(tensor_op, kc_tensor_op_opts)
+    X(tensor_op, kc_tensor_op_opts)                    \
+    /* keras.applications' custom layers */            \
+    X(custom_scale, kc_custom_scale_opts)
 
 #endif /* KC_LAYER_KINDS_H */

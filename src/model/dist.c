@@ -38,7 +38,8 @@ static kc_status model_hash(kc_model *m, uint64_t *out) {
             h = hash_bytes(h, w->name, strlen(w->name));
             h = hash_bytes(h, &w->shape.rank, sizeof w->shape.rank);
             h = hash_bytes(h, w->shape.dim, (size_t)w->shape.rank * sizeof w->shape.dim[0]);
-            h = hash_bytes(h, &w->trainable, sizeof w->trainable);
+            bool trains = kc__weight_trains(m->layers[i], w);
+            h = hash_bytes(h, &trains, sizeof trains);
         }
     *out = h;
     return KC_STATUS_OK;

@@ -133,19 +133,19 @@ kc_status kc__model_accumulate_metrics(kc_model *m, int batch) {
 
 static kc_status backward(kc_model *m, int batch) {
     const kc_plan *p = &m->plan;
-    int in_group = p->group[0];
     double tb = kc__trace_t0(m);
     for (int j = m->n_layers - 1; j >= 1; j--) {
         kc_layer *l = m->layers[j];
         if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
         if (p->dy_off[j] == KC_PLAN_NONE) continue; /* nothing downstream needs it */
+        if (!p->needs_grad[j]) continue;             /* frozen, and nothing above it trains */
         kc_bwd a = {.be = m->be, .batch = batch, .y = AT(p->y_off[j]), .dy = AT(p->dy_off[j]),
                     .aux = AT_OR_NULL(p->aux_off[j]), .ws = AT_OR_NULL(p->ws_off[j]),
                     .ws_bytes = p->ws_off[j] == KC_PLAN_NONE ? 0 : p->workspace_bytes};
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
             a.x[k] = AT(p->y_off[src]);
-            if (p->group[src] == in_group) a.dx[k] = NULL;
+            if (!p->needs_grad[src]) a.dx[k] = NULL;
             else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
             else a.dx[k] = AT(p->dy_off[src]);
         }
@@ -203,7 +203,7 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
         for (int i = 0; i < m->n_layers; i++)
             for (int k = 0; k < m->layers[i]->n_weights; k++) {
                 const kc_weight *w = &m->layers[i]->w[k];
-                if (!w->trainable) continue;
+                if (!kc__weight_trains(m->layers[i], w)) continue;
                 int64_t off = w->grad - m->grads;
                 float *slot0 = m->slot0 ? m->slot0 + off : NULL, *slot1 = m->slot1 ? m->slot1 + off : NULL;
                 float *norm_sq = m->dev_norms + j++;

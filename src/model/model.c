@@ -336,42 +336,13 @@ kc_status kc__model_build(kc_model *m) {
         m->before_alloc = NULL;
         KC_TRY(kc__model_fail(m, hook(m, m->before_alloc_user)));
     }
-    /* weights: one slab, trainable first (the optimizer updates one contiguous range) */
-    int64_t nt = 0, nn = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        for (int k = 0; k < m->layers[i]->n_weights; k++) {
-            kc_weight *w = &m->layers[i]->w[k];
-            if (w->trainable) {
-                nt += (w->size + 15) & ~15; /* 64-byte aligned starts */
-                m->n_trainable_weights++;
-            }
-            else nn += (w->size + 15) & ~15;
-        }
     KC_TRY(kc__model_fail(m, ensure_backend(m)));
     KC_TRY(kc__model_fail(m, kc__model_check_backend(m, false))); /* a layer the backend lacks: its name */
-    m->n_trainable = nt;
-    m->n_params = nt + nn;
-    kc_status s = m->be->alloc(m->be, (size_t)(m->n_params ? m->n_params : 1) * sizeof(float), (void **)&m->params);
-    if (s == KC_STATUS_OK && nt > 0) s = m->be->alloc(m->be, (size_t)nt * sizeof(float), (void **)&m->grads);
-    if (s != KC_STATUS_OK) return kc__model_fail(m, s);
-    int64_t to = 0, no = nt;
+    KC_TRY(kc__model_fail(m, kc__model_alloc_weights(m)));
     int64_t max_size = 1;
     for (int i = 0; i < m->n_layers; i++)
-        for (int k = 0; k < m->layers[i]->n_weights; k++) {
-            kc_weight *w = &m->layers[i]->w[k];
-            if (w->trainable) {
-                w->data = m->params + to;
-                w->grad = m->grads + to;
-                to += (w->size + 15) & ~15;
-            } else {
-                w->data = m->params + no;
-                w->grad = NULL;
-                no += (w->size + 15) & ~15;
-            }
-            max_size = KC_MAX(max_size, w->size);
-        }
-    m->be->memset0(m->be, m->params, (size_t)m->n_params * sizeof(float));
-    if (nt) m->be->memset0(m->be, m->grads, (size_t)nt * sizeof(float));
+        for (int k = 0; k < m->layers[i]->n_weights; k++) max_size = KC_MAX(max_size, m->layers[i]->w[k].size);
+    kc_status s = KC_STATUS_OK;
     /* initial values, drawn in layer order from the model seed (host, then copied) */
     float *host = kc__calloc((size_t)max_size, sizeof(float), "weight initialisation");
     if (!host) return kc__model_fail(m, KC_STATUS_OUT_OF_MEMORY);
@@ -411,8 +382,9 @@ kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out) {
     out->output_shape = l->out_shape;
     for (int k = 0; k < l->n_weights; k++) {
         out->params += l->w[k].size;
-        if (l->w[k].trainable) out->trainable_params += l->w[k].size;
+        if (kc__weight_trains(l, &l->w[k])) out->trainable_params += l->w[k].size;
     }
+    out->trainable = !l->frozen;
     out->flops = l->ops->flops ? l->ops->flops(l) : 0;
     out->num_inputs = l->n_in;
     for (int k = 0; k < l->n_in && k < 8; k++) out->inputs[k] = m->layers[l->in[k]]->name;
@@ -466,7 +438,7 @@ kc_status kc_model_weight_info(kc_model *m, int index, kc_weight_info *out) {
     out->name = w->name;
     out->shape = w->shape;
     out->size = w->size;
-    out->trainable = w->trainable;
+    out->trainable = kc__weight_trains(l, w);
     return KC_STATUS_OK;
 }
 

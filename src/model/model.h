@@ -65,6 +65,7 @@ struct kc_model {
     bool memory_limit_set;   /* set by kc_model_set_memory_limit: the device options' limit does not override it */
     int64_t n_params, n_trainable;
     int n_trainable_weights; /* weights (kernels, biases, ...) in the trainable range */
+    bool frozen;             /* Keras's model.trainable = False (trainable.c): written in the config */
     float *dev_norms;        /* (n_trainable_weights) per-weight gradient norms for clipnorm, on first use */
 
     /* compile */
@@ -135,6 +136,11 @@ kc_status kc__model_prepare_update(kc_model *m);
 kc_status kc__model_apply_gradients(kc_model *m, const float *grads);
 /* Loss and metric counts only (evaluate). */
 kc_status kc__model_accumulate_metrics(kc_model *m, int batch);
+
+/* ---- trainable.c: which weights train (transfer learning) */
+/* The parameter slab (trainable weights first, kc__weight_trains), the gradient slab, and
+ * each weight's data/grad pointers; values are not set. Called by the build. */
+kc_status kc__model_alloc_weights(kc_model *m);
 
 /* ---- memory.c */
 /* Device bytes kerac may still use (the limit, else the free memory less a margin), and

@@ -33,6 +33,7 @@ void kc__plan_free(kc_plan *p) {
     free(p->ws_off);
     free(p->dx_tmp_off);
     free(p->group);
+    free(p->needs_grad);
     memset(p, 0, sizeof *p);
 }
 
@@ -106,11 +107,12 @@ static bool plan_alloc(planner *q) {
     p->aux_off = malloc((size_t)L * sizeof(size_t));
     p->ws_off = malloc((size_t)L * sizeof(size_t));
     p->dx_tmp_off = malloc((size_t)L * KC_MAX_INPUTS * sizeof(size_t));
+    p->needs_grad = calloc((size_t)L, sizeof(bool));
     q->group = malloc((size_t)L * sizeof(int));
     q->y_end = malloc((size_t)L * sizeof(int));
     q->dy_start = malloc((size_t)L * sizeof(int));
     q->bufs = calloc((size_t)L * (4 + KC_MAX_INPUTS) + 1, sizeof(pbuf));
-    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !q->group || !q->y_end ||
+    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !p->needs_grad || !q->group || !q->y_end ||
         !q->dy_start || !q->bufs)
         return false;
     for (int i = 0; i < L; i++) {
@@ -168,19 +170,33 @@ static size_t plan_forward_buffers(planner *q) {
     return ws_max;
 }
 
+/* Which nodes need a gradient: those with weights that train, and every node downstream
+ * of one. Nothing below the lowest trainable layer gets a gradient buffer or a backward. */
+static void plan_needs_grad(planner *q) {
+    for (int i = 0; i < q->L; i++) {
+        const kc_layer *l = q->m->layers[i];
+        bool need = false;
+        for (int k = 0; k < l->n_weights && !need; k++) need = kc__weight_trains(l, &l->w[k]);
+        for (int k = 0; k < l->n_in && !need; k++) need = q->p->needs_grad[l->in[k]];
+        q->p->needs_grad[i] = need;
+    }
+}
+
 /* Training: dy of each group is first written by the loss (output group) or by the
  * consumer with the latest index (its backward runs first); later writers use their
- * own buffer (dx_tmp) and add. The input group needs no gradient. */
+ * own buffer (dx_tmp) and add. A node that needs no gradient (plan_needs_grad: the input,
+ * frozen layers below every trainable one) gets none. */
 static void plan_gradients(planner *q) {
     kc_plan *p = q->p;
     int L = q->L, *group = q->group, *dy_start = q->dy_start;
+    plan_needs_grad(q);
     dy_start[group[q->out]] = L;
     for (int j = L - 1; j >= 1; j--) {
         const kc_layer *l = q->m->layers[j];
-        if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
+        if ((l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) || !p->needs_grad[j]) continue;
         for (int k = 0; k < l->n_in; k++) {
             int g = group[l->in[k]];
-            if (g == group[0]) continue;
+            if (g == group[0] || !p->needs_grad[l->in[k]]) continue;
             int t = 2 * L - j;
             if (dy_start[g] < 0) {
                 dy_start[g] = t;

@@ -25,6 +25,9 @@ typedef struct kc_plan {
                            input k when it is not the first writer of that gradient (then
                            added into dy of the input); NONE: write dy directly */
     int *group;       /* (n_nodes) alias group: the node whose y/dy memory node i uses */
+    bool *needs_grad; /* (n_nodes) training: node i or a node upstream of it has weights that
+                         train, so its output needs a gradient and its backward runs; false
+                         below the lowest trainable layer (frozen layers, the input) */
     size_t arena_bytes;
     /* breakdown, for summaries and the memory report */
     size_t activation_bytes; /* sum of all y buffers before reuse */

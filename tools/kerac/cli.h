@@ -80,6 +80,10 @@ int cli_parse_double(const char *text, double min, double max, bool min_exclusiv
  * -1 when there are too many or one is empty. */
 int cli_split_list(const char *text, char *buf, size_t n, const char **out, int max);
 
+/* `kerac train --head SPEC` (head.c): *m becomes the model with a new head after its output,
+ * built on dev, with *m's weights and its own layers frozen. 0 or an exit code (said). */
+int cli_model_add_head(kc_model **m, const char *spec, const kc_device_opts *dev);
+
 /* ---------------------------------------------------------------- shapes and checks */
 
 /* "(28, 28, 1)" (with_batch: "(None, 28, 28, 1)") into buf. */

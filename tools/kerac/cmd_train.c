@@ -44,6 +44,19 @@ static const char usage[] =
     "                          sgd, 0.001 for the others)\n"
     "  --loss NAME             default sparse_categorical_crossentropy\n"
     "  --metrics A[,B...]      default accuracy\n"
+    "  --head SPEC             put a new head on MODEL's output (a base saved with\n"
+    "                          include_top=False) and freeze MODEL's own layers: SPEC is\n"
+    "                          CLASS[:ARG...],... as GlobalAveragePooling2D,Dropout:0.2,\n"
+    "                          Dense:10:softmax (an ARG is KEY=VALUE, or the units and\n"
+    "                          activation of Dense, the rate of Dropout, the name of\n"
+    "                          Activation), or a .json file with a list of Keras layer entries\n"
+    "  --freeze L[,L...]       do not train these layers (Keras's trainable = False): each L is\n"
+    "                          a layer name or, when no layer has it, a prefix (block1_);\n"
+    "                          their weights stay, BatchNormalization among them runs in\n"
+    "                          inference mode. Layers the model file marks frozen stay so\n"
+    "  --trainable-from L      train layer L and every layer after it (frozen in the file or\n"
+    "                          not), freeze the ones before: fine-tuning the top of a network;\n"
+    "                          --freeze applies after it. --save keeps which layers are frozen\n"
     "  --validation-split F    fraction of the training data held out for validation, taken\n"
     "                          from its end (default 0.1 for the default CNN, 0 for a model file)\n"
     "  --seed N                seed for weights, dropout and shuffling\n"
@@ -131,6 +144,7 @@ typedef struct train_args {
     cli_device_opts dev;
     cli_image_opts img;    /* --data images:DIR */
     const char *test_data; /* --test-data */
+    const char *freeze, *trainable_from, *head; /* transfer learning */
     bool has_loss;
     cli_observe_opts obs;
     cli_dist dist;
@@ -224,6 +238,9 @@ static const train_opt k_train_opts[] = {
     {"--no-oom-recovery", NULL, OPT_FLAG, AT(no_oom_recovery)},
     {"--optimizer", NULL, OPT_FUNC, .compile = true, .parse = opt_optimizer},
     {"--lr", "--learning-rate", OPT_DOUBLE, AT(lr), 0, 0, 1e6, true, .compile = true},
+    {"--head", NULL, OPT_STRING, AT(head)},
+    {"--freeze", NULL, OPT_STRING, AT(freeze)},
+    {"--trainable-from", NULL, OPT_STRING, AT(trainable_from)},
     {"--validation-split", NULL, OPT_DOUBLE, AT(validation_split), GIVEN(has_validation_split), 0, 0.99},
     {"--seed", NULL, OPT_U64, AT(seed), GIVEN(has_seed)},
     {"--threads", NULL, OPT_LONG, AT(threads), GIVEN(has_threads), 0, 4096},
@@ -266,6 +283,12 @@ static int check_args(const train_args *t) {
     if (t->resume && (t->model_path || t->init_from))
         return cli_usage_error("train", "'--resume' takes the model from the checkpoint; give no MODEL or --init-from "
                                "with it");
+    if (t->head && !t->model_path && !t->init_from)
+        return cli_usage_error("train", "'--head' puts a head on a saved model: give MODEL (or --init-from FILE)");
+    if (t->resume && (t->freeze || t->trainable_from || t->head))
+        return cli_usage_error("train", "'--resume' goes on with the layers the checkpoint trained; to change them, "
+                               "start a new run from the checkpoint with '--init-from CHECKPOINT' and --freeze or "
+                               "--trainable-from");
     if (t->resume && t->has_compile)
         return cli_usage_error("train", "'--resume' goes on with the checkpoint's optimizer, loss and metrics; drop "
                                "--optimizer, --lr, --loss and --metrics");
@@ -403,6 +426,25 @@ static int open_data(train_run *r) {
     return 0;
 }
 
+/* --trainable-from, then --freeze: which layers train. */
+static int set_trainable(train_run *r) {
+    const train_args *t = r->t;
+    kc_status s = KC_STATUS_OK;
+    if (t->trainable_from) s = kc_model_set_trainable_from(r->m, t->trainable_from);
+    if (!s && t->freeze) {
+        char buf[4096];
+        const char *names[256];
+        int n = cli_split_list(t->freeze, buf, sizeof buf, names, 256);
+        if (n < 0)
+            return cli_usage_error("train", "option '--freeze' needs 1 to 256 layer names or prefixes separated by "
+                                   "commas, got '%s'", t->freeze);
+        for (int i = 0; i < n && !s; i++) s = kc_model_set_trainable(r->m, names[i], 0);
+    }
+    if (s) return s == KC_STATUS_INVALID_ARGUMENT ? cli_usage_error("train", "%s", kc_last_error())
+                                                  : cli_fail(s, CLI_PHASE_LOAD);
+    return 0;
+}
+
 /* Step 2: the model (a checkpoint's, a file's or the default CNN) built on its device,
  * and the data checked against it. */
 static int open_model(train_run *r) {
@@ -423,6 +465,8 @@ static int open_model(train_run *r) {
     if (t->has_seed && !r->model_file && !t->resume && (s = kc_model_set_seed(r->m, t->seed)))
         return cli_fail(s, CLI_PHASE_RUN);
     if ((s = kc_model_build(r->m))) return cli_fail(s, CLI_PHASE_LOAD);
+    if (t->head && (rc = cli_model_add_head(&r->m, t->head, &r->dev))) return rc;
+    if ((rc = set_trainable(r))) return rc;
     if (cli_is_images_spec(t->data) && (rc = cli_images_fit_model(r->m, r->train, t->data))) return rc;
     if ((rc = cli_check_data_fits(r->m, r->train, t->data, t->loss))) return rc;
     if (r->test && (rc = cli_check_data_fits(r->m, r->test, r->test_spec, t->loss))) return rc;
@@ -478,14 +522,18 @@ static int print_header(train_run *r) {
     int rc;
     if (r->split > 0 && cli_is_images_spec(t->data) && (rc = cli_images_split(&r->train, r->split, &r->val))) return rc;
     if (r->mode == CLI_OUT_JSON || t->quiet) return 0;
-    char p[32], bs[32];
-    int64_t params = 0;
+    char p[32], bs[32], tp[48] = "";
+    int64_t params = 0, trainable = 0;
     for (int i = 0, n = kc_model_num_layers(r->m); i < n; i++) {
         kc_layer_info li;
-        if (kc_model_layer_info(r->m, i, &li) == KC_STATUS_OK) params += li.params;
+        if (kc_model_layer_info(r->m, i, &li) == KC_STATUS_OK) params += li.params, trainable += li.trainable_params;
     }
-    printf("training '%s' (%s params) on '%s': %lld examples", kc_model_name(r->m), cli_commas(params, p, sizeof p),
-           t->data, (long long)kc_dataset_size(r->train));
+    if (t->freeze || t->trainable_from || t->head) { /* say what trains */
+        char c[32];
+        snprintf(tp, sizeof tp, ", %s trainable", cli_commas(trainable, c, sizeof c));
+    }
+    printf("training '%s' (%s params%s) on '%s': %lld examples", kc_model_name(r->m), cli_commas(params, p, sizeof p),
+           tp, t->data, (long long)kc_dataset_size(r->train));
     if (r->split > 0) printf(", validation split %g", r->split);
     if (t->batch_auto) snprintf(bs, sizeof bs, "auto");
     else snprintf(bs, sizeof bs, "%ld", t->batch_size);
