@@ -39,6 +39,16 @@
     X(cropping2d, kc_cropping2d_opts)                \
     X(global_maxpool2d, kc_global_pool_opts)         \
     X(permute, kc_permute_opts)                      \
-    X(repeat_vector, kc_repeat_vector_opts)
+    X(repeat_vector, kc_repeat_vector_opts)          \
+    /* augment block: augmentation and preprocessing */ \
+    X(random_flip, kc_random_flip_opts)                \
+    X(random_rotation, kc_random_rotation_opts)        \
+    X(random_zoom, kc_random_zoom_opts)                \
+    X(random_translation, kc_random_zoom_opts)         \
+    X(random_crop, kc_crop_opts)                       \
+    X(center_crop, kc_crop_opts)                       \
+    X(random_contrast, kc_random_color_opts)           \
+    X(random_brightness, kc_random_color_opts)         \
+    X(resizing, kc_resizing_opts)
 
 #endif /* KC_LAYER_KINDS_H */

@@ -204,6 +204,8 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
         [KC_OP_ACTIVATION] = "cpu activation", [KC_OP_ELEMENTWISE] = "cpu elementwise", [KC_OP_LOSS] = "cpu loss",
         [KC_OP_OPTIMIZER] = "cpu fused optimizer update", [KC_OP_DEPTHWISE] = "cpu direct depthwise conv",
         [KC_OP_NORM] = "cpu group/layer norm", [KC_OP_RESAMPLE] = "cpu upsampling and permute",
+        /* augment block */
+        [KC_OP_SAMPLE2D] = "cpu image resampling", [KC_OP_COLOR2D] = "cpu image colour",
     };
     if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
     buf[0] = '\0';
@@ -306,6 +308,11 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->depthwise_forward = kc__cpu_depthwise_forward;
     be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
     be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
+    /* augment block */
+    be->sample2d_forward = kc__cpu_sample2d_forward;
+    be->sample2d_backward = kc__cpu_sample2d_backward;
+    be->color2d_forward = kc__cpu_color2d_forward;
+    be->color2d_backward = kc__cpu_color2d_backward;
 
     be->channel_affine = kc__cpu_channel_affine; /* normresample block */
     be->normalize = kc__cpu_normalize;

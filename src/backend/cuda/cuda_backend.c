@@ -546,6 +546,11 @@ static void set_ops(kc_backend *be) {
     be->upsample2d_forward = kc__cu_upsample2d_forward;
     be->upsample2d_backward = kc__cu_upsample2d_backward;
     be->permute = kc__cu_permute;
+    /* augment block */
+    be->sample2d_forward = kc__cu_sample2d_forward;
+    be->sample2d_backward = kc__cu_sample2d_backward;
+    be->color2d_forward = kc__cu_color2d_forward;
+    be->color2d_backward = kc__cu_color2d_backward;
 
     be->memory_stats = kc__cu_memory_stats;
     be->reset_peak = kc__cu_reset_peak;

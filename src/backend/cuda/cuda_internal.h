@@ -279,5 +279,14 @@ kc_status kc__cu_groupnorm_backward(kc_backend *be, const float *x, const float 
 kc_status kc__cu_upsample2d_forward(kc_backend *be, const kc_resample2d_desc *d, const float *x, float *y);
 kc_status kc__cu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *d, const float *dy, float *dx);
 kc_status kc__cu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
+/* ---- cuda_augment.c (augment block) */
+kc_status kc__cu_sample2d_forward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *x,
+                                  float *y);
+kc_status kc__cu_sample2d_backward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *dy,
+                                   float *dx);
+kc_status kc__cu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *x,
+                                 float *y);
+kc_status kc__cu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
+                                  const float *dy, float *dx);
 
 #endif /* KC_CUDA_INTERNAL_H */

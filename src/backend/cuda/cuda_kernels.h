@@ -149,6 +149,15 @@ cudaError_t kc__k_upsample2d_forward(const kc_cu_launch *L, const kc_resample2d_
 cudaError_t kc__k_upsample2d_backward(const kc_cu_launch *L, const kc_resample2d_desc *d, const float *dy, float *dx);
 cudaError_t kc__k_permute(const kc_cu_launch *L, const float *x, float *y, int n, int rank, const int *dims,
                           const int *perm);
+/* ---- kernels_aug.cu (augment block): resampling and colour (see cpu_augment.c) */
+cudaError_t kc__k_sample2d_forward(const kc_cu_launch *L, const kc_sample2d_desc *d, const float *mats,
+                                   const float *x, float *y);
+cudaError_t kc__k_sample2d_backward(const kc_cu_launch *L, const kc_sample2d_desc *d, const float *mats,
+                                    const float *dy, float *dx);
+cudaError_t kc__k_color2d_forward(const kc_cu_launch *L, const kc_color2d_desc *d, const float *params,
+                                  const float *x, float *y);
+cudaError_t kc__k_color2d_backward(const kc_cu_launch *L, const kc_color2d_desc *d, const float *params,
+                                   const float *y, const float *dy, float *dx);
 
 #ifdef __cplusplus
 }
