@@ -53,6 +53,8 @@ static const fixture_model k_models[] = {
     /* normresample block: Keras 3 and tf-keras, all four files */
     {"normscale", "normscale_small", 621},
     {"resample", "resample_small", 329},
+    /* augment block: Keras 3 .keras only (Keras 3.15 cannot write these layers to .h5) */
+    {"augment", "augment_small", 143},
 };
 
 /* ---------------------------------------------------------------- a tiny .npy reader */
@@ -289,6 +291,13 @@ static void test_resample(void **state) {
     run_model(&k_models[7]);
 }
 
+/* augment block: every augmentation / preprocessing kind (the random ones are the identity
+ * in inference; three Resizing set-ups, CenterCrop and RandomCrop change the images). */
+static void test_augment_layers(void **state) {
+    (void)state;
+    check_file(&k_models[8], ".keras", "_y3.npy", true);
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
@@ -462,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_resnet),
         cmocka_unit_test(test_depthwise),
         cmocka_unit_test(test_dropout_functional),
+        cmocka_unit_test(test_augment_layers), /* augment block */
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),
         cmocka_unit_test(test_resample),
