@@ -185,3 +185,12 @@ kc_status kc__aug_head_init(kc_layer *l, kc__aug_head *h, const char *fill_mode,
     if (seed) l->seed = seed;
     return KC_STATUS_OK;
 }
+
+int64_t kc__aug_sample_flops(const kc_layer *l, int interp) {
+    return (interp == KC_SAMPLE_BILINEAR ? 8 : 1) * kc__shape_size(&l->out_shape);
+}
+
+int64_t kc__aug_head_flops(const kc_layer *l) {
+    const kc__aug_head *c = l->cfg;
+    return kc__aug_sample_flops(l, c->interp);
+}

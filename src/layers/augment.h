@@ -70,10 +70,14 @@ kc_status kc__aug_head_build(kc_layer *l);
 size_t kc__aug_head_aux_bytes(const kc_layer *l, int batch);
 kc_status kc__aug_head_forward(kc_layer *l, const kc_fwd *a);
 kc_status kc__aug_head_backward(kc_layer *l, const kc_bwd *a);
+/* Per example, in training: 8 per output value bilinear (4 taps), 1 otherwise. */
+int64_t kc__aug_sample_flops(const kc_layer *l, int interp);
+int64_t kc__aug_head_flops(const kc_layer *l);
 #define KC_AUG_HEAD_FNS                                                                            \
     .flags = KC_LAYER_ALIAS_INFERENCE, .min_inputs = 1, .max_inputs = 1,                           \
     .backend_ops = KC_OP_BIT(KC_OP_SAMPLE2D), .build = kc__aug_head_build,                         \
-    .aux_bytes = kc__aug_head_aux_bytes, .forward = kc__aug_head_forward, .backward = kc__aug_head_backward
+    .aux_bytes = kc__aug_head_aux_bytes, .forward = kc__aug_head_forward,                          \
+    .backward = kc__aug_head_backward, .flops = kc__aug_head_flops
 
 /* RandomZoom's config keys, which RandomTranslation shares (random_zoom.c). */
 #define KC_AUG_ZOOM_NKEYS 7

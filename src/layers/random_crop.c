@@ -74,7 +74,10 @@ static kc_status crop_backward(kc_layer *l, const kc_bwd *a) {
     return c->random ? kc__aug_sample_backward(l, a, &c->crop, true) : kc__aug_sample_backward(l, a, &c->fixed, false);
 }
 
-static int64_t crop_flops(const kc_layer *l) { return kc__shape_size(&l->out_shape); }
+static int64_t crop_flops(const kc_layer *l) {
+    const crop_cfg *c = l->cfg;
+    return kc__aug_sample_flops(l, c->fixed.interp);
+}
 
 #define O(member) offsetof(kc_crop_opts, member)
 static const kc__field k_keras_keys[] = { /* CenterCrop's are the first three */

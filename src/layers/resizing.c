@@ -75,7 +75,7 @@ static kc_status resizing_backward(kc_layer *l, const kc_bwd *a) {
 
 static int64_t resizing_flops(const kc_layer *l) {
     const resizing_cfg *c = l->cfg;
-    return (c->interp == KC_SAMPLE_BILINEAR ? 8 : 1) * kc__shape_size(&l->out_shape);
+    return kc__aug_sample_flops(l, c->interp);
 }
 
 #define O(member) offsetof(kc_resizing_opts, member)
