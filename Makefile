@@ -61,3 +61,11 @@ fuzz-smoke: deps
 	FUZZ_SEED=1 FUZZ_RUNS=$(FUZZ_KERAS_RUNS) FUZZ_TIMEOUT=30 fuzz/run.sh 0 keras
 fuzz: deps
 	fuzz/run.sh $(FUZZ_SECONDS)
+
+# augment block: every keras.applications family and the keras.io CNN examples, written by
+# Keras 3 (and tf-keras when /tmp/tfvenv is ready), checked in kerac: params, predictions,
+# a one-epoch fine-tune, Keras reloading kerac's file. Not part of `make test` (hundreds of
+# MB of files, written and deleted family by family; resumable). APPS=VGG16,ResNet50 for some.
+.PHONY: check-keras-apps
+check-keras-apps: build
+	python3 tests/fixtures/check_keras_apps.py $(if $(APPS),--families $(APPS)) $(APPS_FLAGS)

@@ -311,6 +311,64 @@ typedef struct kc_tensor_op_opts {
     int scalar_side;          /* 0: two tensors; 1: tensor op scalar; 2: scalar op tensor */
     float scalar;
 } kc_tensor_op_opts;
+/* augment block: image augmentation (random in training, the identity in inference) and
+ * preprocessing (Resizing, CenterCrop: always applied) layers, with Keras 3's options. */
+/* A Keras augmentation factor: not given (Keras's null), a number f, or a pair (lower, upper). */
+typedef struct kc_factor {
+    float lower, upper;
+    int given;                /* 0: not given; 1: a number (lower = upper = f); 2: a pair */
+} kc_factor;
+#define KC_FACTOR(f) {(f), (f), 1} /* in initializers; (kc_factor)KC_FACTOR(f) elsewhere */
+#define KC_FACTOR_PAIR(a, b) {(a), (b), 2}
+
+typedef struct kc_random_flip_opts { /* RandomFlip */
+    const char *name;
+    const char *mode;         /* "horizontal", "vertical", default "horizontal_and_vertical" */
+    uint64_t seed;            /* 0: derived from the model seed */
+} kc_random_flip_opts;
+
+typedef struct kc_random_rotation_opts { /* RandomRotation */
+    const char *name;
+    kc_factor factor;         /* fractions of a full turn: f means (-f, f) */
+    const char *fill_mode;    /* "reflect" (default), "wrap", "constant", "nearest" */
+    const char *interpolation; /* "bilinear" (default), "nearest" */
+    float fill_value;
+    uint64_t seed;
+} kc_random_rotation_opts;
+
+typedef struct kc_random_zoom_opts { /* RandomZoom, RandomTranslation */
+    const char *name;
+    kc_factor height_factor;  /* required; f means (-f, f) */
+    kc_factor width_factor;   /* RandomZoom: not given means as the height; RandomTranslation: required */
+    const char *fill_mode;    /* as RandomRotation */
+    const char *interpolation;
+    float fill_value;
+    uint64_t seed;
+} kc_random_zoom_opts;
+
+typedef struct kc_crop_opts { /* RandomCrop, CenterCrop */
+    const char *name;
+    int height, width;        /* the output size, required */
+    uint64_t seed;            /* RandomCrop only */
+} kc_crop_opts;
+
+typedef struct kc_random_color_opts { /* RandomContrast, RandomBrightness */
+    const char *name;
+    kc_factor factor;         /* required */
+    float value_range[2];     /* (0, 0) means Keras's (0, 255) */
+    uint64_t seed;
+} kc_random_color_opts;
+
+typedef struct kc_resizing_opts { /* Resizing */
+    const char *name;
+    int height, width;        /* required */
+    const char *interpolation; /* "bilinear" (default), "nearest" */
+    int crop_to_aspect_ratio; /* KC_TRUE / KC_FALSE (default) */
+    int pad_to_aspect_ratio;
+    const char *fill_mode;    /* only "constant" (Keras's only choice) */
+    float fill_value;
+    int antialias;            /* only false */
+} kc_resizing_opts;
 
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
@@ -359,6 +417,16 @@ typedef struct kc_layer_spec {
 #define KC_TENSOR_OP(...) KC_LAYER_SPEC_("TensorOp", kc_tensor_op_opts, __VA_ARGS__)
 /* graph helper's block */
 #define KC_CUSTOM_SCALE(...) KC_LAYER_SPEC_("CustomScaleLayer", kc_custom_scale_opts, __VA_ARGS__)
+/* augment block */
+#define KC_RANDOM_FLIP(...) KC_LAYER_SPEC_("RandomFlip", kc_random_flip_opts, __VA_ARGS__)
+#define KC_RANDOM_ROTATION(...) KC_LAYER_SPEC_("RandomRotation", kc_random_rotation_opts, __VA_ARGS__)
+#define KC_RANDOM_ZOOM(...) KC_LAYER_SPEC_("RandomZoom", kc_random_zoom_opts, __VA_ARGS__)
+#define KC_RANDOM_TRANSLATION(...) KC_LAYER_SPEC_("RandomTranslation", kc_random_zoom_opts, __VA_ARGS__)
+#define KC_RANDOM_CROP(...) KC_LAYER_SPEC_("RandomCrop", kc_crop_opts, __VA_ARGS__)
+#define KC_CENTER_CROP(...) KC_LAYER_SPEC_("CenterCrop", kc_crop_opts, __VA_ARGS__)
+#define KC_RANDOM_CONTRAST(...) KC_LAYER_SPEC_("RandomContrast", kc_random_color_opts, __VA_ARGS__)
+#define KC_RANDOM_BRIGHTNESS(...) KC_LAYER_SPEC_("RandomBrightness", kc_random_color_opts, __VA_ARGS__)
+#define KC_RESIZING(...) KC_LAYER_SPEC_("Resizing", kc_resizing_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 

@@ -148,6 +148,42 @@ static inline const char *kc_loss_name(kc_loss_kind k) {
     }
 }
 
+/* augment block: image resampling (RandomFlip/Rotation/Zoom/Translation/Crop, Resizing,
+ * CenterCrop). Output pixel (oy, ox) of image i reads the canvas at the point
+ *     x = m[0] * ox + m[1] * oy + m[2],   y = m[3] * ox + m[4] * oy + m[5]
+ * (pixel indices, as Keras's affine_transform), m being image i's six numbers (mats, a
+ * device array of n * 6, or d->m for every image when mats is NULL). The canvas is
+ * (ch, cw); input pixel (r, s) is canvas pixel (r + top, s + left) (top/left may be
+ * negative: the canvas is then a window of the input), the rest of the canvas is
+ * fill_value. Taps outside the canvas follow `fill`, as scipy's map_coordinates modes:
+ * reflect (d c b a | a b c d | d c b a), wrap, constant (fill_value), nearest (clamp). */
+typedef enum kc_fill_mode { KC_FILL_REFLECT = 0, KC_FILL_WRAP, KC_FILL_CONSTANT, KC_FILL_NEAREST } kc_fill_mode;
+typedef enum kc_sample_kind {
+    KC_SAMPLE_ROUND = 0,   /* the tap at round-half-even(x, y) (map_coordinates order 0) */
+    KC_SAMPLE_BILINEAR,    /* four taps, weights from the fractions */
+    KC_SAMPLE_FLOOR,       /* the tap at floor(x + 0.5, y + 0.5) (image resize "nearest") */
+} kc_sample_kind;
+typedef struct kc_sample2d_desc {
+    int n, h, w, c;            /* input (N, H, W, C) */
+    int oh, ow;                /* output (N, OH, OW, C) */
+    int interp;                /* kc_sample_kind */
+    int fill;                  /* kc_fill_mode */
+    float fill_value;
+    int ch, cw, top, left;     /* the canvas and where the input sits in it */
+    float m[6];                /* the transform of every image when mats is NULL */
+} kc_sample2d_desc;
+
+/* augment block: per-image colour changes (RandomContrast, RandomBrightness). Image i has
+ * params[2i] = f, params[2i + 1] = d (a device array of n * 2):
+ *     contrast:  y = (x - mean) * f + mean + d, mean over the image's pixels, per channel
+ *     otherwise: y = x * f + d
+ * then y is clipped to [lo, hi]. */
+typedef struct kc_color2d_desc {
+    int n, hw, c;              /* (N, H * W, C) */
+    int contrast;
+    float lo, hi;
+} kc_color2d_desc;
+
 typedef struct kc_loss_desc {
     kc_loss_kind kind;
     int n, c;        /* predictions (N, C) */
@@ -197,6 +233,9 @@ typedef enum kc_op {
     KC_OP_RESAMPLE,        /* upsample2d_forward, upsample2d_backward, permute */
     /* elementwise helper */
     KC_OP_BROADCAST,       /* binary_forward, binary_backward, scalar_forward, scalar_backward */
+    /* augment block: image augmentation and resampling layers */
+    KC_OP_SAMPLE2D,        /* sample2d_forward, sample2d_backward */
+    KC_OP_COLOR2D,         /* color2d_forward, color2d_backward */
     KC_OP_COUNT
 } kc_op;
 #define KC_OP_BIT(op) (1u << (op))
@@ -429,6 +468,18 @@ struct kc_backend {
                                 int64_t n);
     kc_status (*scalar_backward)(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
                                  const float *dy, float *dx, int64_t n);
+    /* ---- augment block: image resampling and colour (kc_sample2d_desc, kc_color2d_desc).
+     * sample2d_backward overwrites dx with the adjoint of the forward resampling (each tap's
+     * weight times dy, summed into the input pixel it read). color2d_backward: dx from y (the
+     * clipped output: no gradient where y is at lo or hi) and dy; dx may alias dy. */
+    kc_status (*sample2d_forward)(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *x,
+                                  float *y);
+    kc_status (*sample2d_backward)(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *dy,
+                                   float *dx);
+    kc_status (*color2d_forward)(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *x,
+                                 float *y);
+    kc_status (*color2d_backward)(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
+                                  const float *dy, float *dx);
 };
 
 /* The CPU backend (always available). */

@@ -431,6 +431,74 @@ static void test_depthwise(void **state) {
     dfree(g);
 }
 
+/* ---------------------------------------------------------------- augment block: resampling, colour */
+
+/* One resampling on both devices: forward and the adjoint, per-image transforms. */
+static void sample_case(const char *name, kc_sample2d_desc d, bool per_image) {
+    const int64_t xn = (int64_t)d.n * d.h * d.w * d.c, yn = (int64_t)d.n * d.oh * d.ow * d.c;
+    float *x = hrand(xn, -1, 1), *y = hbuf(yn), *dy = hrand(yn, -1, 1), *dx = hbuf(xn), *m = hbuf(6 * (int64_t)d.n);
+    for (int i = 0; i < d.n; i++) { /* a rotation and zoom about the centre, a shift */
+        float a = unif(-1.0f, 1.0f), z = unif(0.7f, 1.3f), co = z * cosf(a), si = z * sinf(a);
+        float cx = 0.5f * (float)(d.w - 1), cy = 0.5f * (float)(d.h - 1);
+        m[6 * i + 0] = co, m[6 * i + 1] = -si, m[6 * i + 2] = cx - cx * co + cy * si + unif(-2, 2);
+        m[6 * i + 3] = si, m[6 * i + 4] = co, m[6 * i + 5] = cy - cx * si - cy * co + unif(-2, 2);
+    }
+    float *gx = dcopy(x, xn), *gy = dbuf(yn), *gdy = dcopy(dy, yn), *gdx = dbuf(xn), *gm = dcopy(m, 6 * (int64_t)d.n);
+    char what[160];
+    OK(C->sample2d_forward(C, &d, per_image ? m : NULL, x, y));
+    OK(G->sample2d_forward(G, &d, per_image ? gm : NULL, gx, gy));
+    snprintf(what, sizeof what, "resampling %s forward", name);
+    check_dev(what, gy, y, yn, 1e-6, 0);
+    OK(C->sample2d_backward(C, &d, per_image ? m : NULL, dy, dx));
+    OK(G->sample2d_backward(G, &d, per_image ? gm : NULL, gdy, gdx));
+    snprintf(what, sizeof what, "resampling %s backward", name);
+    check_dev(what, gdx, dx, xn, 1e-6, 0);
+    free(x), free(y), free(dy), free(dx), free(m);
+    dfree(gx), dfree(gy), dfree(gdy), dfree(gdx), dfree(gm);
+}
+
+static void color_case(const char *name, kc_color2d_desc d) {
+    const int64_t n = (int64_t)d.n * d.hw * d.c;
+    float *x = hrand(n, 0, 1), *y = hbuf(n), *dy = hrand(n, -1, 1), *dx = hbuf(n), *p = hbuf(2 * (int64_t)d.n);
+    for (int i = 0; i < d.n; i++) p[2 * i] = d.contrast ? unif(0.5f, 1.5f) : 1.0f, p[2 * i + 1] = unif(-0.2f, 0.2f);
+    float *gx = dcopy(x, n), *gy = dbuf(n), *gdy = dcopy(dy, n), *gdx = dbuf(n), *gp = dcopy(p, 2 * (int64_t)d.n);
+    char what[160];
+    OK(C->color2d_forward(C, &d, p, x, y));
+    OK(G->color2d_forward(G, &d, gp, gx, gy));
+    snprintf(what, sizeof what, "colour %s forward", name);
+    check_dev(what, gy, y, n, 1e-6, 0);
+    float *gyc = dcopy(y, n); /* the backward from the CPU's output: the same clipping mask */
+    OK(C->color2d_backward(C, &d, p, y, dy, dx));
+    OK(G->color2d_backward(G, &d, gp, gyc, gdy, gdx));
+    snprintf(what, sizeof what, "colour %s backward", name);
+    check_dev(what, gdx, dx, n, 1e-6, 0);
+    free(x), free(y), free(dy), free(dx), free(p);
+    dfree(gx), dfree(gy), dfree(gdy), dfree(gdx), dfree(gp), dfree(gyc);
+}
+
+static void test_augment(void **state) {
+    (void)state;
+    static const char *const fills[] = {"reflect", "wrap", "constant", "nearest"};
+    for (int f = KC_FILL_REFLECT; f <= KC_FILL_NEAREST; f++)
+        for (int ip = KC_SAMPLE_ROUND; ip <= KC_SAMPLE_BILINEAR; ip++) {
+            kc_sample2d_desc d = {.n = 6, .h = 19, .w = 23, .c = 3, .oh = 19, .ow = 23, .ch = 19, .cw = 23,
+                                  .interp = ip, .fill = f, .fill_value = 0.5f};
+            char name[64];
+            snprintf(name, sizeof name, "affine %s %s", fills[f], ip == KC_SAMPLE_ROUND ? "nearest" : "bilinear");
+            sample_case(name, d, true);
+        }
+    /* Resizing-like: one transform, a padded canvas, floor taps */
+    kc_sample2d_desc r = {.n = 4, .h = 20, .w = 30, .c = 5, .oh = 33, .ow = 17, .ch = 24, .cw = 30, .top = 2,
+                          .interp = KC_SAMPLE_BILINEAR, .fill = KC_FILL_NEAREST, .fill_value = 0.25f,
+                          .m = {30.0f / 17, 0, 0.5f * 30 / 17 - 0.5f, 0, 24.0f / 33, 0.5f * 24 / 33 - 0.5f}};
+    sample_case("resize bilinear padded", r, false);
+    r.interp = KC_SAMPLE_FLOOR;
+    sample_case("resize nearest padded", r, false);
+    color_case("contrast [0, 1]", (kc_color2d_desc){.n = 5, .hw = 300, .c = 3, .contrast = 1, .lo = 0, .hi = 1});
+    color_case("brightness [0, 1]", (kc_color2d_desc){.n = 5, .hw = 300, .c = 3, .contrast = 0, .lo = 0, .hi = 1});
+    color_case("contrast 64 channels", (kc_color2d_desc){.n = 3, .hw = 1000, .c = 64, .contrast = 1, .lo = -5, .hi = 5});
+}
+
 /* ---------------------------------------------------------------- pooling */
 
 static void pool_case(const char *name, kc_pool_kind kind, int n, int h, int w, int c, int k, int s, bool same) {
@@ -1291,6 +1359,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_depthwise),
+        cmocka_unit_test(test_augment), /* augment block */
         cmocka_unit_test(test_pooling),
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_activations),

@@ -543,6 +543,40 @@ static const gc_case k_cases[] = {
     /* graph helper's block */
     {"CustomScaleLayer", KC_CUSTOM_SCALE(.scale = 0.17f), 2, {S3(2, 2, 3), S3(2, 2, 3)}, 2},
     {"CustomScaleLayer negative scale", KC_CUSTOM_SCALE(.scale = -1.5f), 2, {S2(3, 4), S2(3, 4)}, 2},
+    /* augment block: the resampling is linear in x for the step's parameters (fixed by the
+     * seed), so its adjoint is checked for every fill mode and interpolation; the colour
+     * layers away from their clipping (a wide value_range) */
+    {"RandomFlip training", KC_RANDOM_FLIP(), 1, {S3(4, 5, 2)}, 4, .training = true, .seed = 5},
+    {"RandomFlip horizontal", KC_RANDOM_FLIP(.mode = "horizontal"), 1, {S3(3, 4, 2)}, 4, .training = true, .seed = 6},
+    {"RandomRotation reflect bilinear", KC_RANDOM_ROTATION(.factor = KC_FACTOR(0.2f)), 1, {S3(6, 5, 2)}, 2,
+     .training = true, .seed = 3},
+    {"RandomRotation constant nearest", KC_RANDOM_ROTATION(.factor = KC_FACTOR(0.3f), .fill_mode = "constant",
+                                                          .interpolation = "nearest", .fill_value = 0.5f),
+     1, {S3(5, 6, 2)}, 2, .training = true, .seed = 4},
+    {"RandomZoom wrap", KC_RANDOM_ZOOM(.height_factor = KC_FACTOR_PAIR(0.2f, 0.5f), .fill_mode = "wrap"), 1,
+     {S3(5, 5, 3)}, 2, .training = true, .seed = 8},
+    {"RandomZoom nearest fill, width factor", KC_RANDOM_ZOOM(.height_factor = KC_FACTOR(0.4f),
+                                                           .width_factor = KC_FACTOR_PAIR(-0.5f, -0.2f),
+                                                           .fill_mode = "nearest"),
+     1, {S3(6, 4, 2)}, 2, .training = true, .seed = 9},
+    {"RandomTranslation", KC_RANDOM_TRANSLATION(.height_factor = KC_FACTOR(0.3f), .width_factor = KC_FACTOR(0.4f)), 1,
+     {S3(5, 6, 2)}, 3, .training = true, .seed = 10},
+    {"RandomCrop training", KC_RANDOM_CROP(.height = 3, .width = 4), 1, {S3(6, 7, 2)}, 2, .training = true, .seed = 2},
+    {"RandomCrop smaller input (resize)", KC_RANDOM_CROP(.height = 6, .width = 5), 1, {S3(4, 5, 2)}, 2,
+     .training = true},
+    {"CenterCrop", KC_CENTER_CROP(.height = 3, .width = 2), 1, {S3(6, 5, 2)}, 2},
+    {"CenterCrop upsizing (smart resize)", KC_CENTER_CROP(.height = 7, .width = 5), 1, {S3(4, 6, 2)}, 2},
+    {"Resizing bilinear up", KC_RESIZING(.height = 7, .width = 9), 1, {S3(3, 4, 2)}, 2},
+    {"Resizing bilinear down", KC_RESIZING(.height = 3, .width = 2), 1, {S3(7, 5, 2)}, 2},
+    {"Resizing nearest crop", KC_RESIZING(.height = 4, .width = 4, .interpolation = "nearest",
+                                          .crop_to_aspect_ratio = KC_TRUE),
+     1, {S3(5, 8, 2)}, 2},
+    {"Resizing bilinear pad", KC_RESIZING(.height = 4, .width = 8, .pad_to_aspect_ratio = KC_TRUE, .fill_value = 1.0f),
+     1, {S3(5, 6, 2)}, 2},
+    {"RandomContrast", KC_RANDOM_CONTRAST(.factor = KC_FACTOR(0.5f), .value_range = {-10, 10}), 1, {S3(3, 4, 3)}, 3,
+     .training = true, .seed = 12},
+    {"RandomBrightness", KC_RANDOM_BRIGHTNESS(.factor = KC_FACTOR(0.3f), .value_range = {-10, 10}), 1, {S3(3, 4, 3)},
+     3, .training = true, .seed = 13},
 };
 
 int main(void) {

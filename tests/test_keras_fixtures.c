@@ -62,6 +62,8 @@ static const fixture_model k_models[] = {
     /* transfer learning (graph): Keras 3 files and a tf-keras .h5 */
     {"frozen_base", "frozen_base", 691},
     {"custom_scale", "custom_scale", 183},
+    /* augment block: Keras 3 .keras only (Keras 3.15 cannot write these layers to .h5) */
+    {"augment", "augment_small", 143},
 };
 
 /* The entry of k_models with this stem. */
@@ -356,6 +358,13 @@ static void test_custom_scale(void **state) {
     check_file(fm, ".keras3.h5", "_y3.npy", false);
 }
 
+/* augment block: every augmentation / preprocessing kind (the random ones are the identity
+ * in inference; three Resizing set-ups, CenterCrop and RandomCrop change the images). */
+static void test_augment_layers(void **state) {
+    (void)state;
+    check_file(&k_models[8], ".keras", "_y3.npy", true);
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
@@ -537,6 +546,7 @@ int main(void) {
         cmocka_unit_test(test_ew_k2),
         cmocka_unit_test(test_frozen_base),
         cmocka_unit_test(test_custom_scale),
+        cmocka_unit_test(test_augment_layers), /* augment block */
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),
         cmocka_unit_test(test_resample),

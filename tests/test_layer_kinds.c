@@ -166,6 +166,30 @@ static const sample k_samples[] = {
     {&kc__tensor_op_ops, KC_TENSOR_OP(.name = "plus3", .op = "add", .scalar_side = 1, .scalar = 3.0f), 1},
     /* graph helper's block */
     {&kc__custom_scale_ops, KC_CUSTOM_SCALE(.name = "scale", .scale = 0.17f), 2},
+    /* augment block */
+    {&kc__random_flip_ops, KC_RANDOM_FLIP(.name = "flip", .mode = "horizontal", .seed = 11), 1},
+    {&kc__random_rotation_ops,
+     KC_RANDOM_ROTATION(.name = "rot", .factor = KC_FACTOR_PAIR(-0.25f, 0.125f), .fill_mode = "constant",
+                        .interpolation = "nearest", .fill_value = 0.5f, .seed = 3),
+     1},
+    {&kc__random_zoom_ops,
+     KC_RANDOM_ZOOM(.name = "zoom", .height_factor = KC_FACTOR(0.25f), .width_factor = KC_FACTOR_PAIR(-0.5f, 0.125f),
+                    .fill_mode = "wrap", .seed = 4),
+     1},
+    {&kc__random_translation_ops,
+     KC_RANDOM_TRANSLATION(.name = "shift", .height_factor = KC_FACTOR(0.5f), .width_factor = KC_FACTOR(0.25f),
+                           .fill_mode = "nearest", .fill_value = 2.0f),
+     1},
+    {&kc__random_crop_ops, KC_RANDOM_CROP(.name = "rcrop", .height = 4, .width = 5, .seed = 9), 1},
+    {&kc__center_crop_ops, KC_CENTER_CROP(.name = "ccrop", .height = 3, .width = 4), 1},
+    {&kc__random_contrast_ops, KC_RANDOM_CONTRAST(.name = "contrast", .factor = KC_FACTOR(0.5f), .seed = 5), 1},
+    {&kc__random_brightness_ops,
+     KC_RANDOM_BRIGHTNESS(.name = "bright", .factor = KC_FACTOR_PAIR(-0.25f, 0.5f), .value_range = {-1, 1}, .seed = 2),
+     1},
+    {&kc__resizing_ops,
+     KC_RESIZING(.name = "resize", .height = 4, .width = 9, .interpolation = "nearest",
+                 .crop_to_aspect_ratio = KC_TRUE),
+     1},
 };
 
 static kc_model *sample_model(const sample *s) {

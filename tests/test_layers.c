@@ -63,10 +63,13 @@ static void test_registry(void **state) {
                                         "Rescaling", "Normalization", "LayerNormalization",
                                         "GroupNormalization", "UpSampling2D", "Cropping2D",
                                         "GlobalMaxPooling2D", "Permute", "RepeatVector",
-                                        /* elementwise helper */
+                                        /* merges, activation layers, operation nodes */
                                         "Multiply", "Subtract", "Average", "Maximum", "Minimum", "LeakyReLU", "ELU",
                                         "PReLU", "TensorOp",
-                                        /* keras.applications' custom layers */ "CustomScaleLayer"};
+                                        /* keras.applications' custom layers */ "CustomScaleLayer",
+                                        /* augmentation and preprocessing */
+                                        "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
+                                        "RandomCrop", "CenterCrop", "RandomContrast", "RandomBrightness", "Resizing"};
     assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(names));
     for (size_t i = 0; i < KC_ARRAY_LEN(names); i++) {
         const kc_layer_ops *o = kc__layer_find(names[i]);

@@ -293,6 +293,23 @@ static kc_status read_pad2(const parsed_layer *pl, const kc__field *f, const cha
 }
 
 
+/* augment block: a factor (null, a number or [a, b]) or a pair of numbers. */
+static kc_status read_number_pair(parsed_layer *pl, const kc__field *f, const char *key, const json_t *v, void *dst) {
+    bool factor = f->kind == KC_F_FACTOR;
+    const json_t *a = json_array_get(v, 0), *b = json_array_get(v, 1);
+    if (factor && json_is_null(v)) return KC_STATUS_OK;
+    if (factor && json_is_number(v)) {
+        float x = (float)json_number_value(v);
+        *(kc_factor *)dst = (kc_factor)KC_FACTOR(x);
+        return KC_STATUS_OK;
+    }
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(a) || !json_is_number(b))
+        return kc__json_bad_type(pl, key, factor ? "null, a number or a pair of numbers" : "a pair of numbers", v);
+    if (factor) *(kc_factor *)dst = (kc_factor)KC_FACTOR_PAIR((float)json_number_value(a), (float)json_number_value(b));
+    else ((float *)dst)[0] = (float)json_number_value(a), ((float *)dst)[1] = (float)json_number_value(b);
+    return KC_STATUS_OK;
+}
+
 static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *key, const json_t *v) {
     void *dst = f->off == KC_F_NO_OFFSET ? NULL : (char *)&pl->opts + f->off;
     char b[128];
@@ -394,6 +411,9 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
         return KC_STATUS_OK;
     case KC_F__END:
         break;
+    case KC_F_FACTOR:
+    case KC_F_FLOAT_PAIR:
+        return read_number_pair(pl, f, key, v, dst);
     }
     return kc__fail(KC_STATUS_INTERNAL, PFX "%s: key '%s' has no reader", pl->label, key);
 }

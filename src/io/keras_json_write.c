@@ -167,6 +167,23 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
         push(w, a, int_pair(w, p[1][0], p[1][1]));
         return a;
     }
+    case KC_F_FACTOR: { /* augment block */
+        const kc_factor *k = src;
+        if (k->given == 1) return jfloat(k->lower);
+        if (k->given != 2) return json_null();
+        json_t *a = json_array();
+        push(w, a, jfloat(k->lower));
+        push(w, a, jfloat(k->upper));
+        return a;
+    }
+    case KC_F_FLOAT_PAIR: {
+        const float *p = src;
+        if (p[0] == 0.0f && p[1] == 0.0f) return json_loads(f->lit, JSON_DECODE_ANY, NULL);
+        json_t *a = json_array();
+        push(w, a, jfloat(p[0]));
+        push(w, a, jfloat(p[1]));
+        return a;
+    }
     }
     return NULL;
 }

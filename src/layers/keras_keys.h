@@ -36,6 +36,9 @@ typedef enum kc__field_kind {
     KC_F_CONSTS,      /* kc_consts: null, a number, a list of numbers or Keras's {"class_name": "__numpy__"} */
     KC_F_AXES,        /* kc_axes: null, an integer or a list of integers */
     KC_F_CROP2,       /* int[2][2] as KC_F_PAD2, zeros allowed (and the default) */
+    /* augment block */
+    KC_F_FACTOR,      /* kc_factor: null, a number or [lower, upper] */
+    KC_F_FLOAT_PAIR,  /* float[2]: [a, b]; `lit` (JSON) written for (0, 0) */
     KC_F__END,        /* one past the last kind (keep last) */
 } kc__field_kind;
 

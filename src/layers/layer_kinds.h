@@ -51,6 +51,16 @@
     X(prelu, kc_prelu_opts)                            \
     X(tensor_op, kc_tensor_op_opts)                    \
     /* keras.applications' custom layers */            \
-    X(custom_scale, kc_custom_scale_opts)
+    X(custom_scale, kc_custom_scale_opts)              \
+    /* augmentation and preprocessing */               \
+    X(random_flip, kc_random_flip_opts)                \
+    X(random_rotation, kc_random_rotation_opts)        \
+    X(random_zoom, kc_random_zoom_opts)                \
+    X(random_translation, kc_random_zoom_opts)         \
+    X(random_crop, kc_crop_opts)                       \
+    X(center_crop, kc_crop_opts)                       \
+    X(random_contrast, kc_random_color_opts)           \
+    X(random_brightness, kc_random_color_opts)         \
+    X(resizing, kc_resizing_opts)
 
 #endif /* KC_LAYER_KINDS_H */

@@ -212,5 +212,14 @@ kc_status kc__cpu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *
 kc_status kc__cpu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
 /* Bilinear upsampling's two source indices along an axis and the second one's weight. */
 void kc__cpu_bilinear_tap(int o, int factor, int in, int *i0, int *i1, float *frac);
+/* ---- cpu_augment.c (augment block): resampling and colour of the augmentation layers */
+kc_status kc__cpu_sample2d_forward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *x,
+                                   float *y);
+kc_status kc__cpu_sample2d_backward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *dy,
+                                    float *dx);
+kc_status kc__cpu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *x,
+                                  float *y);
+kc_status kc__cpu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
+                                   const float *dy, float *dx);
 
 #endif /* KC_BACKEND_CPU_H */

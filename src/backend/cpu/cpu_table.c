@@ -13,6 +13,7 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
         [KC_OP_OPTIMIZER] = "cpu fused optimizer update", [KC_OP_DEPTHWISE] = "cpu direct depthwise conv",
         [KC_OP_NORM] = "cpu group/layer norm", [KC_OP_RESAMPLE] = "cpu upsampling and permute",
         [KC_OP_BROADCAST] = "cpu broadcasting elementwise",
+        [KC_OP_SAMPLE2D] = "cpu image resampling", [KC_OP_COLOR2D] = "cpu image colour",
     };
     if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
     buf[0] = '\0';
@@ -84,4 +85,9 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->binary_backward = kc__cpu_binary_backward;
     be->scalar_forward = kc__cpu_scalar_forward;
     be->scalar_backward = kc__cpu_scalar_backward;
+
+    be->sample2d_forward = kc__cpu_sample2d_forward;
+    be->sample2d_backward = kc__cpu_sample2d_backward;
+    be->color2d_forward = kc__cpu_color2d_forward;
+    be->color2d_backward = kc__cpu_color2d_backward;
 }

@@ -550,6 +550,11 @@ static void set_ops(kc_backend *be) {
     be->binary_backward = kc__cu_binary_backward;
     be->scalar_forward = kc__cu_scalar_forward;
     be->scalar_backward = kc__cu_scalar_backward;
+    /* augment block */
+    be->sample2d_forward = kc__cu_sample2d_forward;
+    be->sample2d_backward = kc__cu_sample2d_backward;
+    be->color2d_forward = kc__cu_color2d_forward;
+    be->color2d_backward = kc__cu_color2d_backward;
 
     be->memory_stats = kc__cu_memory_stats;
     be->reset_peak = kc__cu_reset_peak;

@@ -288,5 +288,14 @@ kc_status kc__cu_scalar_forward(kc_backend *be, kc_binop op, const float *x, flo
                                 int64_t n);
 kc_status kc__cu_scalar_backward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
                                  const float *dy, float *dx, int64_t n);
+/* ---- cuda_augment.c (augment block) */
+kc_status kc__cu_sample2d_forward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *x,
+                                  float *y);
+kc_status kc__cu_sample2d_backward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *dy,
+                                   float *dx);
+kc_status kc__cu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *x,
+                                 float *y);
+kc_status kc__cu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
+                                  const float *dy, float *dx);
 
 #endif /* KC_CUDA_INTERNAL_H */

@@ -164,6 +164,15 @@ cudaError_t kc__k_scalar_forward(const kc_cu_launch *L, int op, const float *x, 
                                  int64_t n);
 cudaError_t kc__k_scalar_backward(const kc_cu_launch *L, int op, const float *x, float s, int scalar_first,
                                   const float *dy, float *dx, int64_t n);
+/* ---- kernels_aug.cu (augment block): resampling and colour (see cpu_augment.c) */
+cudaError_t kc__k_sample2d_forward(const kc_cu_launch *L, const kc_sample2d_desc *d, const float *mats,
+                                   const float *x, float *y);
+cudaError_t kc__k_sample2d_backward(const kc_cu_launch *L, const kc_sample2d_desc *d, const float *mats,
+                                    const float *dy, float *dx);
+cudaError_t kc__k_color2d_forward(const kc_cu_launch *L, const kc_color2d_desc *d, const float *params,
+                                  const float *x, float *y);
+cudaError_t kc__k_color2d_backward(const kc_cu_launch *L, const kc_color2d_desc *d, const float *params,
+                                   const float *y, const float *dy, float *dx);
 
 #ifdef __cplusplus
 }
