@@ -162,6 +162,8 @@ typedef enum kc_op {
     /* normresample block */
     KC_OP_NORM,            /* channel_affine, normalize, groupnorm_forward, groupnorm_backward */
     KC_OP_RESAMPLE,        /* upsample2d_forward, upsample2d_backward, permute */
+    /* convolutions */
+    KC_OP_GROUPED_CONV,    /* grouped_conv_forward, _backward_data, _backward_filter */
     KC_OP_COUNT
 } kc_op;
 #define KC_OP_BIT(op) (1u << (op))
@@ -377,6 +379,17 @@ struct kc_backend {
      * at y's index j (perm counts from 0, without the batch axis); rank <= KC_MAX_RANK */
     kc_status (*permute)(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims,
                          const int *perm);
+    /* ---- grouped convolution (Conv2D with 1 < groups), NHWC. The descriptor is Conv2D's;
+     * the kernel is Keras's (KH, KW, C / groups, F): output channel k belongs to group
+     * g = k / (F / groups) and reads input channels [g * C / groups, (g + 1) * C / groups).
+     * No workspace. forward: y = conv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
+     * backward_data: dx overwritten; backward_filter: dw and db (may be NULL) overwritten. */
+    kc_status (*grouped_conv_forward)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                      const float *w, const float *b, float *y);
+    kc_status (*grouped_conv_backward_data)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                            const float *w, float *dx);
+    kc_status (*grouped_conv_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                              const float *dy, float *dw, float *db);
 };
 
 /* The CPU backend (always available). */

@@ -62,7 +62,9 @@ static void test_registry(void **state) {
                                         /* normresample block */
                                         "Rescaling", "Normalization", "LayerNormalization",
                                         "GroupNormalization", "UpSampling2D", "Cropping2D",
-                                        "GlobalMaxPooling2D", "Permute", "RepeatVector"};
+                                        "GlobalMaxPooling2D", "Permute", "RepeatVector",
+                                        /* convolutions */
+                                        "SeparableConv2D", "Conv2DTranspose"};
     assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(names));
     for (size_t i = 0; i < KC_ARRAY_LEN(names); i++) {
         const kc_layer_ops *o = kc__layer_find(names[i]);

@@ -166,6 +166,10 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
         push(w, a, int_pair(w, p[1][0], p[1][1]));
         return a;
     }
+    case KC_F_OPT_INT2: { /* convolutions */
+        const kc_opt_int2 *a = src;
+        return a->set ? int_pair(w, a->v[0], a->v[1]) : json_null();
+    }
     }
     return NULL;
 }

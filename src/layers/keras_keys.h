@@ -36,6 +36,8 @@ typedef enum kc__field_kind {
     KC_F_CONSTS,      /* kc_consts: null, a number, a list of numbers or Keras's {"class_name": "__numpy__"} */
     KC_F_AXES,        /* kc_axes: null, an integer or a list of integers */
     KC_F_CROP2,       /* int[2][2] as KC_F_PAD2, zeros allowed (and the default) */
+    /* convolutions */
+    KC_F_OPT_INT2,    /* kc_opt_int2: null (set 0), or n / [a, b] >= 0 (set 1) */
     KC_F__END,        /* one past the last kind (keep last) */
 } kc__field_kind;
 

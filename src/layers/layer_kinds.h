@@ -39,6 +39,9 @@
     X(cropping2d, kc_cropping2d_opts)                \
     X(global_maxpool2d, kc_global_pool_opts)         \
     X(permute, kc_permute_opts)                      \
-    X(repeat_vector, kc_repeat_vector_opts)
+    X(repeat_vector, kc_repeat_vector_opts)          \
+    /* convolutions */                                 \
+    X(separable_conv2d, kc_separable_conv2d_opts)      \
+    X(conv2d_transpose, kc_conv2d_transpose_opts)
 
 #endif /* KC_LAYER_KINDS_H */

@@ -204,6 +204,7 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
         [KC_OP_ACTIVATION] = "cpu activation", [KC_OP_ELEMENTWISE] = "cpu elementwise", [KC_OP_LOSS] = "cpu loss",
         [KC_OP_OPTIMIZER] = "cpu fused optimizer update", [KC_OP_DEPTHWISE] = "cpu direct depthwise conv",
         [KC_OP_NORM] = "cpu group/layer norm", [KC_OP_RESAMPLE] = "cpu upsampling and permute",
+        [KC_OP_GROUPED_CONV] = "cpu direct grouped conv",
     };
     if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
     buf[0] = '\0';
@@ -306,6 +307,10 @@ kc_status kc_backend_cpu_create(kc_backend **out) {
     be->depthwise_forward = kc__cpu_depthwise_forward;
     be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
     be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
+    /* convolutions */
+    be->grouped_conv_forward = kc__cpu_grouped_conv_forward;
+    be->grouped_conv_backward_data = kc__cpu_grouped_conv_backward_data;
+    be->grouped_conv_backward_filter = kc__cpu_grouped_conv_backward_filter;
 
     be->channel_affine = kc__cpu_channel_affine; /* normresample block */
     be->normalize = kc__cpu_normalize;

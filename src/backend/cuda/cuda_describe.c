@@ -18,6 +18,7 @@ kc_status kc__cu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_
         [KC_OP_ACTIVATION] = "activation", [KC_OP_ELEMENTWISE] = "elementwise", [KC_OP_LOSS] = "loss",
         [KC_OP_OPTIMIZER] = "fused optimizer update", [KC_OP_DEPTHWISE] = "depthwise conv",
         [KC_OP_NORM] = "group/layer norm", [KC_OP_RESAMPLE] = "upsampling and permute",
+        [KC_OP_GROUPED_CONV] = "grouped conv",
     };
     if (!buf || !n) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda describe: no buffer");
     buf[0] = '\0';

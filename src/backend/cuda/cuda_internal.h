@@ -279,5 +279,12 @@ kc_status kc__cu_groupnorm_backward(kc_backend *be, const float *x, const float 
 kc_status kc__cu_upsample2d_forward(kc_backend *be, const kc_resample2d_desc *d, const float *x, float *y);
 kc_status kc__cu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *d, const float *dy, float *dx);
 kc_status kc__cu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
+/* ---- cuda_conv_grouped.c */
+kc_status kc__cu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                      const float *w, const float *b, float *y);
+kc_status kc__cu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                            const float *w, float *dx);
+kc_status kc__cu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                              const float *dy, float *dw, float *db);
 
 #endif /* KC_CUDA_INTERNAL_H */
