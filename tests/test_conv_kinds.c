@@ -435,7 +435,7 @@ static void test_json(void **state) {
         free(t);
         t = to_json(KC_CONV2D_TRANSPOSE(.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2}), fl);
         assert_non_null(strstr(t, "\"output_padding\": null"));
-        assert_true((strstr(t, "\"groups\": 1") != NULL) == (fl == 2)); /* tf-keras writes it, Keras 3 refuses it */
+        assert_null(strstr(t, "\"groups\"")); /* tf-keras writes 1, Keras 3 refuses the key */
         free(t);
         t = to_json(KC_CONV2D_TRANSPOSE(.filters = 2, .kernel_size = {3, 3}, .strides = {2, 3},
                                         .output_padding = {1, {0, 2}}),

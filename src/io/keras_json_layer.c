@@ -232,7 +232,9 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
         return KC_STATUS_OK;
     }
     if (!json_is_object(v)) return kc__json_bad_type(pl, key, "an initializer name or object", v);
-    static const char *const obj_keys[] = {"module", "class_name", "config", "registered_name"};
+    /* shared_object_id: tf-keras's .keras archive marks an initializer object its layer
+     * serialises twice (SeparableConv2D's bias_initializer) */
+    static const char *const obj_keys[] = {"module", "class_name", "config", "registered_name", "shared_object_id"};
     const char *cls = json_string_value(json_object_get(v, "class_name"));
     const json_t *cfg = json_object_get(v, "config");
     if (!cls || (cfg && !json_is_object(cfg) && !json_is_null(cfg)))

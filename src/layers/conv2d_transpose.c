@@ -166,8 +166,8 @@ static int64_t convt_flops(const kc_layer *l) {
     return 2 * (int64_t)c->h * c->w * c->c * c->kh * c->kw * c->filters;
 }
 
-/* The Keras config keys, in Keras 3's order; tf-keras (a Conv2D subclass there) also writes
- * groups, always 1, and puts output_padding last. */
+/* The Keras config keys, in Keras 3's order. tf-keras (a Conv2D subclass there) also writes
+ * groups, always 1: read, never written, since Keras 3 refuses it (as DepthwiseConv2D's). */
 #define O(member) offsetof(kc_conv2d_transpose_opts, member)
 static const kc__field k_keras_keys[] = {
     {"filters", KC_F_INT, KC_F_W, O(filters), NULL, 0},
@@ -177,7 +177,7 @@ static const kc__field k_keras_keys[] = {
     {"output_padding", KC_F_OPT_INT2, KC_F_W, O(output_padding), NULL, 0},
     KC_KEY_CHANNELS_LAST(KC_F_W),
     {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
-    KC_KEY_FIXED("groups", "1", KC_F_W2),
+    KC_KEY_FIXED("groups", "1", 0),
     KC_WEIGHTED_KEYS_HEAD(kc_conv2d_transpose_opts),
     KC_KEY_NULL("activity_regularizer", KC_F_W),
     KC_WEIGHTED_KEYS_TAIL,

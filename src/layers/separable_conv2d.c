@@ -168,7 +168,9 @@ static int64_t sep_flops(const kc_layer *l) {
     return 2 * (int64_t)c->oh * c->ow * c->m * ((int64_t)c->kh * c->kw + c->filters);
 }
 
-/* The Keras config keys, in Keras 3's order (tf-keras writes the same keys). */
+/* The Keras config keys, in Keras 3's order. tf-keras (a Conv subclass there) also writes
+ * groups (1) and its base's unused kernel_initializer / kernel_regularizer /
+ * kernel_constraint: read at those values, never written, since Keras 3 refuses them. */
 #define O(member) offsetof(kc_separable_conv2d_opts, member)
 static const kc__field k_keras_keys[] = {
     {"depth_multiplier", KC_F_INT, KC_F_W, O(depth_multiplier), NULL, 0},
@@ -178,6 +180,7 @@ static const kc__field k_keras_keys[] = {
     {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
     KC_KEY_CHANNELS_LAST(KC_F_W),
     {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_KEY_FIXED("groups", "1", 0),
     {"activation", KC_F_ACT, KC_F_W, O(activation), "linear", 0},
     {"use_bias", KC_F_BOOL, KC_F_W, O(use_bias), NULL, 1},
     {"depthwise_initializer", KC_F_INIT, KC_F_W, O(depthwise_initializer), "glorot_uniform", 0},
@@ -190,6 +193,9 @@ static const kc__field k_keras_keys[] = {
     KC_KEY_NULL("depthwise_constraint", KC_F_W),
     KC_KEY_NULL("pointwise_constraint", KC_F_W),
     KC_KEY_NULL("bias_constraint", KC_F_W),
+    {"kernel_initializer", KC_F_FIXED_INIT, 0, KC_F_NO_OFFSET, "glorot_uniform", 0},
+    KC_KEY_NULL("kernel_regularizer", 0),
+    KC_KEY_NULL("kernel_constraint", 0),
 };
 #undef O
 
