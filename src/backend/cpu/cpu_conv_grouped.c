@@ -10,7 +10,9 @@
  * group: ConvNeXt) is depthwise convolution; the layer sends it to cpu_depthwise.c.
  *
  *   forward          parallel over output rows (n, oy)
- *   backward_data    parallel over input rows (n, iy): a gather, each thread owns rows of dx
+ *   backward_data    parallel over blocks of input rows: a gather, each thread owns rows of
+ *                    dx; tap by tap, with the tap transposed so that the multiply-adds run
+ *                    along the group's input channels
  *   backward_filter  parallel over tiles (tap, group, input-channel block, filter block):
  *                    each thread owns its tile of dw; sums per image in float, across
  *                    images in double; db by the column sum of dy
@@ -21,6 +23,8 @@
 
 #define GC_TILE 4096 /* entries of one backward_filter tile (cin block x filter block) */
 #define GC_FBLOCK 64 /* filters per tile */
+#define GC_TTAP 16384 /* backward_data: a kernel tap (CG x F) up to this size is transposed on the stack */
+#define GC_ROWS 8     /* ... once per block of this many input rows */
 
 static kc_status gc_check(const kc_conv2d_desc *d, int groups, const char *what) {
     if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: the descriptor is NULL", what);
@@ -87,32 +91,69 @@ kc_status kc__cpu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, 
     return KC_STATUS_OK;
 }
 
-/* dx row (n, iy): every output pixel whose window covers an input pixel, through its tap. */
-static void gc_backward_data_row(const kc_conv2d_desc *d, int groups, const float *dy, const float *w, float *dxr,
-                                 int n, int iy) {
-    const int c = d->c, f = d->f, cg = c / groups, fg = f / groups;
-    const float *dyi = dy + (size_t)n * d->oh * d->ow * f;
-    memset(dxr, 0, (size_t)d->w * c * sizeof(float));
-    for (int r = 0; r < d->kh; r++) {
-        int t = iy + d->pad_top - r * d->dh;
-        if (t < 0 || t % d->sh || t / d->sh >= d->oh) continue;
-        const float *dyrow = dyi + (size_t)(t / d->sh) * d->ow * f;
-        for (int ix = 0; ix < d->w; ix++) {
-            float *acc = dxr + (size_t)ix * c;
-            for (int s = 0; s < d->kw; s++) {
-                int u = ix + d->pad_left - s * d->dw;
-                if (u < 0 || u % d->sw || u / d->sw >= d->ow) continue;
-                const float *gp = dyrow + (size_t)(u / d->sw) * f, *wt = w + ((size_t)r * d->kw + s) * cg * f;
-                for (int g = 0; g < groups; g++)
-                    for (int ci = 0; ci < cg; ci++) {
-                        const float *wr = wt + (size_t)ci * f + (size_t)g * fg, *gg = gp + (size_t)g * fg;
-                        float sum = 0.0f;
-                        for (int k = 0; k < fg; k++) sum += gg[k] * wr[k];
-                        acc[g * cg + ci] += sum;
-                    }
+/* acc[C] += the group-by-group products of the output gradient gp (F) with one kernel tap:
+ * by dot products over each group's filters (wt: the tap as stored, (CG, F)), or, with
+ * the tap transposed group by group (wtt: (G, FG, CG), as gc_transpose_tap writes it), by
+ * multiply-adds along each group's input channels, which vectorise without reordering. */
+static inline void gc_pixel_bwd(float *restrict acc, const float *restrict gp, const float *restrict wt,
+                                const float *restrict wtt, int cg, int fg, int groups) {
+    const int f = fg * groups;
+    for (int g = 0; g < groups; g++) {
+        const float *gg = gp + (size_t)g * fg;
+        float *ag = acc + (size_t)g * cg;
+        if (wtt) {
+            const float *tg = wtt + (size_t)g * fg * cg;
+            for (int k = 0; k < fg; k++) {
+                const float gv = gg[k];
+                const float *tr = tg + (size_t)k * cg;
+                for (int ci = 0; ci < cg; ci++) ag[ci] += gv * tr[ci];
             }
+            continue;
+        }
+        for (int ci = 0; ci < cg; ci++) {
+            const float *wr = wt + (size_t)ci * f + (size_t)g * fg;
+            float sum = 0.0f;
+            for (int k = 0; k < fg; k++) sum += gg[k] * wr[k];
+            ag[ci] += sum;
         }
     }
+}
+
+/* wtt[g][k][ci] = wt[ci][g * FG + k]: one tap, transposed group by group. */
+static void gc_transpose_tap(const float *wt, float *wtt, int cg, int fg, int groups) {
+    const int f = fg * groups;
+    for (int g = 0; g < groups; g++)
+        for (int k = 0; k < fg; k++)
+            for (int ci = 0; ci < cg; ci++) wtt[((size_t)g * fg + k) * cg + ci] = wt[(size_t)ci * f + g * fg + k];
+}
+
+/* dx rows [iy0, iy1) of image n: every output pixel whose window covers an input pixel,
+ * through its tap; tap by tap, each tap transposed once per block of rows when it fits on
+ * the stack (GC_TTAP). */
+static void gc_backward_data_rows(const kc_conv2d_desc *d, int groups, const float *dy, const float *w, float *dx,
+                                  int n, int iy0, int iy1) {
+    const int c = d->c, f = d->f, cg = c / groups, fg = f / groups;
+    const float *dyi = dy + (size_t)n * d->oh * d->ow * f;
+    float wtt_buf[GC_TTAP];
+    float *wtt = (size_t)cg * f <= GC_TTAP && fg > 1 ? wtt_buf : NULL;
+    float *dxi = dx + (size_t)n * d->h * d->w * c;
+    memset(dxi + (size_t)iy0 * d->w * c, 0, (size_t)(iy1 - iy0) * d->w * c * sizeof(float));
+    for (int r = 0; r < d->kh; r++)
+        for (int s = 0; s < d->kw; s++) {
+            const float *wt = w + ((size_t)r * d->kw + s) * cg * f;
+            if (wtt) gc_transpose_tap(wt, wtt, cg, fg, groups);
+            for (int iy = iy0; iy < iy1; iy++) {
+                int t = iy + d->pad_top - r * d->dh;
+                if (t < 0 || t % d->sh || t / d->sh >= d->oh) continue;
+                const float *dyrow = dyi + (size_t)(t / d->sh) * d->ow * f;
+                float *dxr = dxi + (size_t)iy * d->w * c;
+                for (int ix = 0; ix < d->w; ix++) {
+                    int u = ix + d->pad_left - s * d->dw;
+                    if (u < 0 || u % d->sw || u / d->sw >= d->ow) continue;
+                    gc_pixel_bwd(dxr + (size_t)ix * c, dyrow + (size_t)(u / d->sw) * f, wt, wtt, cg, fg, groups);
+                }
+            }
+        }
 }
 
 kc_status kc__cpu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
@@ -121,12 +162,14 @@ kc_status kc__cpu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_des
     KC_TRY(gc_check(d, groups, "grouped_conv_backward_data"));
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu grouped_conv_backward_data: NULL dy, kernel or dx");
-    const int64_t rows = (int64_t)d->n * d->h;
-    const size_t row = (size_t)d->w * d->c;
+    const int blocks = (d->h + GC_ROWS - 1) / GC_ROWS; /* row blocks per image */
+    const int64_t items = (int64_t)d->n * blocks;
     const int64_t work = (int64_t)d->n * d->oh * d->ow * d->f * d->kh * d->kw * (d->c / groups);
 #pragma omp parallel for schedule(static) if (kc__cpu_par(work))
-    for (int64_t i = 0; i < rows; i++)
-        gc_backward_data_row(d, groups, dy, w, dx + (size_t)i * row, (int)(i / d->h), (int)(i % d->h));
+    for (int64_t i = 0; i < items; i++) {
+        int n = (int)(i / blocks), b = (int)(i % blocks);
+        gc_backward_data_rows(d, groups, dy, w, dx, n, b * GC_ROWS, KC_MIN(d->h, (b + 1) * GC_ROWS));
+    }
     return KC_STATUS_OK;
 }
 
