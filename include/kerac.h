@@ -127,6 +127,7 @@ typedef struct kc_conv2d_opts {
     int use_bias;             /* KC_DEFAULT = True */
     const char *kernel_initializer; /* default "glorot_uniform" */
     const char *bias_initializer;   /* default "zeros" */
+    int groups;               /* input and output channels in `groups` separate convolutions; 0 = 1 */
 } kc_conv2d_opts;
 
 typedef struct kc_depthwise_conv2d_opts { /* DepthwiseConv2D */
@@ -369,6 +370,41 @@ typedef struct kc_resizing_opts { /* Resizing */
     float fill_value;
     int antialias;            /* only false */
 } kc_resizing_opts;
+/* ---- convolutions (SeparableConv2D, Conv2DTranspose) */
+typedef struct kc_separable_conv2d_opts { /* SeparableConv2D: depthwise, then a 1x1 convolution */
+    const char *name;
+    int filters;
+    int kernel_size[2];
+    int strides[2];           /* default (1, 1) */
+    const char *padding;      /* "valid" (default) or "same" */
+    int depth_multiplier;     /* default 1 */
+    int dilation_rate[2];     /* default (1, 1) */
+    const char *activation;   /* default "linear" */
+    int use_bias;             /* KC_DEFAULT = True */
+    const char *depthwise_initializer; /* default "glorot_uniform" */
+    const char *pointwise_initializer; /* default "glorot_uniform" */
+    const char *bias_initializer;      /* default "zeros" */
+} kc_separable_conv2d_opts;
+
+/* An optional pair of integers: Keras's None when `set` is 0. */
+typedef struct kc_opt_int2 {
+    int set;
+    int v[2];
+} kc_opt_int2;
+
+typedef struct kc_conv2d_transpose_opts { /* Conv2DTranspose; kernel (kh, kw, filters, in) */
+    const char *name;
+    int filters;
+    int kernel_size[2];
+    int strides[2];           /* default (1, 1) */
+    const char *padding;      /* "valid" (default) or "same" */
+    kc_opt_int2 output_padding; /* default None (Keras's output size rule); each < its stride */
+    int dilation_rate[2];     /* default (1, 1) */
+    const char *activation;   /* default "linear" */
+    int use_bias;             /* KC_DEFAULT = True */
+    const char *kernel_initializer; /* default "glorot_uniform" */
+    const char *bias_initializer;   /* default "zeros" */
+} kc_conv2d_transpose_opts;
 
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
@@ -427,6 +463,9 @@ typedef struct kc_layer_spec {
 #define KC_RANDOM_CONTRAST(...) KC_LAYER_SPEC_("RandomContrast", kc_random_color_opts, __VA_ARGS__)
 #define KC_RANDOM_BRIGHTNESS(...) KC_LAYER_SPEC_("RandomBrightness", kc_random_color_opts, __VA_ARGS__)
 #define KC_RESIZING(...) KC_LAYER_SPEC_("Resizing", kc_resizing_opts, __VA_ARGS__)
+/* convolutions */
+#define KC_SEPARABLE_CONV2D(...) KC_LAYER_SPEC_("SeparableConv2D", kc_separable_conv2d_opts, __VA_ARGS__)
+#define KC_CONV2D_TRANSPOSE(...) KC_LAYER_SPEC_("Conv2DTranspose", kc_conv2d_transpose_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 

@@ -236,6 +236,8 @@ typedef enum kc_op {
     /* augment block: image augmentation and resampling layers */
     KC_OP_SAMPLE2D,        /* sample2d_forward, sample2d_backward */
     KC_OP_COLOR2D,         /* color2d_forward, color2d_backward */
+    /* convolutions */
+    KC_OP_GROUPED_CONV,    /* grouped_conv_forward, _backward_data, _backward_filter */
     KC_OP_COUNT
 } kc_op;
 #define KC_OP_BIT(op) (1u << (op))
@@ -480,6 +482,17 @@ struct kc_backend {
                                  float *y);
     kc_status (*color2d_backward)(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
                                   const float *dy, float *dx);
+    /* ---- grouped convolution (Conv2D with 1 < groups), NHWC. The descriptor is Conv2D's;
+     * the kernel is Keras's (KH, KW, C / groups, F): output channel k belongs to group
+     * g = k / (F / groups) and reads input channels [g * C / groups, (g + 1) * C / groups).
+     * No workspace. forward: y = conv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
+     * backward_data: dx overwritten; backward_filter: dw and db (may be NULL) overwritten. */
+    kc_status (*grouped_conv_forward)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                      const float *w, const float *b, float *y);
+    kc_status (*grouped_conv_backward_data)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                            const float *w, float *dx);
+    kc_status (*grouped_conv_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                              const float *dy, float *dw, float *db);
 };
 
 /* The CPU backend (always available). */

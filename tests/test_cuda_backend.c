@@ -499,6 +499,87 @@ static void test_augment(void **state) {
     color_case("contrast 64 channels", (kc_color2d_desc){.n = 3, .hw = 1000, .c = 64, .contrast = 1, .lo = -5, .hi = 5});
 }
 
+/* ---------------------------------------------------------------- convolutions: grouped, transposed */
+
+/* A grouped convolution (Conv2D with 1 < groups) on both devices, every pass. */
+static void gc_case(const char *name, kc_conv2d_desc d, int groups, bool bias) {
+    const int64_t xn = (int64_t)d.n * d.h * d.w * d.c, yn = (int64_t)d.n * d.oh * d.ow * d.f;
+    const int64_t wn = (int64_t)d.kh * d.kw * (d.c / groups) * d.f;
+    float *x = hrand(xn, -1, 1), *w = hrand(wn, -0.5f, 0.5f), *b = hrand(d.f, -1, 1), *y = hbuf(yn);
+    float *dy = hrand(yn, -1, 1), *dx = hbuf(xn), *dw = hbuf(wn), *db = hbuf(d.f);
+    float *gx = dcopy(x, xn), *gw = dcopy(w, wn), *gb = dcopy(b, d.f), *gy = dbuf(yn), *gdy = dcopy(dy, yn);
+    float *gdx = dbuf(xn), *gdw = dbuf(wn), *gdb = dbuf(d.f);
+    char what[160];
+    OK(C->grouped_conv_forward(C, &d, groups, x, w, bias ? b : NULL, y));
+    OK(G->grouped_conv_forward(G, &d, groups, gx, gw, bias ? gb : NULL, gy));
+    snprintf(what, sizeof what, "grouped %s forward", name);
+    check_dev(what, gy, y, yn, 1e-5, 0);
+    OK(C->grouped_conv_backward_data(C, &d, groups, dy, w, dx));
+    OK(G->grouped_conv_backward_data(G, &d, groups, gdy, gw, gdx));
+    snprintf(what, sizeof what, "grouped %s backward-data", name);
+    check_dev(what, gdx, dx, xn, 1e-5, 0);
+    OK(C->grouped_conv_backward_filter(C, &d, groups, x, dy, dw, bias ? db : NULL));
+    OK(G->grouped_conv_backward_filter(G, &d, groups, gx, gdy, gdw, bias ? gdb : NULL));
+    snprintf(what, sizeof what, "grouped %s backward-filter", name);
+    check_dev(what, gdw, dw, wn, 1e-5, 0);
+    if (bias) {
+        snprintf(what, sizeof what, "grouped %s bias gradient", name);
+        check_dev(what, gdb, db, d.f, 1e-5, 0);
+    }
+    free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db);
+    dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb);
+}
+
+/* The descriptor a layer hands its backend (Conv2DTranspose: the convolution whose
+ * backward-data pass it is, with Keras's output size and padding). */
+static kc_conv2d_desc layer_desc(const kc_layer_spec *spec, int n, int h, int w, int c) {
+    kc_layer *l = NULL;
+    OK(kc__layer_create(spec, &l));
+    l->n_in = 1, l->in_shape[0] = kc__shape_make(3, (int[]){h, w, c});
+    OK(l->ops->build(l));
+    kc_conv2d_desc d;
+    l->ops->backend_desc(l, n, &d);
+    kc__layer_destroy(l);
+    return d;
+}
+
+static void test_conv_grouped_transposed(void **state) {
+    (void)state;
+    gc_case("2 groups 3x3 same 16x16x16 -> 32", conv_desc(4, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, true), 2, true);
+    gc_case("8 groups 3x3 stride 2 same (ResNeXt-like, asymmetric pad)",
+            conv_desc(8, 14, 14, 64, 64, 3, 3, 2, 2, 1, 1, true), 8, false);
+    gc_case("4 groups dilation 2 valid", conv_desc(2, 11, 11, 8, 12, 3, 3, 1, 1, 2, 2, false), 4, true);
+    gc_case("3 groups 5x3 stride (2, 1)", conv_desc(3, 9, 7, 6, 9, 5, 3, 2, 1, 1, 1, false), 3, true);
+    gc_case("groups = channels 7x7 same (ConvNeXt)", conv_desc(2, 14, 14, 32, 32, 7, 7, 1, 1, 1, 1, true), 32, true);
+    kc_conv2d_desc fused = conv_desc(4, 10, 10, 8, 16, 3, 3, 1, 1, 1, 1, true);
+    fused.relu = 1;
+    gc_case("2 groups with the fused ReLU", fused, 2, true);
+    kc_conv2d_desc bad = conv_desc(1, 4, 4, 4, 6, 3, 3, 1, 1, 1, 1, false); /* 6 filters in 4 groups */
+    float *g = dbuf(256);
+    assert_int_equal(G->grouped_conv_forward(G, &bad, 4, g, g, NULL, g), KC_STATUS_INVALID_ARGUMENT);
+    dfree(g);
+    /* Conv2DTranspose runs the conv2d entries on its own descriptors (sizes other than the
+     * convolution's natural ones, cropped or asymmetric padding) */
+    struct {
+        const char *name;
+        const kc_layer_spec *spec;
+    } tr[] = {
+        {"transpose 3x3 stride 2 same", KC_CONV2D_TRANSPOSE(.filters = 8, .kernel_size = {3, 3}, .strides = {2, 2},
+                                                              .padding = "same")},
+        {"transpose 2x2 stride 2 valid (U-Net)",
+         KC_CONV2D_TRANSPOSE(.filters = 16, .kernel_size = {2, 2}, .strides = {2, 2})},
+        {"transpose 4x3 stride (2, 1) same output_padding (1, 0)",
+         KC_CONV2D_TRANSPOSE(.filters = 4, .kernel_size = {4, 3}, .strides = {2, 1}, .padding = "same",
+                             .output_padding = {1, {1, 0}})},
+        {"transpose 3x3 stride 2 valid output_padding 1",
+         KC_CONV2D_TRANSPOSE(.filters = 6, .kernel_size = {3, 3}, .strides = {2, 2},
+                             .output_padding = {1, {1, 1}})},
+        {"transpose 3x3 dilation 2 same", KC_CONV2D_TRANSPOSE(.filters = 5, .kernel_size = {3, 3},
+                                                                .dilation_rate = {2, 2}, .padding = "same")},
+    };
+    for (size_t i = 0; i < KC_ARRAY_LEN(tr); i++) conv_case(tr[i].name, layer_desc(tr[i].spec, 4, 9, 10, 12), false);
+}
+
 /* ---------------------------------------------------------------- pooling */
 
 static void pool_case(const char *name, kc_pool_kind kind, int n, int h, int w, int c, int k, int s, bool same) {
@@ -1360,6 +1441,8 @@ int main(void) {
         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_depthwise),
         cmocka_unit_test(test_augment), /* augment block */
+        /* convolutions */
+        cmocka_unit_test(test_conv_grouped_transposed),
         cmocka_unit_test(test_pooling),
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_activations),

@@ -64,6 +64,8 @@ static const fixture_model k_models[] = {
     {"custom_scale", "custom_scale", 183},
     /* augment block: Keras 3 .keras only (Keras 3.15 cannot write these layers to .h5) */
     {"augment", "augment_small", 143},
+    /* convolutions: Keras 3 and tf-keras */
+    {"convs", "convs_small", 6888},
 };
 
 /* The entry of k_models with this stem. */
@@ -365,6 +367,35 @@ static void test_augment_layers(void **state) {
     check_file(&k_models[8], ".keras", "_y3.npy", true);
 }
 
+/* Conv2D with groups and dilation (groups == channels with a 7x7 kernel, as ConvNeXt),
+ * SeparableConv2D and Conv2DTranspose with every option, from Keras 3 and tf-keras; the
+ * tf-keras predictions come from its own training run, so they differ from Keras 3's. */
+static void test_convolutions(void **state) {
+    (void)state;
+    const fixture_model *fm = &k_models[8];
+    check_file(fm, ".keras", "_y3.npy", true);
+    check_file(fm, ".keras3.h5", "_y3.npy", true);
+    check_file(fm, ".keras2.h5", "_y2.npy", true);
+    check_file(fm, ".keras2.keras", "_y2.npy", false);
+    npy a, b;
+    npy_load(fpath(fm->stem, "_y3.npy"), &a);
+    npy_load(fpath(fm->stem, "_y2.npy"), &b);
+    assert_true(max_abs_diff(a.data, b.data, a.size) > 10 * TOL);
+    npy x;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    kc_model *m = NULL; /* every convolution's kernels move the predictions */
+    must(kc_model_load(fpath(fm->stem, ".keras"), &m), "convs.keras");
+    for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
+        kc_weight_info wi;
+        must(kc_model_weight_info(m, g, &wi), "weight_info");
+        if (wi.shape.rank == 4) check_sensitive(m, g, &x, &a, "convs.keras");
+    }
+    kc_model_destroy(m);
+    npy_free(&x);
+    npy_free(&a);
+    npy_free(&b);
+}
+
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
@@ -552,6 +583,8 @@ int main(void) {
         cmocka_unit_test(test_resample),
         cmocka_unit_test(test_fixtures_distinct),
         cmocka_unit_test(test_damaged_global_heap),
+        /* convolutions */
+        cmocka_unit_test(test_convolutions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -554,7 +554,8 @@ static const err_case k_errors[] = {
      {"'dropout'", "'foo'", "noise_shape"}},
     {"channels_first", K2SEQ, "\"channels_last\"", "\"channels_first\"", KC_STATUS_UNSUPPORTED,
      {"'conv2d'", "data_format", "channels_first", "channels_last"}},
-    {"groups 2", K2SEQ, "\"groups\": 1", "\"groups\": 2", KC_STATUS_UNSUPPORTED, {"'conv2d'", "groups = 2"}},
+    /* groups are supported; 2 groups of a 1-channel input are not (Keras's rule) */
+    {"groups 2", K2SEQ, "\"groups\": 1", "\"groups\": 2", KC_STATUS_SHAPE, {"'conv2d'", "multiple of groups (2)"}},
     {"regularizer", K2SEQ, "\"kernel_regularizer\": null",
      "\"kernel_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": 0.01}}", KC_STATUS_UNSUPPORTED,
      {"'conv2d'", "kernel_regularizer", "L2", "null"}},

@@ -190,6 +190,18 @@ static const sample k_samples[] = {
      KC_RESIZING(.name = "resize", .height = 4, .width = 9, .interpolation = "nearest",
                  .crop_to_aspect_ratio = KC_TRUE),
      1},
+    /* convolutions */
+    {&kc__separable_conv2d_ops,
+     KC_SEPARABLE_CONV2D(.name = "sep", .filters = 4, .kernel_size = {3, 2}, .strides = {2, 1}, .padding = "same",
+                         .depth_multiplier = 2, .activation = "relu6", .use_bias = KC_FALSE,
+                         .depthwise_initializer = "he_uniform", .pointwise_initializer = "lecun_normal",
+                         .bias_initializer = "ones"),
+     1},
+    {&kc__conv2d_transpose_ops,
+     KC_CONV2D_TRANSPOSE(.name = "up", .filters = 2, .kernel_size = {3, 2}, .strides = {2, 3}, .padding = "same",
+                         .output_padding = {1, {1, 0}}, .activation = "tanh", .kernel_initializer = "he_normal",
+                         .bias_initializer = "ones"),
+     1},
 };
 
 static kc_model *sample_model(const sample *s) {

@@ -127,6 +127,27 @@ static kc_status get_int2(const parsed_layer *pl, const char *key, const json_t 
     return KC_STATUS_OK;
 }
 
+/* null, or an int n or a list of two ints, each >= 0 (Conv2DTranspose's output_padding). */
+static kc_status get_opt_int2(const parsed_layer *pl, const char *key, const json_t *v, kc_opt_int2 *out) {
+    if (json_is_null(v)) return KC_STATUS_OK;
+    if (json_is_integer(v)) {
+        KC_TRY(get_int(pl, key, v, &out->v[0]));
+        out->v[1] = out->v[0];
+    } else if (json_is_array(v) && json_array_size(v) == 2) {
+        KC_TRY(get_int(pl, key, json_array_get(v, 0), &out->v[0]));
+        KC_TRY(get_int(pl, key, json_array_get(v, 1), &out->v[1]));
+    } else {
+        return kc__json_bad_type(pl, key, "null, an integer or a list of two integers", v);
+    }
+    if (out->v[0] < 0 || out->v[1] < 0) {
+        char b[128];
+        return kc__fail(KC_STATUS_BAD_FILE, PFX "%s: '%s' must not be negative, got %s", pl->label, key,
+                        kc__json_text(v, b, sizeof b));
+    }
+    out->set = 1;
+    return KC_STATUS_OK;
+}
+
 /* A list of dimensions without the batch one: ints, no null. */
 static kc_status get_dims(const parsed_layer *pl, const char *key, const json_t *list, size_t first, int out[KC_MAX_RANK]) {
     char b[128];
@@ -211,7 +232,9 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
         return KC_STATUS_OK;
     }
     if (!json_is_object(v)) return kc__json_bad_type(pl, key, "an initializer name or object", v);
-    static const char *const obj_keys[] = {"module", "class_name", "config", "registered_name"};
+    /* shared_object_id: tf-keras's .keras archive marks an initializer object its layer
+     * serialises twice (SeparableConv2D's bias_initializer) */
+    static const char *const obj_keys[] = {"module", "class_name", "config", "registered_name", "shared_object_id"};
     const char *cls = json_string_value(json_object_get(v, "class_name"));
     const json_t *cfg = json_object_get(v, "config");
     if (!cls || (cfg && !json_is_object(cfg) && !json_is_null(cfg)))
@@ -414,6 +437,8 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
     case KC_F_FACTOR:
     case KC_F_FLOAT_PAIR:
         return read_number_pair(pl, f, key, v, dst);
+    case KC_F_OPT_INT2: /* convolutions */
+        return get_opt_int2(pl, key, v, (kc_opt_int2 *)dst);
     }
     return kc__fail(KC_STATUS_INTERNAL, PFX "%s: key '%s' has no reader", pl->label, key);
 }

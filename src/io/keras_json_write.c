@@ -184,6 +184,10 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
         push(w, a, jfloat(p[1]));
         return a;
     }
+    case KC_F_OPT_INT2: { /* convolutions */
+        const kc_opt_int2 *a = src;
+        return a->set ? int_pair(w, a->v[0], a->v[1]) : json_null();
+    }
     }
     return NULL;
 }

@@ -1,10 +1,14 @@
-/* conv2d.c — Conv2D: y = act(conv(x, kernel) + bias), NHWC input, HWIO kernel. */
+/* conv2d.c — Conv2D: y = act(conv(x, kernel) + bias), NHWC input, HWIO kernel
+ * (KH, KW, C / groups, filters). groups == 1 runs the backend's conv2d entries; one input
+ * channel per group (groups == C, ConvNeXt) is depthwise convolution with depth multiplier
+ * filters / C, whose (KH, KW, 1, F) kernel is the depthwise (KH, KW, C, M) one, byte for
+ * byte; other groups run the grouped_conv entries. */
 #include <stdio.h>
 
 #include "layer.h"
 
 typedef struct conv_cfg {
-    int filters, kh, kw, sh, sw, dh, dw;
+    int filters, kh, kw, sh, sw, dh, dw, groups;
     bool same, use_bias;
     kc_act_params act;
     const char *kernel_init, *bias_init; /* static canonical names */
@@ -19,6 +23,12 @@ static kc_status conv_init(kc_layer *l, const void *opts_) {
     if (o->filters <= 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: filters must be a positive integer, got %d", L, o->filters);
     c->filters = o->filters;
+    if (o->groups < 0)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: groups must be a positive integer, got %d", L, o->groups);
+    c->groups = o->groups ? o->groups : 1;
+    if (c->filters % c->groups)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "%s: filters (%d) must be a multiple of groups (%d), as in Keras", L, c->filters, c->groups);
     int k[2], s[2], d[2];
     KC_TRY(kc__conv_geometry(l, o->kernel_size, o->strides, o->dilation_rate, k, s, d));
     c->kh = k[0], c->kw = k[1], c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
@@ -41,6 +51,7 @@ static void conv_get_opts(const kc_layer *l, void *opts_) {
         .use_bias = c->use_bias ? KC_TRUE : KC_FALSE,
         .kernel_initializer = c->kernel_init,
         .bias_initializer = c->bias_init,
+        .groups = c->groups,
     };
 }
 
@@ -51,13 +62,16 @@ static kc_status conv_build(kc_layer *l) {
     KC_TRY(kc__conv_build_shape(l, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->same, hwc, out, pad));
     c->h = hwc[0], c->w = hwc[1], c->c = hwc[2], c->oh = out[0], c->ow = out[1], c->pad_top = pad[0],
     c->pad_left = pad[1];
+    if (c->c % c->groups)
+        return kc__fail(KC_STATUS_SHAPE, "%s: the input's %d channels must be a multiple of groups (%d), as in Keras",
+                        kc__layer_label(l), c->c, c->groups);
     l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->filters});
-    int64_t rf = (int64_t)c->kh * c->kw;
-    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, c->c, c->filters}), true,
-                                c->kernel_init, rf * c->c, rf * c->filters));
+    int64_t rf = (int64_t)c->kh * c->kw, cg = c->c / c->groups;
+    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, (int)cg, c->filters}), true,
+                                c->kernel_init, rf * cg, rf * c->filters));
     if (c->use_bias)
         KC_TRY(kc__layer_add_weight(l, "bias", kc__shape_make(1, (int[]){c->filters}), true, c->bias_init,
-                                    rf * c->c, rf * c->filters));
+                                    rf * cg, rf * c->filters));
     return KC_STATUS_OK;
 }
 
@@ -81,6 +95,7 @@ static size_t conv_aux_bytes(const kc_layer *l, int batch) {
 
 static size_t conv_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
     kc_conv2d_desc d = conv_desc(l, batch);
+    if (((const conv_cfg *)l->cfg)->groups > 1) return 0; /* the depthwise and grouped kernels need none */
     return be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0;
 }
 
@@ -88,7 +103,12 @@ static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
     const conv_cfg *c = l->cfg;
     kc_conv2d_desc d = conv_desc(l, a->batch);
     const float *bias = c->use_bias ? l->w[1].data : NULL; /* (F) */
-    KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
+    if (c->groups == 1)
+        KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
+    else if (c->groups == c->c)
+        KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y));
+    else
+        KC_TRY(a->be->grouped_conv_forward(a->be, &d, c->groups, a->x[0], l->w[0].data, bias, a->y));
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
     if (l->defer_act || d.relu) return KC_STATUS_OK; /* the loss takes the logits; or done in the convolution */
     return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->filters);
@@ -100,20 +120,27 @@ static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
     if (!l->defer_act)
         KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->filters));
-    if (l->w[0].grad)
-        KC_TRY(a->be->conv2d_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad,
-                                             c->use_bias ? l->w[1].grad : NULL, a->ws, a->ws_bytes));
-    else if (c->use_bias && l->w[1].grad)
-        KC_TRY(a->be->bias_grad(a->be, a->dy, l->w[1].grad, n / c->filters, c->filters));
-    if (a->dx[0]) KC_TRY(a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes));
-    return KC_STATUS_OK;
+    float *db = c->use_bias ? l->w[1].grad : NULL;
+    if (l->w[0].grad && c->groups == 1)
+        KC_TRY(a->be->conv2d_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db, a->ws, a->ws_bytes));
+    else if (l->w[0].grad && c->groups == c->c)
+        KC_TRY(a->be->depthwise_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db));
+    else if (l->w[0].grad)
+        KC_TRY(a->be->grouped_conv_backward_filter(a->be, &d, c->groups, a->x[0], a->dy, l->w[0].grad, db));
+    else if (db)
+        KC_TRY(a->be->bias_grad(a->be, a->dy, db, n / c->filters, c->filters));
+    if (!a->dx[0]) return KC_STATUS_OK;
+    if (c->groups == 1)
+        return a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes);
+    if (c->groups == c->c) return a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0]);
+    return a->be->grouped_conv_backward_data(a->be, &d, c->groups, a->dy, l->w[0].data, a->dx[0]);
 }
 
 static kc_act_params conv_activation(const kc_layer *l) { return ((const conv_cfg *)l->cfg)->act; }
 
 static int64_t conv_flops(const kc_layer *l) {
     const conv_cfg *c = l->cfg;
-    return 2 * (int64_t)c->oh * c->ow * c->filters * c->kh * c->kw * c->c;
+    return 2 * (int64_t)c->oh * c->ow * c->filters * c->kh * c->kw * (c->c / c->groups);
 }
 
 /* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
@@ -125,7 +152,7 @@ static const kc__field k_keras_keys[] = {
     {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
     KC_KEY_CHANNELS_LAST(KC_F_W),
     {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
-    KC_KEY_FIXED("groups", "1", KC_F_W),
+    {"groups", KC_F_INT, KC_F_W, O(groups), NULL, 0},
     KC_WEIGHTED_KEYS_HEAD(kc_conv2d_opts),
     KC_KEY_NULL("activity_regularizer", KC_F_W),
     KC_WEIGHTED_KEYS_TAIL,
@@ -140,7 +167,8 @@ const kc_layer_ops kc__conv2d_ops = {
     .opts_size = sizeof(kc_conv2d_opts),
     .min_inputs = 1,
     .max_inputs = 1,
-    .backend_ops = KC_OP_BIT(KC_OP_CONV2D) | KC_OP_BIT(KC_OP_ACTIVATION) | KC_OP_BIT(KC_OP_GEMM),
+    .backend_ops = KC_OP_BIT(KC_OP_CONV2D) | KC_OP_BIT(KC_OP_ACTIVATION) | KC_OP_BIT(KC_OP_GEMM) |
+                   KC_OP_BIT(KC_OP_DEPTHWISE) | KC_OP_BIT(KC_OP_GROUPED_CONV),
     .backend_desc = conv_backend_desc,
     .init = conv_init,
     .get_opts = conv_get_opts,

@@ -39,6 +39,8 @@ typedef enum kc__field_kind {
     /* augment block */
     KC_F_FACTOR,      /* kc_factor: null, a number or [lower, upper] */
     KC_F_FLOAT_PAIR,  /* float[2]: [a, b]; `lit` (JSON) written for (0, 0) */
+    /* convolutions */
+    KC_F_OPT_INT2,    /* kc_opt_int2: null (set 0), or n / [a, b] >= 0 (set 1) */
     KC_F__END,        /* one past the last kind (keep last) */
 } kc__field_kind;
 

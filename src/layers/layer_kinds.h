@@ -61,6 +61,9 @@
     X(center_crop, kc_crop_opts)                       \
     X(random_contrast, kc_random_color_opts)           \
     X(random_brightness, kc_random_color_opts)         \
-    X(resizing, kc_resizing_opts)
+    X(resizing, kc_resizing_opts)                      \
+    /* convolutions */                                 \
+    X(separable_conv2d, kc_separable_conv2d_opts)      \
+    X(conv2d_transpose, kc_conv2d_transpose_opts)
 
 #endif /* KC_LAYER_KINDS_H */

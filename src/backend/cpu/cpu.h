@@ -121,6 +121,15 @@ kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d
 kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                            float *dw, void *ws, size_t ws_bytes);
 
+/* The kernel taps [*a, *b) of a direct convolution (depthwise, grouped) that land inside an
+ * input of length `in` for output position o. */
+static inline void kc__cpu_tap_range(int o, int stride, int pad, int dil, int k, int in, int *a, int *b) {
+    int base = o * stride - pad, lo = 0, hi = k;
+    while (lo < k && base + lo * dil < 0) lo++;
+    while (hi > lo && base + (hi - 1) * dil >= in) hi--;
+    *a = lo, *b = hi;
+}
+
 /* ---- cpu_depthwise.c */
 kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
                                     const float *b, float *y);
@@ -138,6 +147,14 @@ kc_status kc__cpu_scalar_forward(kc_backend *be, kc_binop op, const float *x, fl
                                  int64_t n);
 kc_status kc__cpu_scalar_backward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
                                   const float *dy, float *dx, int64_t n);
+
+/* ---- cpu_conv_grouped.c (Conv2D with groups) */
+kc_status kc__cpu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                       const float *w, const float *b, float *y);
+kc_status kc__cpu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                             const float *w, float *dx);
+kc_status kc__cpu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                               const float *dy, float *dw, float *db);
 
 /* ---- cpu_pool.c */
 kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,

@@ -45,27 +45,18 @@ static inline void tap_fma(float *restrict acc, const float *restrict xp, const 
         for (int j = 0; j < m; j++, k++) acc[k] += xp[c] * wp[k];
 }
 
-/* The kernel rows [*r0, *r1) whose taps land inside the input for output row oy. */
-static void tap_range(int o, int stride, int pad, int dil, int k, int in, int *r0, int *r1) {
-    int base = o * stride - pad;
-    int a = 0, b = k;
-    while (a < k && base + a * dil < 0) a++;
-    while (b > a && base + (b - 1) * dil >= in) b--;
-    *r0 = a, *r1 = b;
-}
-
 static void dw_forward_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *yr,
                            int n, int oy) {
     const int f = d->f, m = d->f / d->c;
     int r0, r1;
-    tap_range(oy, d->sh, d->pad_top, d->dh, d->kh, d->h, &r0, &r1);
+    kc__cpu_tap_range(oy, d->sh, d->pad_top, d->dh, d->kh, d->h, &r0, &r1);
     const float *xi = x + (size_t)n * d->h * d->w * d->c;
     for (int ox = 0; ox < d->ow; ox++) {
         float *acc = yr + (size_t)ox * f;
         if (b) memcpy(acc, b, (size_t)f * sizeof(float));
         else memset(acc, 0, (size_t)f * sizeof(float));
         int s0, s1;
-        tap_range(ox, d->sw, d->pad_left, d->dw, d->kw, d->w, &s0, &s1);
+        kc__cpu_tap_range(ox, d->sw, d->pad_left, d->dw, d->kw, d->w, &s0, &s1);
         for (int r = r0; r < r1; r++) {
             const float *xrow = xi + (size_t)(oy * d->sh - d->pad_top + r * d->dh) * d->w * d->c;
             for (int s = s0; s < s1; s++) {
@@ -153,12 +144,12 @@ static void dw_filter_block(const kc_conv2d_desc *d, const float *x, const float
         memset(bacc, 0, (size_t)nb * sizeof(float));
         for (int oy = 0; oy < d->oh; oy++) {
             int r0, r1;
-            tap_range(oy, d->sh, d->pad_top, d->dh, d->kh, d->h, &r0, &r1);
+            kc__cpu_tap_range(oy, d->sh, d->pad_top, d->dh, d->kh, d->h, &r0, &r1);
             for (int ox = 0; ox < d->ow; ox++) {
                 const float *g = dyi + ((size_t)oy * d->ow + ox) * f + k0;
                 for (int k = 0; k < nb; k++) bacc[k] += g[k];
                 int s0, s1;
-                tap_range(ox, d->sw, d->pad_left, d->dw, d->kw, d->w, &s0, &s1);
+                kc__cpu_tap_range(ox, d->sw, d->pad_left, d->dw, d->kw, d->w, &s0, &s1);
                 for (int r = r0; r < r1; r++) {
                     const float *xrow = xi + (size_t)(oy * d->sh - d->pad_top + r * d->dh) * d->w * d->c;
                     for (int s = s0; s < s1; s++) {

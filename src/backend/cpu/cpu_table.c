@@ -14,6 +14,7 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
         [KC_OP_NORM] = "cpu group/layer norm", [KC_OP_RESAMPLE] = "cpu upsampling and permute",
         [KC_OP_BROADCAST] = "cpu broadcasting elementwise",
         [KC_OP_SAMPLE2D] = "cpu image resampling", [KC_OP_COLOR2D] = "cpu image colour",
+        [KC_OP_GROUPED_CONV] = "cpu direct grouped conv",
     };
     if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
     buf[0] = '\0';
@@ -90,4 +91,8 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->sample2d_backward = kc__cpu_sample2d_backward;
     be->color2d_forward = kc__cpu_color2d_forward;
     be->color2d_backward = kc__cpu_color2d_backward;
+
+    be->grouped_conv_forward = kc__cpu_grouped_conv_forward;
+    be->grouped_conv_backward_data = kc__cpu_grouped_conv_backward_data;
+    be->grouped_conv_backward_filter = kc__cpu_grouped_conv_backward_filter;
 }

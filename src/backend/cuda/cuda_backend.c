@@ -555,6 +555,10 @@ static void set_ops(kc_backend *be) {
     be->sample2d_backward = kc__cu_sample2d_backward;
     be->color2d_forward = kc__cu_color2d_forward;
     be->color2d_backward = kc__cu_color2d_backward;
+    /* convolutions */
+    be->grouped_conv_forward = kc__cu_grouped_conv_forward;
+    be->grouped_conv_backward_data = kc__cu_grouped_conv_backward_data;
+    be->grouped_conv_backward_filter = kc__cu_grouped_conv_backward_filter;
 
     be->memory_stats = kc__cu_memory_stats;
     be->reset_peak = kc__cu_reset_peak;

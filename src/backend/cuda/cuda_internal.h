@@ -297,5 +297,12 @@ kc_status kc__cu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, const
                                  float *y);
 kc_status kc__cu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
                                   const float *dy, float *dx);
+/* ---- cuda_conv_grouped.c */
+kc_status kc__cu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                      const float *w, const float *b, float *y);
+kc_status kc__cu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                            const float *w, float *dx);
+kc_status kc__cu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                              const float *dy, float *dw, float *db);
 
 #endif /* KC_CUDA_INTERNAL_H */

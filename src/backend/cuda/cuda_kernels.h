@@ -129,7 +129,8 @@ cudaError_t kc__k_count_correct(const kc_cu_launch *L, const float *pred, const 
 size_t kc__k_sum_squares_scratch(int64_t n);
 cudaError_t kc__k_sum_squares(const kc_cu_launch *L, const float *x, int64_t n, float *out, void *scratch);
 
-/* ---- kernels_dw.cu: depthwise convolution (see cpu_depthwise.c; b and db may be NULL) */
+/* ---- kernels_dw.cu: depthwise convolution (see cpu_depthwise.c; b and db may be NULL):
+ * the grouped kernels below with C groups */
 cudaError_t kc__k_dw_forward(const kc_cu_launch *L, const kc_conv2d_desc *d, const float *x, const float *w,
                              const float *b, float *y);
 cudaError_t kc__k_dw_backward_data(const kc_cu_launch *L, const kc_conv2d_desc *d, const float *dy, const float *w,
@@ -173,6 +174,13 @@ cudaError_t kc__k_color2d_forward(const kc_cu_launch *L, const kc_color2d_desc *
                                   const float *x, float *y);
 cudaError_t kc__k_color2d_backward(const kc_cu_launch *L, const kc_color2d_desc *d, const float *params,
                                    const float *y, const float *dy, float *dx);
+/* ---- kernels_grouped.cu: grouped convolution (see cpu_conv_grouped.c; b and db may be NULL) */
+cudaError_t kc__k_gc_forward(const kc_cu_launch *L, const kc_conv2d_desc *d, int groups, const float *x,
+                             const float *w, const float *b, float *y);
+cudaError_t kc__k_gc_backward_data(const kc_cu_launch *L, const kc_conv2d_desc *d, int groups, const float *dy,
+                                   const float *w, float *dx);
+cudaError_t kc__k_gc_backward_filter(const kc_cu_launch *L, const kc_conv2d_desc *d, int groups, const float *x,
+                                     const float *dy, float *dw, float *db);
 
 #ifdef __cplusplus
 }
