@@ -141,3 +141,159 @@ kc_status kc__dist_any(const kc_collective *c, bool *flag) {
     *flag = v > 0;
     return KC_STATUS_OK;
 }
+
+/* ---- the gradients' all-reduce in buckets, overlapped with the backward pass.
+ * The gradient slab holds the trainable weights in layer order, so the backward pass
+ * (last layer first) finishes it from the top down: a bucket is the slab range of
+ * consecutive layers, cut where it reaches bucket_bytes, and it starts (iallreduce)
+ * once the lowest of its layers has run its backward. The buckets depend only on the
+ * model, so every rank starts the same ones in the same order. */
+typedef struct kc__dist_ov {
+    const kc_collective *c;
+    int n;              /* buckets */
+    int64_t *lo, *hi;   /* bucket b: the slab's [lo, hi) floats */
+    int *first_layer;   /* it starts after this layer's backward */
+    int *req;
+    double *t_start;
+    bool *done;
+    int started, finished;
+    float *buf;         /* where the sum happens: the slab itself (cpu) or its host copy */
+    bool staged;        /* a device backend: each bucket is copied to the host first */
+    int64_t bucket_bytes;
+} kc__dist_ov;
+
+void kc__dist_ov_free(kc__dist_ov *o) {
+    if (!o) return;
+    free(o->lo);
+    free(o->hi);
+    free(o->first_layer);
+    free(o->req);
+    free(o->t_start);
+    free(o->done);
+    free(o);
+}
+
+/* The first trainable weight's slab offset per layer (-1: none). */
+static int64_t layer_lo(const kc_model *m, int i) {
+    for (int k = 0; k < m->layers[i]->n_weights; k++)
+        if (m->layers[i]->w[k].trainable) return m->layers[i]->w[k].grad - m->grads;
+    return -1;
+}
+
+static kc_status ov_plan(kc_model *m, const kc_collective *c, int64_t bucket_bytes, kc__dist_ov **out) {
+    kc__dist_ov *o = kc__calloc(1, sizeof *o, "the gradient buckets");
+    if (!o) return KC_STATUS_OUT_OF_MEMORY;
+    size_t n = (size_t)KC_MAX(m->n_layers, 1);
+    o->lo = kc__calloc(n, sizeof *o->lo, "the gradient buckets");
+    o->hi = kc__calloc(n, sizeof *o->hi, "the gradient buckets");
+    o->first_layer = kc__calloc(n, sizeof *o->first_layer, "the gradient buckets");
+    o->req = kc__calloc(n, sizeof *o->req, "the gradient buckets");
+    o->t_start = kc__calloc(n, sizeof *o->t_start, "the gradient buckets");
+    o->done = kc__calloc(n, sizeof *o->done, "the gradient buckets");
+    if (!o->lo || !o->hi || !o->first_layer || !o->req || !o->t_start || !o->done) {
+        kc__dist_ov_free(o);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    o->c = c;
+    o->bucket_bytes = bucket_bytes;
+    int64_t hi = m->n_trainable;
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        int64_t lo = layer_lo(m, i);
+        if (lo < 0) continue;
+        if (o->n > 0 && (o->hi[o->n - 1] - o->lo[o->n - 1]) * (int64_t)sizeof(float) < bucket_bytes) {
+            /* the open bucket is not full yet: it grows down to this layer */
+            o->lo[o->n - 1] = lo;
+            o->first_layer[o->n - 1] = i;
+        } else {
+            o->lo[o->n] = lo;
+            o->hi[o->n] = o->n ? o->lo[o->n - 1] : hi;
+            o->first_layer[o->n++] = i;
+        }
+    }
+    *out = o;
+    return KC_STATUS_OK;
+}
+
+/* Start the buckets whose layers have all run their backward (every layer from j up),
+ * then let the started ones progress. */
+static kc_status ov_progress(kc_model *m, kc__dist_ov *o, int j) {
+    const kc_collective *c = o->c;
+    while (o->started < o->n && o->first_layer[o->started] >= j) {
+        int b = o->started;
+        float *p = o->buf + o->lo[b];
+        size_t bytes = (size_t)(o->hi[b] - o->lo[b]) * sizeof(float);
+        if (o->staged) KC_TRY(m->be->to_host(m->be, p, m->grads + o->lo[b], bytes));
+        o->t_start[b] = kc__trace_t0(m);
+        kc_status s = c->iallreduce_sum_f32(c->ctx, p, o->hi[b] - o->lo[b], &o->req[b]);
+        if (s != KC_STATUS_OK) return coll_fail(c, s, "starting a bucket of the gradients' all-reduce");
+        o->started++;
+    }
+    for (int b = o->finished; b < o->started; b++) {
+        if (o->done[b]) continue;
+        int done = 0;
+        kc_status s = c->test(c->ctx, o->req[b], &done);
+        if (s != KC_STATUS_OK) return coll_fail(c, s, "the all-reduce of a bucket of the gradients");
+        if (!done) continue;
+        o->done[b] = true;
+        kc__trace_span(m, "all-reduce bucket", "collective", o->t_start[b]);
+    }
+    while (o->finished < o->started && o->done[o->finished]) o->finished++;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__dist_overlap_begin(kc_model *m, const kc_collective *c, int64_t bucket_bytes) {
+    if (!kc__dist_on(c) || !c->iallreduce_sum_f32 || !c->test || !c->wait || m->n_trainable == 0)
+        return KC_STATUS_OK;
+    if (bucket_bytes <= 0) bucket_bytes = (int64_t)4 << 20;
+    kc__dist_ov *o = m->dist_ov;
+    if (o && (o->c != c || o->bucket_bytes != bucket_bytes)) {
+        kc__dist_ov_free(o);
+        m->dist_ov = o = NULL;
+    }
+    if (!o) KC_TRY(ov_plan(m, c, bucket_bytes, &m->dist_ov));
+    o = m->dist_ov;
+    o->staged = strcmp(m->be->name, "cpu") != 0; /* a device's memory: through the host */
+    if (o->staged && !m->dist_host &&
+        !(m->dist_host = kc__calloc((size_t)m->n_trainable, sizeof(float), "the gradients to all-reduce")))
+        return KC_STATUS_OUT_OF_MEMORY;
+    o->buf = o->staged ? m->dist_host : m->grads;
+    o->started = o->finished = 0;
+    memset(o->done, 0, (size_t)o->n * sizeof *o->done);
+    m->dist_active = true;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__dist_overlap_layer(kc_model *m, int j) {
+    if (!m->dist_active) return KC_STATUS_OK;
+    if (m->dist_ov->staged) KC_TRY(m->be->sync(m->be)); /* the layer's gradients are written */
+    return ov_progress(m, m->dist_ov, j);
+}
+
+kc_status kc__dist_overlap_finish(kc_model *m, bool *used) {
+    *used = m->dist_active;
+    if (!m->dist_active) return KC_STATUS_OK;
+    m->dist_active = false;
+    kc__dist_ov *o = m->dist_ov;
+    const kc_collective *c = o->c;
+    kc_status s = o->staged ? m->be->sync(m->be) : KC_STATUS_OK;
+    if (s == KC_STATUS_OK) s = ov_progress(m, o, 0); /* every layer is done: the rest start */
+    double tw = kc__trace_t0(m);
+    for (int b = 0; b < o->started && s == KC_STATUS_OK; b++) {
+        if (o->done[b]) continue;
+        if ((s = c->wait(c->ctx, o->req[b])) != KC_STATUS_OK) s = coll_fail(c, s, "the all-reduce of the gradients");
+        else kc__trace_span(m, "all-reduce bucket", "collective", o->t_start[b]);
+    }
+    kc__trace_span(m, "wait for all-reduce", "collective", tw);
+    if (s != KC_STATUS_OK) return s;
+    float inv = 1.0f / (float)c->size;
+    for (int64_t i = 0; i < m->n_trainable; i++) o->buf[i] *= inv;
+    if (o->staged) s = m->be->to_device(m->be, m->grads, o->buf, (size_t)m->n_trainable * sizeof(float));
+    return s;
+}
+
+void kc__dist_doing(const kc_collective *c, const char *what, int epoch, int64_t step) {
+    if (!kc__dist_on(c) || !c->doing) return;
+    char s[96];
+    snprintf(s, sizeof s, "%s, epoch %d step %lld", what, epoch + 1, (long long)step + 1);
+    c->doing(c->ctx, s);
+}

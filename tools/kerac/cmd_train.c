@@ -518,6 +518,8 @@ static void fit_opts(const train_run *r, kc_fit_opts *fo) {
     if (t->no_oom_recovery) fo->oom_recovery = KC_FALSE;
     fo->collective = cli_dist_collective(&t->dist);
     fo->drop_remainder = t->dist.drop_remainder ? KC_TRUE : KC_DEFAULT;
+    fo->bucket_bytes = (int64_t)(t->dist.bucket_mb * 1048576.0);
+    fo->sync_batchnorm = t->dist.sync_batchnorm ? KC_TRUE : KC_DEFAULT;
 }
 
 /* Why training ended before its last epoch, if it did. */
