@@ -58,8 +58,9 @@ static const char *peer_state(const cli_dist *d, int r, char *buf, size_t n) {
 static void expire(cli_watch *w, double waited) {
     cli_dist *d = w->d;
     char msg[2048];
-    int o = snprintf(msg, sizeof msg, "kerac: rank %d of %d: no answer from the other ranks within %.0f s "
-                     "(--collective-timeout) in %s while %s:", d->rank, d->size, waited, w->call,
+    int o = snprintf(msg, sizeof msg, "kerac: rank %d of %d: no answer from the other ranks within %g s "
+                     "(--collective-timeout; waited %.1f s) in %s while %s:", d->rank, d->size, d->timeout, waited,
+                     w->call,
                      *w->doing ? w->doing : "starting");
     for (int r = 0; r < d->size && o < (int)sizeof msg - 200; r++) {
         if (r == d->rank) continue;
