@@ -44,6 +44,45 @@ static kc_status model_hash(kc_model *m, uint64_t *out) {
     return KC_STATUS_OK;
 }
 
+/* GPU ranks: the gradients summed by the backend's device collective (NCCL) rather than
+ * through the host. Every rank checks that it can; when one cannot (no NCCL), all go
+ * through the host and the caller's collective, with a warning naming the rank and why.
+ * Rank 0's communicator id reaches the others over the caller's collective. */
+typedef struct dev_id {
+    int32_t ok;
+    char id[128];
+    char why[400];
+} dev_id;
+
+static kc_status device_coll_start(kc_model *m, const kc_collective *c) {
+    kc_backend *be = m->be;
+    m->dist_device = false;
+    if (!be->coll_unique_id || !be->coll_init || !be->coll_allreduce_sum || !be->coll_join) return KC_STATUS_OK;
+    dev_id me = {0};
+    kc_status s = be->coll_unique_id(be, c->rank == 0 ? me.id : NULL, sizeof me.id);
+    me.ok = s == KC_STATUS_OK;
+    if (!me.ok) snprintf(me.why, sizeof me.why, "%s", kc_last_error());
+    dev_id *all = kc__calloc((size_t)c->size, sizeof *all, "the ranks' communicator ids");
+    if (!all) return KC_STATUS_OUT_OF_MEMORY;
+    s = c->allgather(c->ctx, &me, all, sizeof me);
+    if (s != KC_STATUS_OK) s = coll_fail(c, s, "exchanging the device communicator's id");
+    int bad = -1;
+    for (int r = 0; r < c->size && s == KC_STATUS_OK && bad < 0; r++)
+        if (!all[r].ok) bad = r;
+    if (s == KC_STATUS_OK && bad >= 0)
+        kc__log_always(KC_LOG_WARNING, "rank %d cannot sum the gradients on the %s device (%s); all ranks send them "
+                       "through the host instead (slower)", bad, be->name, all[bad].why);
+    else if (s == KC_STATUS_OK && (s = be->coll_init(be, all[0].id, sizeof all[0].id, c->size, c->rank)) ==
+                                      KC_STATUS_OK) {
+        m->dist_device = true;
+        if (c->rank == 0 && be->coll_describe)
+            kc__log_always(KC_LOG_INFO, "the gradients are summed on the devices: %s", be->coll_describe(be));
+    } else if (s != KC_STATUS_OK && bad < 0)
+        s = kc__wrap(s, "rank %d of %d: joining the device communicator: ", c->rank, c->size);
+    free(all);
+    return s;
+}
+
 typedef struct rank_id {
     char version[24];
     uint64_t model;
@@ -86,7 +125,7 @@ kc_status kc__dist_begin(kc_model *m, const kc_collective *c, int64_t n_examples
         s = coll_fail(c, s, "broadcasting rank 0's initial weights");
     if (s == KC_STATUS_OK) s = m->be->to_device(m->be, m->params, w, bytes);
     free(w);
-    return s;
+    return s == KC_STATUS_OK ? device_coll_start(m, c) : s;
 }
 
 kc_status kc__dist_geometry(const kc_collective *c, int64_t n, int batch_size, bool drop_remainder,
@@ -116,6 +155,11 @@ void kc__dist_slice(const kc_collective *c, const int64_t *order, int64_t n, int
 
 kc_status kc__dist_average_grads(kc_model *m, const kc_collective *c, float *grads) {
     if (!kc__dist_on(c) || m->n_trainable == 0) return KC_STATUS_OK;
+    if (m->dist_device) { /* on the devices, one all-reduce of the whole slab */
+        KC_TRY(m->be->coll_allreduce_sum(m->be, grads, m->n_trainable));
+        KC_TRY(m->be->coll_join(m->be));
+        return m->be->scale(m->be, grads, 1.0f / (float)c->size, m->n_trainable);
+    }
     size_t bytes = (size_t)m->n_trainable * sizeof(float);
     if (!m->dist_host && !(m->dist_host = kc__calloc(1, bytes, "the gradients to all-reduce")))
         return KC_STATUS_OUT_OF_MEMORY; /* once per model: not on every step */
@@ -159,6 +203,7 @@ typedef struct kc__dist_ov {
     int started, finished;
     float *buf;         /* where the sum happens: the slab itself (cpu) or its host copy */
     bool staged;        /* a device backend: each bucket is copied to the host first */
+    bool device;        /* the backend's collective (NCCL) sums the buckets in device memory */
     int64_t bucket_bytes;
 } kc__dist_ov;
 
@@ -222,6 +267,14 @@ static kc_status ov_progress(kc_model *m, kc__dist_ov *o, int j) {
         int b = o->started;
         float *p = o->buf + o->lo[b];
         size_t bytes = (size_t)(o->hi[b] - o->lo[b]) * sizeof(float);
+        if (o->device) { /* enqueued on the collective's stream; done at the join */
+            double t = kc__trace_t0(m);
+            KC_TRY(m->be->coll_allreduce_sum(m->be, m->grads + o->lo[b], o->hi[b] - o->lo[b]));
+            kc__trace_span(m, "all-reduce bucket", "collective", t);
+            o->done[b] = true;
+            o->started++;
+            continue;
+        }
         if (o->staged) KC_TRY(m->be->to_host(m->be, p, m->grads + o->lo[b], bytes));
         o->t_start[b] = kc__trace_t0(m);
         kc_status s = c->iallreduce_sum_f32(c->ctx, p, o->hi[b] - o->lo[b], &o->req[b]);
@@ -242,7 +295,8 @@ static kc_status ov_progress(kc_model *m, kc__dist_ov *o, int j) {
 }
 
 kc_status kc__dist_overlap_begin(kc_model *m, const kc_collective *c, int64_t bucket_bytes) {
-    if (!kc__dist_on(c) || !c->iallreduce_sum_f32 || !c->test || !c->wait || m->n_trainable == 0)
+    if (!kc__dist_on(c) || m->n_trainable == 0 || (!m->dist_device && (!c->iallreduce_sum_f32 || !c->test ||
+                                                                        !c->wait)))
         return KC_STATUS_OK;
     if (bucket_bytes <= 0) bucket_bytes = (int64_t)4 << 20;
     kc__dist_ov *o = m->dist_ov;
@@ -252,7 +306,8 @@ kc_status kc__dist_overlap_begin(kc_model *m, const kc_collective *c, int64_t bu
     }
     if (!o) KC_TRY(ov_plan(m, c, bucket_bytes, &m->dist_ov));
     o = m->dist_ov;
-    o->staged = strcmp(m->be->name, "cpu") != 0; /* a device's memory: through the host */
+    o->device = m->dist_device;
+    o->staged = !o->device && strcmp(m->be->name, "cpu") != 0; /* a device's memory: through the host */
     if (o->staged && !m->dist_host &&
         !(m->dist_host = kc__calloc((size_t)m->n_trainable, sizeof(float), "the gradients to all-reduce")))
         return KC_STATUS_OUT_OF_MEMORY;
@@ -265,7 +320,8 @@ kc_status kc__dist_overlap_begin(kc_model *m, const kc_collective *c, int64_t bu
 
 kc_status kc__dist_overlap_layer(kc_model *m, int j) {
     if (!m->dist_active) return KC_STATUS_OK;
-    if (m->dist_ov->staged) KC_TRY(m->be->sync(m->be)); /* the layer's gradients are written */
+    if (m->dist_ov->staged) KC_TRY(m->be->sync(m->be)); /* the layer's gradients are written (NCCL: the
+                                                              collective's stream waits on an event instead) */
     return ov_progress(m, m->dist_ov, j);
 }
 
@@ -277,6 +333,13 @@ kc_status kc__dist_overlap_finish(kc_model *m, bool *used) {
     const kc_collective *c = o->c;
     kc_status s = o->staged ? m->be->sync(m->be) : KC_STATUS_OK;
     if (s == KC_STATUS_OK) s = ov_progress(m, o, 0); /* every layer is done: the rest start */
+    if (s == KC_STATUS_OK && o->device) { /* later work waits for NCCL's stream; the mean on the device */
+        double t = kc__trace_t0(m);
+        s = m->be->coll_join(m->be);
+        if (s == KC_STATUS_OK) s = m->be->scale(m->be, m->grads, 1.0f / (float)c->size, m->n_trainable);
+        kc__trace_span(m, "wait for all-reduce", "collective", t);
+        return s;
+    }
     double tw = kc__trace_t0(m);
     for (int b = 0; b < o->started && s == KC_STATUS_OK; b++) {
         if (o->done[b]) continue;
