@@ -343,6 +343,9 @@ int cli_dist_start(cli_dist *d);
 /* The default number of threads per rank; the collective for kc_fit (NULL: one process). */
 int cli_dist_threads(const cli_dist *d);
 const kc_collective *cli_dist_collective(const cli_dist *d);
+/* GPU ranks: device "cuda" ("gpu") or "auto" becomes cuda:<local rank mod the GPUs NVML sees>
+ * (the local rank from OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...); else device. */
+const char *cli_dist_device(const cli_dist *d, const char *device, char *buf, size_t n);
 /* Finalize MPI (or, when rc is not 0, abort every rank); returns rc. */
 int cli_dist_end(cli_dist *d, int rc);
 /* The watchdog (dist_watch.c): a thread that ends this process, naming the ranks that did

@@ -335,6 +335,7 @@ typedef struct train_run {
     cli_output mode;
     double split;                              /* validation split */
     bool rank0;                                /* data-parallel: rank 0 alone writes and prints */
+    char rank_device[16];                      /* data-parallel: this rank's GPU (cuda:<local rank>) */
     cli_observe obs;
 } train_run;
 
@@ -409,6 +410,7 @@ static int open_model(train_run *r) {
     train_args *t = r->t;
     int rc = cli_device_resolve(&t->dev, &r->dev);
     if (rc) return rc;
+    r->dev.device = cli_dist_device(&t->dist, r->dev.device, r->rank_device, sizeof r->rank_device);
     if (t->has_memory_limit) r->dev.memory_limit = t->memory_limit;
     r->model_file = t->init_from ? t->init_from : t->model_path;
     kc_status s;

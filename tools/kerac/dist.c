@@ -255,6 +255,29 @@ int cli_dist_threads(const cli_dist *d) {
     return cores > local ? (int)(cores / local) : 1;
 }
 
+/* This rank's index among the ranks on its machine (-1: not said by the launcher). */
+static int local_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        long v;
+        const char *e = getenv(vars[i]);
+        if (e && !cli_parse_long(e, 0, INT_MAX, &v)) return (int)v;
+    }
+    return -1;
+}
+
+const char *cli_dist_device(const cli_dist *d, const char *device, char *buf, size_t n) {
+    int local = local_rank();
+    if (d->size <= 1 || local < 0 || !device || (strcmp(device, "cuda") && strcmp(device, "gpu") && strcmp(device, "auto")))
+        return device; /* one process, or a device given by number: as asked */
+    kc_gpu_reading g[64];
+    int count = 0;
+    if (kc_gpu_readings(g, 64, &count) != KC_STATUS_OK || count <= 0)
+        return device; /* no GPU that NVML sees: auto goes to the CPU, cuda fails with the reason */
+    snprintf(buf, n, "cuda:%d", local % count);
+    return buf;
+}
+
 const kc_collective *cli_dist_collective(const cli_dist *d) { return d->size > 1 ? &d->coll : NULL; }
 
 int cli_dist_end(cli_dist *d, int rc) {
