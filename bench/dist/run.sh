@@ -6,7 +6,8 @@
 # ROUNDS rounds (default 3). Each run trains 2 epochs; its speed is epoch 2's images/s
 # (--json), and rank 0 traces steps 3..12 of epoch 1 (--profile): the step's median time,
 # the median of "wait for all-reduce" (the all-reduce time not hidden behind backward) and
-# of the buckets' own spans (start to finish, overlapped or not) per step.
+# of the buckets' own spans (start to finish, overlapped or not) per step; then the
+# all-reduce alone (allreduce.c: MPI_Allreduce of A's and B's gradient sizes).
 # Usage: bench/dist/run.sh [PATH/TO/kerac]  (prints a Markdown table and the medians)
 set -u
 K=${1:-build/kerac}
@@ -80,6 +81,12 @@ for r in $(seq "$ROUNDS"); do
         for form in 1x2 2x1; do run "$w" "$form" "$r" || exit 1; done
     done
 done
+# the all-reduce alone, for the sizes of A's and B's gradients
+if mpicc -O2 "$(dirname "$0")/allreduce.c" -o "$T/allreduce" 2>"$T/mpicc.err"; then
+    "${MPI[@]}" -np 2 "$T/allreduce"
+else
+    echo "mpicc failed: $(cat "$T/mpicc.err")"
+fi
 echo "| workload | form | epoch-2 img/s | step ms (median) | wait for all-reduce ms | buckets ms (overlapped) | load before |"
 echo "|---|---|---|---|---|---|---|"
 awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s |\n", toupper($1), $2, $3, $4, $5, $6, $7}' "$T/rows.tsv"

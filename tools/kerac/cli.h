@@ -311,7 +311,7 @@ typedef struct cli_dist {
     bool mpi;            /* MPI initialised */
     int rank, size;      /* size 0: not launched by MPI */
     bool drop_remainder; /* --drop-remainder */
-    bool deterministic;  /* --deterministic: sums in rank order, whatever MPI's algorithm */
+    bool deterministic;  /* the device option --deterministic (KERAC_DETERMINISTIC): sums in rank order */
     bool sync_batchnorm; /* --sync-batchnorm */
     double bucket_mb;    /* --bucket-size (MiB; 0: the library's default) */
     double timeout;      /* --collective-timeout seconds (default 300) */
@@ -330,11 +330,11 @@ typedef struct cli_dist {
     "                          over the ranks (default: pad with the epoch order's start)\n" \
     "  --sync-batchnorm        under mpirun/srun: BatchNormalization statistics over all\n" \
     "                          ranks' batches (default: each rank's own, as Keras)\n" \
-    "  --deterministic         under mpirun/srun: sum the ranks' gradients in rank order\n" \
-    "                          (bit-identical repeated runs, independent of MPI's algorithm)\n" \
     "  --bucket-size MIB       under mpirun/srun: gradient all-reduce bucket (default 4)\n" \
     "  --collective-timeout S  under mpirun/srun: stop when another rank does not answer\n" \
-    "                          within S seconds (default 300), naming it\n"
+    "                          within S seconds (default 300), naming it\n" \
+    "                          (--deterministic under mpirun/srun also sums the ranks'\n" \
+    "                          gradients in rank order, whatever MPI's algorithm and buckets)\n"
 /* --drop-remainder, ...: 0 taken, -1 not this option, else an exit code. */
 int cli_dist_option(cli_args *a, cli_dist *d);
 /* Detect a launch with several ranks and initialise MPI; rank > 0's stdout is silenced.

@@ -411,6 +411,7 @@ static int open_model(train_run *r) {
     int rc = cli_device_resolve(&t->dev, &r->dev);
     if (rc) return rc;
     r->dev.device = cli_dist_device(&t->dist, r->dev.device, r->rank_device, sizeof r->rank_device);
+    t->dist.deterministic = r->dev.deterministic == KC_TRUE; /* the ranks' sums too */
     if (t->has_memory_limit) r->dev.memory_limit = t->memory_limit;
     r->model_file = t->init_from ? t->init_from : t->model_path;
     kc_status s;

@@ -35,7 +35,6 @@ static int launched_size(void) {
 
 int cli_dist_option(cli_args *a, cli_dist *d) {
     bool *flag = cli_is(a, "--drop-remainder") ? &d->drop_remainder
-                 : cli_is(a, "--deterministic") ? &d->deterministic
                  : cli_is(a, "--sync-batchnorm") ? &d->sync_batchnorm : NULL;
     if (flag) {
         int rc = cli_flag(a);
