@@ -201,6 +201,7 @@ typedef struct kc__dist_ov {
     double *t_start;
     bool *done;
     int started, finished;
+    float *grads;       /* the slab summed: m->grads, or the accumulated one (m->accum) */
     float *buf;         /* where the sum happens: the slab itself (cpu) or its host copy */
     bool staged;        /* a device backend: each bucket is copied to the host first */
     bool device;        /* the backend's collective (NCCL) sums the buckets in device memory */
@@ -269,13 +270,13 @@ static kc_status ov_progress(kc_model *m, kc__dist_ov *o, int j) {
         size_t bytes = (size_t)(o->hi[b] - o->lo[b]) * sizeof(float);
         if (o->device) { /* enqueued on the collective's stream; done at the join */
             double t = kc__trace_t0(m);
-            KC_TRY(m->be->coll_allreduce_sum(m->be, m->grads + o->lo[b], o->hi[b] - o->lo[b]));
+            KC_TRY(m->be->coll_allreduce_sum(m->be, o->grads + o->lo[b], o->hi[b] - o->lo[b]));
             kc__trace_span(m, "all-reduce bucket", "collective", t);
             o->done[b] = true;
             o->started++;
             continue;
         }
-        if (o->staged) KC_TRY(m->be->to_host(m->be, p, m->grads + o->lo[b], bytes));
+        if (o->staged) KC_TRY(m->be->to_host(m->be, p, o->grads + o->lo[b], bytes));
         o->t_start[b] = kc__trace_t0(m);
         kc_status s = c->iallreduce_sum_f32(c->ctx, p, o->hi[b] - o->lo[b], &o->req[b]);
         if (s != KC_STATUS_OK) return coll_fail(c, s, "starting a bucket of the gradients' all-reduce");
@@ -294,7 +295,7 @@ static kc_status ov_progress(kc_model *m, kc__dist_ov *o, int j) {
     return KC_STATUS_OK;
 }
 
-kc_status kc__dist_overlap_begin(kc_model *m, const kc_collective *c, int64_t bucket_bytes) {
+kc_status kc__dist_overlap_begin(kc_model *m, const kc_collective *c, int64_t bucket_bytes, float *grads) {
     if (!kc__dist_on(c) || m->n_trainable == 0 || (!m->dist_device && (!c->iallreduce_sum_f32 || !c->test ||
                                                                         !c->wait)))
         return KC_STATUS_OK;
@@ -311,7 +312,8 @@ kc_status kc__dist_overlap_begin(kc_model *m, const kc_collective *c, int64_t bu
     if (o->staged && !m->dist_host &&
         !(m->dist_host = kc__calloc((size_t)m->n_trainable, sizeof(float), "the gradients to all-reduce")))
         return KC_STATUS_OUT_OF_MEMORY;
-    o->buf = o->staged ? m->dist_host : m->grads;
+    o->grads = grads;
+    o->buf = o->staged ? m->dist_host : grads;
     o->started = o->finished = 0;
     memset(o->done, 0, (size_t)o->n * sizeof *o->done);
     m->dist_active = true;
@@ -336,7 +338,7 @@ kc_status kc__dist_overlap_finish(kc_model *m, bool *used) {
     if (s == KC_STATUS_OK && o->device) { /* later work waits for NCCL's stream; the mean on the device */
         double t = kc__trace_t0(m);
         s = m->be->coll_join(m->be);
-        if (s == KC_STATUS_OK) s = m->be->scale(m->be, m->grads, 1.0f / (float)c->size, m->n_trainable);
+        if (s == KC_STATUS_OK) s = m->be->scale(m->be, o->grads, 1.0f / (float)c->size, m->n_trainable);
         kc__trace_span(m, "wait for all-reduce", "collective", t);
         return s;
     }
@@ -350,7 +352,7 @@ kc_status kc__dist_overlap_finish(kc_model *m, bool *used) {
     if (s != KC_STATUS_OK) return s;
     float inv = 1.0f / (float)c->size;
     for (int64_t i = 0; i < m->n_trainable; i++) o->buf[i] *= inv;
-    if (o->staged) s = m->be->to_device(m->be, m->grads, o->buf, (size_t)m->n_trainable * sizeof(float));
+    if (o->staged) s = m->be->to_device(m->be, o->grads, o->buf, (size_t)m->n_trainable * sizeof(float));
     return s;
 }
 

@@ -228,7 +228,7 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
         uint64_t seed = j == 0 ? step_seed : kc__hash64(step_seed ^ (uint64_t)j);
         KC_TRY(kc__feed_select(f, slot, off, rows));
         KC_TRY(kc__model_forward(m, rows, true, seed));
-        if (k == 1) KC_TRY(kc__dist_overlap_begin(m, coll, m->dist_bucket_bytes)); /* buckets during backward */
+        if (k == 1) KC_TRY(kc__dist_overlap_begin(m, coll, m->dist_bucket_bytes, m->grads)); /* during backward */
         kc_status s = kc__model_backward_update(m, rows, n, false);
         m->dist_active = m->dist_active && s == KC_STATUS_OK;
         KC_TRY(s);
@@ -239,6 +239,9 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
         else KC_TRY(m->be->axpy(m->be, m->accum, m->grads, 1.0f, m->n_trainable));
     }
     float *g = k > 1 ? m->accum : m->grads;
+    /* accumulated: the same buckets, after the last micro-batch (every rank makes the same
+     * collective calls whatever its micro-batch, e.g. after an out-of-memory recovery) */
+    if (k > 1) KC_TRY(kc__dist_overlap_begin(m, coll, m->dist_bucket_bytes, m->accum));
     bool overlapped = false;
     KC_TRY(kc__dist_overlap_finish(m, &overlapped));
     if (m->n_trainable > 0 && !overlapped) KC_TRY(kc__dist_average_grads(m, coll, g)); /* the ranks' mean */
@@ -372,6 +375,9 @@ static kc_status fit_options(fit_run *r, const kc_fit_opts *opts) {
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: num_callbacks is %d but callbacks is NULL", o.num_callbacks);
     r->o = o;
     r->recover = kc__bool3(o.oom_recovery, true);
+    /* synchronised BatchNormalization: a micro-batch halved on one rank alone would change
+     * the number of its collective calls, so out-of-memory recovery stays off */
+    if (kc__dist_on(o.collective) && o.sync_batchnorm == KC_TRUE) r->recover = false;
     return KC_STATUS_OK;
 }
 

@@ -6,7 +6,8 @@
 #     process with the same global batch (predictions on a probe within 1e-5) and of the
 #     default bucket (one); its --profile trace has 3 "all-reduce bucket" spans per traced
 #     step, and the first of each step starts before that step's backward pass ends (the
-#     all-reduce runs while backward computes);
+#     all-reduce runs while backward computes); with --grad-accum 2 (the same buckets after
+#     the accumulation) too;
 #  2. --deterministic: two repeated 2-rank runs give bit-identical predictions, within 1e-5
 #     of 1 process; 3 ranks (global batch 30) give bit-identical predictions with a bucket
 #     per layer and with one bucket (the sums are in rank order, whatever MPI does);
@@ -26,6 +27,7 @@ TRAIN=("$K" train "$T/m.json" "${COMMON[@]}" --epochs 2 --batch-size 32)
 mpi_or_skip "$T/big.out" -np 2 "${TRAIN[@]}" --save "$T/big.keras"
 mpi_or_skip "$T/small.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --save "$T/small.keras" \
     --profile "$T/trace.json" --profile-steps 2:4
+mpi_or_skip "$T/accum.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --grad-accum 2 --save "$T/accum.keras"
 mpi_or_skip "$T/det1.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --deterministic --save "$T/det1.keras"
 mpi_or_skip "$T/det2.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --deterministic --save "$T/det2.keras"
 mpi_or_skip "$T/d3a.out" -np 3 "$K" train "$T/m.json" "${COMMON[@]}" --epochs 1 --batch-size 30 --deterministic \
@@ -46,13 +48,13 @@ c2=$(ls "$T"/c2/ckpt-*-e0000-s000005.keras 2>/dev/null | head -1)
 [ -n "$c2" ] || fail "no 2-rank checkpoint at step 5: $(ls "$T/c2")"
 "$K" train --resume "$c2" --data "$DATA" --epochs 2 --threads 1 --quiet --save "$T/r1.keras" >"$T/r1.out" 2>&1 ||
     fail "resume in 1 process: $(cat "$T/r1.out")"
-predict one big small det1 det2 r1 r2 d3a d3b
+predict one big small accum det1 det2 r1 r2 d3a d3b
 
 "$PY" - "$T" <<'PY' || fail "the bucketed or resumed 2-rank weights differ"
 import json, sys
 import numpy as np
 t = sys.argv[1]
-p = {r: np.load(f"{t}/{r}.npy") for r in ("one", "big", "small", "det1", "det2", "r1", "r2")}
+p = {r: np.load(f"{t}/{r}.npy") for r in ("one", "big", "small", "accum", "det1", "det2", "r1", "r2")}
 d = {r: float(np.abs(p["one"] - p[r]).max()) for r in p}
 print("max |1 process - X|:", ", ".join(f"{r} {v:.3g}" for r, v in d.items()))
 ok = all(v < 1e-5 for v in d.values())
