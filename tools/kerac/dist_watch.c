@@ -62,7 +62,7 @@ static void expire(cli_watch *w, double waited) {
                      "(--collective-timeout; waited %.1f s) in %s while %s:", d->rank, d->size, d->timeout, waited,
                      w->call,
                      *w->doing ? w->doing : "starting");
-    for (int r = 0; r < d->size && o < (int)sizeof msg - 200; r++) {
+    for (int r = 0; d->peers && r < d->size && o < (int)sizeof msg - 200; r++) { /* peers: gathered at start */
         if (r == d->rank) continue;
         char one[160];
         o += snprintf(msg + o, sizeof msg - (size_t)o, " %s;", peer_state(d, r, one, sizeof one));
