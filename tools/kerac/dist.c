@@ -41,6 +41,10 @@ int cli_dist_option(cli_args *a, cli_dist *d) {
         if (!rc) *flag = true;
         return rc;
     }
+    if (cli_is(a, "--gpus")) /* MirroredStrategy's single-process form: not built yet */
+        return cli_usage_error(a->cmd, "'--gpus' (several GPUs in one process) is not supported yet; run one "
+                               "process per GPU instead, which does the same work: mpirun -np N kerac train ... "
+                               "--device cuda (each rank takes cuda:<its local rank>)");
     if (cli_is(a, "--bucket-size")) return cli_double_value(a, 0, 1 << 20, true, &d->bucket_mb);
     if (cli_is(a, "--collective-timeout")) return cli_double_value(a, 0, 1e7, true, &d->timeout);
     return -1;
