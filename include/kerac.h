@@ -1054,6 +1054,16 @@ typedef struct kc_collective {
     /* recv (size x bytes) becomes every rank's send (bytes), in rank order */
     kc_status (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
     const char *(*error)(void *ctx); /* the message of the last failure */
+    /* issue 13: overlap and watchdog (each optional: NULL falls back as said).
+     * Non-blocking sum of buf (n floats) over the ranks: *req identifies it for test and
+     * wait; buf must not be touched until wait returned. NULL: the gradients are summed by
+     * allreduce_sum_f32 after the backward pass, without overlap. */
+    kc_status (*iallreduce_sum_f32)(void *ctx, float *buf, int64_t n, int *req);
+    kc_status (*test)(void *ctx, int req, int *done); /* progress; *done = 1 when finished */
+    kc_status (*wait)(void *ctx, int req);
+    /* What the collective calls that follow are for ("the all-reduce of the gradients,
+     * epoch 2 step 5"): a watchdog names it when a rank stops answering. */
+    void (*doing)(void *ctx, const char *what);
 } kc_collective;
 
 typedef struct kc_fit_opts {
@@ -1134,10 +1144,22 @@ typedef struct kc_fit_opts {
      * before callbacks see them, and a stop asked by a callback on any rank stops all.
      * Validation runs on every rank over the whole validation set. Checkpoints are the
      * caller's to write on one rank only (checkpoint_dir NULL on the others); they record
-     * the global batch size and data order, so one process can resume them (resume_from
-     * with size > 1 is refused). */
+     * the global batch size and data order, so a run can be resumed with another number
+     * of ranks (every rank gives the same resume_from; the micro-batch is capped at the
+     * rank's share of the batch). */
     const kc_collective *collective;
     int drop_remainder;       /* KC_TRUE: see collective */
+    /* issue 13: data-parallel overlap and synchronised BatchNormalization.
+     * With collective->iallreduce_sum_f32, the gradients are summed in buckets of about
+     * bucket_bytes (0: 4 MiB), cut at layer boundaries in the fixed reverse-layer order
+     * of the backward pass: a bucket's all-reduce starts as soon as the backward pass has
+     * written its last layer, while the layers below it are still computing (one step's
+     * micro-batches: only the last one's backward overlaps). KC_TRUE sync_batchnorm:
+     * BatchNormalization's batch statistics in training are the ranks' together (the
+     * all-reduced per-channel sum, sum of squares and rows, the backward's two sums too),
+     * as for one process with the global batch; default: each rank's own, as Keras. */
+    int64_t bucket_bytes;
+    int sync_batchnorm;
 } kc_fit_opts;
 
 #define KC_BATCH_SIZE_AUTO (-1)

@@ -493,6 +493,24 @@ struct kc_backend {
                                             const float *w, float *dx);
     kc_status (*grouped_conv_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
                                               const float *dy, float *dw, float *db);
+
+    /* ---- issue 13: device collectives for data-parallel training (NCCL on the CUDA
+     * backend, loaded at run time; NULL on backends without: the gradients then go
+     * through the host and the caller's collective). One communicator per backend.
+     * coll_unique_id: a new communicator id (opaque, bytes <= 128) for rank 0 to send to
+     * the others, or a failure saying why there is none (library missing; id NULL: only
+     * that check, for the other ranks); coll_init:
+     * join the communicator of nranks (every rank calls it with rank 0's id; it waits for
+     * all of them); coll_allreduce_sum: buf (n floats of device memory) becomes the sum
+     * over the ranks, started on the collective's own stream once the work enqueued so far
+     * is done, so that later work overlaps it (buf must not be written until coll_join);
+     * coll_join: later work waits for every all-reduce started so far, and a failure
+     * that one reported comes back; coll_describe: "NCCL 2.21.5, 2 ranks" */
+    kc_status (*coll_unique_id)(kc_backend *be, void *id, size_t bytes);
+    kc_status (*coll_init)(kc_backend *be, const void *id, size_t bytes, int nranks, int rank);
+    kc_status (*coll_allreduce_sum)(kc_backend *be, float *buf, int64_t n);
+    kc_status (*coll_join)(kc_backend *be);
+    const char *(*coll_describe)(kc_backend *be);
 };
 
 /* The CPU backend (always available). */

@@ -195,11 +195,100 @@ static void test_collective_error(void **state) {
     assert_non_null(strstr(e, "rank 0 of 2: the all-reduce of the gradients failed: fake network down"));
 }
 
+/* ---- the bucketed all-reduce: a stand-in non-blocking sum (rank 1 mirrors rank 0) that
+ * finishes at its second test, or at wait */
+typedef struct nb {
+    fake f;
+    float *buf[16];
+    int64_t n[16];
+    int tests[16], started, waits, test_calls;
+    bool done[16];
+} nb;
+
+static void nb_finish(nb *b, int k) {
+    for (int64_t i = 0; i < b->n[k]; i++) b->buf[k][i] *= 2;
+    b->done[k] = true;
+}
+static kc_status nb_isum(void *ctx, float *buf, int64_t n, int *req) {
+    nb *b = ctx;
+    assert_true(b->started < 16);
+    int k = b->started++;
+    b->buf[k] = buf;
+    b->n[k] = n;
+    b->tests[k] = 0;
+    b->done[k] = false;
+    *req = k;
+    return KC_STATUS_OK;
+}
+static kc_status nb_test(void *ctx, int req, int *done) {
+    nb *b = ctx;
+    b->test_calls++;
+    if (!b->done[req] && ++b->tests[req] >= 2) nb_finish(b, req);
+    *done = b->done[req];
+    return KC_STATUS_OK;
+}
+static kc_status nb_wait(void *ctx, int req) {
+    nb *b = ctx;
+    b->waits++;
+    if (!b->done[req]) nb_finish(b, req);
+    return KC_STATUS_OK;
+}
+
+/* Input 6 -> Dense 5 -> Dense 4 -> Dense 3: the slab holds 48 + 48 + 32 floats (64-byte
+ * aligned starts); a 1-byte bucket gives one bucket per layer, last layer first, started
+ * during the backward pass (the first ones are tested before the last starts); the
+ * weights are the blocking all-reduce's. */
+static void fit_buckets(nb *b, int64_t bucket_bytes, bool overlap, float *probe_out) {
+    kc_model *m = NULL;
+    must(kc_sequential("dp_buckets", &m), "sequential");
+    kc_add(m, KC_INPUT(.shape = {6}));
+    kc_add(m, KC_DENSE(.units = 5, .activation = "relu"));
+    kc_add(m, KC_DENSE(.units = 4, .activation = "relu"));
+    kc_add(m, KC_DENSE(.units = 3, .activation = "softmax"));
+    must(kc_compile(m, &(kc_compile_opts){.optimizer = {.name = "sgd"}}), "compile");
+    kc_dataset *d = make_data(40);
+    kc_collective c = collective(&b->f);
+    c.ctx = b;
+    if (overlap) c.iallreduce_sum_f32 = nb_isum, c.test = nb_test, c.wait = nb_wait;
+    kc_fit_opts o = {.epochs = 1, .batch_size = 40, .seed = 3, .collective = &c, .bucket_bytes = bucket_bytes};
+    kc_history *h = NULL;
+    must(kc_fit(m, d, &o, &h), "fit");
+    float x[6] = {0.1f, 0.5f, 0.2f, 0.9f, 0.3f, 0.7f};
+    must(kc_predict(m, x, 1, 1, probe_out), "predict");
+    kc_history_destroy(h);
+    kc_dataset_destroy(d);
+    kc_model_destroy(m);
+}
+
+static void test_buckets(void **state) {
+    (void)state;
+    nb b = {0}, one = {0}, blocking = {0};
+    float p[3], p1[3], pb[3];
+    fit_buckets(&b, 1, true, p);
+    assert_int_equal(b.started, 3); /* 1 step (batch 40 over 2 ranks: 20 each, one step) */
+    assert_int_equal(b.n[0], 32);   /* the last layer's kernel (15 -> 16) and bias (3 -> 16) */
+    assert_int_equal(b.n[1], 48);
+    assert_int_equal(b.n[2], 48);
+    assert_true(b.buf[0] > b.buf[1] && b.buf[1] > b.buf[2]); /* reverse-layer order, from the slab's top */
+    assert_int_equal(b.buf[1] + 48, b.buf[0]);
+    assert_true(b.test_calls >= 2); /* progressed from the backward pass */
+    fit_buckets(&one, (int64_t)4 << 20, true, p1); /* the default size: one bucket */
+    assert_int_equal(one.started, 1);
+    assert_int_equal(one.n[0], 128);
+    fit_buckets(&blocking, 0, false, pb);
+    assert_int_equal(blocking.f.f32_calls, 1);
+    for (int i = 0; i < 3; i++) {
+        assert_float_equal(p[i], pb[i], 0);
+        assert_float_equal(p1[i], pb[i], 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices),         cmocka_unit_test(test_batch_split_refused),
         cmocka_unit_test(test_fit_steps),      cmocka_unit_test(test_refuses_other_model),
         cmocka_unit_test(test_refuses_other_data), cmocka_unit_test(test_collective_error),
+        cmocka_unit_test(test_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

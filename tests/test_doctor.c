@@ -146,7 +146,8 @@ static void stub_subset(const char *libs, const char *stubs, char *dir, size_t n
     static const struct {
         const char *key, *file;
     } map[] = {{"cuda", "libcuda.so.1"},       {"nvml", "libnvidia-ml.so.1"},  {"cudnn9", "libcudnn.so.9"},
-               {"cudnn8", "libcudnn.so.8"},    {"cublas13", "libcublas.so.13"}};
+               {"cudnn8", "libcudnn.so.8"},    {"cublas13", "libcublas.so.13"},
+               {"nccl13", "libnccl.so.2"},     {"nccl12", "../lib-nccl12/libnccl.so.2"}};
     char buf[256];
     snprintf(buf, sizeof buf, "%s", libs);
     for (char *save = NULL, *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
@@ -155,7 +156,8 @@ static void stub_subset(const char *libs, const char *stubs, char *dir, size_t n
             if (!strcmp(map[i].key, t)) {
                 char from[4200], to[4200];
                 snprintf(from, sizeof from, "%s/%s", stubs, map[i].file);
-                snprintf(to, sizeof to, "%s/%s", dir, map[i].file);
+                const char *base = strrchr(map[i].file, '/'); /* linked under its own name */
+                snprintf(to, sizeof to, "%s/%s", dir, base ? base + 1 : map[i].file);
                 assert_int_equal(symlink(from, to), 0);
                 ok = true;
             }
@@ -310,6 +312,12 @@ static const scenario scenarios[] = {
      {"KC_STUB_GPUS=" H200, "KC_STUB_CUINIT=999", "KERAC_DEVICE=cuda"}, 2, "cpu",
      "cannot start: CUDA_ERROR_UNKNOWN: unknown error", "driver", KC_CHECK_PROBLEM, "reboot",
      "warning  env              KERAC_DEVICE='cuda': models fail to build here (no usable GPU"},
+    {"NCCL for the module's CUDA", "cuda nvml cudnn9 cublas13 nccl13", {"KC_STUB_GPUS=" H200}, 0,
+     "cuda:0 (NVIDIA H200)", "passed every check", "nccl", KC_CHECK_OK, "",
+     "NCCL 2.21.5 (for CUDA 13.0) at "},
+    {"NCCL for another CUDA", "cuda nvml cudnn9 cublas13 nccl12", {"KC_STUB_GPUS=" H200}, 0, "cuda:0 (NVIDIA H200)",
+     "passed every check", "nccl", KC_CHECK_WARNING, "install NCCL 2 for CUDA 13 (e.g. `pip install nvidia-nccl-cu13`",
+     "is built for CUDA 12.4, but kerac's module uses CUDA 13.0"},
     {"KERAC_DEVICE names a GPU that does not exist", "cuda nvml cudnn9 cublas13",
      {"KC_STUB_GPUS=" H200, "KERAC_DEVICE=cuda:2", "KERAC_DEVCIE=auto"}, 0, "cuda:0 (NVIDIA H200)", "passed every check",
      "env", KC_CHECK_PROBLEM, "set KERAC_DEVICE to a GPU that exists",

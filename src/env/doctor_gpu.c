@@ -251,13 +251,33 @@ void kc__doc_check_lib(kc_doctor_report *r, const kc__lib *l, int major, kc__ver
         kc__doc_v(l->version, a), kc__doc_v2(l->cuda, b), l->path, l->what, kc__doc_v(built, c));
 }
 
+/* NCCL: only data-parallel training on GPUs (mpirun / srun with GPU ranks) uses it, to sum
+ * the gradients on the devices; without it, or with one for another CUDA, those runs sum
+ * them through the host (slower) or fail. */
 void kc__doc_check_nccl(kc_doctor_report *r) {
-    char a[32];
-    if (r->nccl.found)
-        kc__doc_add(r, "nccl", KC_CHECK_OK, NULL, "NCCL %s at %s (not used: this kerac trains on one GPU)",
-            kc__doc_v(r->nccl.version, a), r->nccl.path);
-    else
-        kc__doc_add(r, "nccl", KC_CHECK_SKIPPED, NULL, "libnccl.so.2 not found (only multi-GPU training would use it)");
+    char a[32], b[32], c[32];
+    const kc__lib *l = &r->nccl;
+    const kc__module *m = &r->mod;
+    if (!l->found) {
+        kc__doc_add(r, "nccl", KC_CHECK_SKIPPED, NULL, "libnccl.so.2 not found (only data-parallel training on several "
+                    "GPUs uses it; without it their gradients go through the host)");
+        return;
+    }
+    bool mod_cuda = m->found && kc__ver_known(m->cuda);
+    if (mod_cuda && kc__ver_known(l->cuda) && l->cuda.major != m->cuda.major) {
+        char fix[1400];
+        snprintf(fix, sizeof fix, "install NCCL 2 for CUDA %d (e.g. `pip install nvidia-nccl-cu%d`, or NVIDIA's "
+                 "libnccl2 package for CUDA %d) and put it before %s on the library path", m->cuda.major,
+                 m->cuda.major, m->cuda.major, l->path);
+        kc__doc_add(r, "nccl", KC_CHECK_WARNING, fix, "NCCL %s at %s is built for CUDA %s, but kerac's module uses CUDA "
+                    "%s: data-parallel training on GPUs would fail to start NCCL", kc__doc_v(l->version, a), l->path,
+                    kc__doc_v2(l->cuda, b), kc__doc_v2(m->cuda, c));
+        return;
+    }
+    kc__doc_add(r, "nccl", KC_CHECK_OK, NULL, "NCCL %s (for CUDA %s) at %s%s%s%s: data-parallel training on GPUs sums "
+                "the gradients with it", kc__doc_v(l->version, a), kc__ver_known(l->cuda) ? kc__doc_v2(l->cuda, b) : "?",
+                l->path, mod_cuda ? "; kerac's module uses CUDA " : "", mod_cuda ? kc__doc_v2(m->cuda, c) : "",
+                mod_cuda && kc__ver_known(l->cuda) ? " (matches)" : "");
 }
 
 /* "GPU 0 (NVIDIA H200), GPU 1 (...)" from NVML */

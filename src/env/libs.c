@@ -2,9 +2,16 @@
  * (the copy already loaded by the CUDA module when there is one, else what dlopen finds
  * now), its version and the CUDA version it was built for, read from the library itself
  * (cudnnGetVersion / cudnnGetCudartVersion, cublasGetProperty / cublasGetCudartVersion,
- * ncclGetVersion); for cuDNN 9, whether its convolution library loads (cudnnCnnVersionCheck). */
+ * ncclGetVersion; NCCL's CUDA from its banner "NCCL version 2.21.5+cuda12.4" in the file); for
+ * cuDNN 9, whether its convolution library loads (cudnnCnnVersionCheck). */
+#define _GNU_SOURCE /* memmem */
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "env.h"
 
@@ -115,6 +122,38 @@ void kc__lib_cublas(int major, kc__lib *out) {
 
 typedef int (*nccl_ver_fn)(int *);
 
+/* The CUDA an NCCL build is for: "+cudaMAJOR.MINOR" after "NCCL version " in its file
+ * (NCCL prints that banner at start-up, and keeps it as one string). */
+static kc__ver nccl_cuda(const char *path) {
+    kc__ver v = kc__ver_none();
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) return v;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) {
+            static const char key[] = "NCCL version ";
+            const char *at = p, *end = (const char *)p + st.st_size;
+            while ((at = memmem(at, (size_t)(end - at), key, sizeof key - 1))) {
+                at += sizeof key - 1;
+                char text[48];
+                size_t n = KC_MIN((size_t)(end - at), sizeof text - 1);
+                memcpy(text, at, n);
+                text[n] = 0;
+                const char *plus = strstr(text, "+cuda");
+                int a = 0, b = 0;
+                if (plus && sscanf(plus, "+cuda%d.%d", &a, &b) == 2) {
+                    v = (kc__ver){a, b, 0};
+                    break;
+                }
+            }
+            munmap(p, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+    return v;
+}
+
 void kc__lib_nccl(kc__lib *out) {
     memset(out, 0, sizeof *out);
     out->what = "NCCL";
@@ -129,4 +168,5 @@ void kc__lib_nccl(kc__lib *out) {
         if (v >= 20900) out->version = (kc__ver){v / 10000, (v % 10000) / 100, v % 100};
         else out->version = (kc__ver){v / 1000, (v % 1000) / 100, v % 100};
     }
+    out->cuda = nccl_cuda(out->path);
 }

@@ -5,6 +5,7 @@
  * aux keeps the batch mean and 1/sqrt(var + eps) of the training forward for the backward.
  * A frozen layer (trainable: false) runs in inference mode in training too, as Keras 3's
  * BatchNormalization does; its backward is then dx = dy * gamma / sqrt(moving_var + eps). */
+#include "batchnorm_sync.h"
 #include "layer.h"
 
 typedef struct bn_cfg {
@@ -86,6 +87,11 @@ static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
     if (a->training && !l->frozen) {
         if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no buffer for the batch statistics", kc__layer_label(l));
         float *save_mean = a->aux, *save_inv_std = (float *)a->aux + c->c;
+        if (a->sync) /* data-parallel, sync_batchnorm: the ranks' statistics together */
+            return kc__bn_sync_forward(a, &(kc__bn_sync_args){.rows = rows, .c = c->c, .gamma = gamma, .beta = beta,
+                                                              .momentum = c->momentum, .epsilon = c->epsilon,
+                                                              .moving_mean = mm, .moving_var = mv,
+                                                              .save_mean = save_mean, .save_inv_std = save_inv_std});
         return a->be->batchnorm_forward_train(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->momentum,
                                               c->epsilon, save_mean, save_inv_std);
     }
@@ -117,6 +123,11 @@ static kc_status bn_backward(kc_layer *l, const kc_bwd *a) {
      * and dy (scratch) takes the unused dx; every entry of dx is written after the
      * per-channel sums, from the same entry of dy, so the aliasing is safe. */
     float *dx = a->dx[0] ? a->dx[0] : a->dy;
+    if (a->sync) /* every rank makes the same collective calls, wanted or not */
+        return kc__bn_sync_backward(a, &(kc__bn_sync_args){.rows = rows, .c = c->c, .gamma = gamma,
+                                                           .save_mean = (float *)save_mean,
+                                                           .save_inv_std = (float *)save_inv_std,
+                                                           .dgamma = dgamma, .dbeta = dbeta}, dx);
     if (!a->dx[0] && !dgamma && !dbeta) return KC_STATUS_OK;
     return a->be->batchnorm_backward(a->be, a->x[0], a->dy, dx, rows, c->c, gamma, save_mean, save_inv_std, dgamma,
                                      dbeta);

@@ -47,6 +47,8 @@ typedef struct kc_fwd {
     void *ws;               /* workspace_bytes(batch), scratch for this call only */
     size_t ws_bytes;        /* its size: the plan's, which may be for a larger batch */
     uint64_t seed;          /* per-step, per-layer seed (dropout) */
+    /* issue 13: data-parallel with sync_batchnorm: the ranks' collective (else NULL) */
+    const kc_collective *sync;
 } kc_fwd;
 
 /* Arguments of one backward call. dx[i] is NULL when input i needs no gradient.
@@ -61,6 +63,7 @@ typedef struct kc_bwd {
     void *aux;
     void *ws;
     size_t ws_bytes;
+    const kc_collective *sync; /* issue 13: as kc_fwd's */
 } kc_bwd;
 
 enum {

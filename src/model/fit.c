@@ -228,7 +228,10 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
         uint64_t seed = j == 0 ? step_seed : kc__hash64(step_seed ^ (uint64_t)j);
         KC_TRY(kc__feed_select(f, slot, off, rows));
         KC_TRY(kc__model_forward(m, rows, true, seed));
-        KC_TRY(kc__model_backward_update(m, rows, n, false));
+        if (k == 1) KC_TRY(kc__dist_overlap_begin(m, coll, m->dist_bucket_bytes, m->grads)); /* during backward */
+        kc_status s = kc__model_backward_update(m, rows, n, false);
+        m->dist_active = m->dist_active && s == KC_STATUS_OK;
+        KC_TRY(s);
         if (k == 1) continue;
         KC_TRY(m->be->axpy(m->be, m->dev_scalars + KC_SCALAR_STEP_LOSS, m->dev_scalars + KC_SCALAR_LOSS, 1.0f, 1));
         if (m->n_trainable == 0) continue;
@@ -236,7 +239,12 @@ static kc_status train_step(kc_model *m, kc__feed *f, int slot, int n, int mb, u
         else KC_TRY(m->be->axpy(m->be, m->accum, m->grads, 1.0f, m->n_trainable));
     }
     float *g = k > 1 ? m->accum : m->grads;
-    if (m->n_trainable > 0) KC_TRY(kc__dist_average_grads(m, coll, g)); /* data-parallel: the ranks' mean */
+    /* accumulated: the same buckets, after the last micro-batch (every rank makes the same
+     * collective calls whatever its micro-batch, e.g. after an out-of-memory recovery) */
+    if (k > 1) KC_TRY(kc__dist_overlap_begin(m, coll, m->dist_bucket_bytes, m->accum));
+    bool overlapped = false;
+    KC_TRY(kc__dist_overlap_finish(m, &overlapped));
+    if (m->n_trainable > 0 && !overlapped) KC_TRY(kc__dist_average_grads(m, coll, g)); /* the ranks' mean */
     if (m->n_trainable > 0) KC_TRY(kc__model_apply_gradients(m, g));
     return kc__feed_release(f, slot);
 }
@@ -367,6 +375,9 @@ static kc_status fit_options(fit_run *r, const kc_fit_opts *opts) {
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: num_callbacks is %d but callbacks is NULL", o.num_callbacks);
     r->o = o;
     r->recover = kc__bool3(o.oom_recovery, true);
+    /* synchronised BatchNormalization: a micro-batch halved on one rank alone would change
+     * the number of its collective calls, so out-of-memory recovery stays off */
+    if (kc__dist_on(o.collective) && o.sync_batchnorm == KC_TRUE) r->recover = false;
     return KC_STATUS_OK;
 }
 
@@ -420,9 +431,8 @@ static kc_status choose_batch_size(fit_run *r) {
 static kc_status dist_start(fit_run *r) {
     r->coll = r->o.collective;
     r->n_data = r->n;
-    if (kc__dist_on(r->coll) && r->o.resume_from)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: resuming a run with %d ranks is not supported yet; resume "
-                        "it in one process", r->coll->size);
+    r->m->dist_bucket_bytes = r->o.bucket_bytes;
+    r->m->sync_bn = kc__dist_on(r->coll) && r->o.sync_batchnorm == KC_TRUE ? r->coll : NULL;
     KC_TRY(kc__dist_geometry(r->coll, r->n_data, r->o.batch_size, r->o.drop_remainder == KC_TRUE, &r->n,
                              &r->o.batch_size));
     return kc__dist_begin(r->m, r->coll, r->n_data);
@@ -461,7 +471,7 @@ static kc_status fit_start(fit_run *r) {
     KC_TRY(r->hooks->begin(r->hooks->user, m, &r->o, &geom, &r->rng, r->order, &r->hrun, &res));
     for (int i = 0; i < res.n_history; i++) KC_TRY(history_append(h, &res.history[i]));
     r->rp = res.pos;
-    if (r->rp) r->mb = r->rp->micro_batch;
+    if (r->rp) r->mb = KC_MIN(r->rp->micro_batch, r->bs); /* another number of ranks: at most the share */
     return KC_STATUS_OK;
 }
 
@@ -489,6 +499,7 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
     while (s == KC_STATUS_OK && !r->stop && b) {
         uint64_t step_seed = kc__hash64(r->seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
         if (kc__dist_on(r->coll) && r->coll->rank > 0) step_seed = kc__hash64(step_seed ^ (uint64_t)r->coll->rank);
+        kc__dist_doing(r->coll, "training", e->epoch, e->step);
         int done = rows, next = -1;
         double t_step = kc__trace_step_begin(m), tt;
         s = train_step_recovering(m, &r->feed, slot, done, &r->mb, r->bs, r->recover, step_seed, r->coll);
@@ -539,6 +550,7 @@ static kc_status end_epoch(fit_run *r, const epoch_run *e, double waited) {
     el.seconds = kc__now() - e->t0;
     el.images_per_second = el.seconds > 0 ? (double)seen / el.seconds : 0;
     kc__fit_env_epoch_end(&r->fe, m, waited, &el);
+    kc__dist_doing(r->coll, "ending the epoch (validation, callbacks)", e->epoch, e->step - 1);
     if (r->valp && seen > 0) {
         eval_acc va;
         KC_TRY(run_eval(m, r->valp, r->mb, &r->feed, &va)); /* the micro-batch: known to fit */

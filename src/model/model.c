@@ -6,6 +6,7 @@
 
 #include "../env/env.h"
 #include "device.h"
+#include "dist.h"
 #include "model.h"
 
 #define KC_DEFAULT_SEED 1337u
@@ -61,6 +62,7 @@ void kc_model_destroy(kc_model *m) {
     free(m->image_classes);
     kc__observe_free(m);
     free(m->dist_host);
+    kc__dist_ov_free(m->dist_ov);
     free(m);
 }
 

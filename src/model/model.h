@@ -95,6 +95,11 @@ struct kc_model {
     size_t arena_cap;
     float *dev_scalars;      /* (KC_SCALAR_COUNT) the step's scalars on the device, by kc_scalar_slot */
     float *dist_host;        /* (n_trainable) data-parallel: the gradients in host memory for the all-reduce */
+    struct kc__dist_ov *dist_ov; /* data-parallel: the gradient buckets (dist.c) */
+    bool dist_active;        /* inside a step whose backward starts the buckets' all-reduce */
+    int64_t dist_bucket_bytes; /* kc_fit_opts.bucket_bytes of the run */
+    bool dist_device;        /* the gradients are summed by the backend's collective (NCCL) */
+    const kc_collective *sync_bn; /* data-parallel with sync_batchnorm: BatchNormalization's statistics */
     const float *batch_targets; /* targets of the rows being computed, (batch, target width),
                                    device memory of the input feed (feed.h) */
 

@@ -306,18 +306,40 @@ int cli_cmd_monitor(int argc, char **argv);
 int cli_cmd_profile(int argc, char **argv);
 int cli_cmd_report(int argc, char **argv);
 
-/* ---- data-parallel training under mpirun / srun (dist.c) */
+/* ---- data-parallel training under mpirun / srun (dist.c, dist_watch.c) */
+typedef struct cli_dist_peer {
+    long pid;
+    char host[64];
+} cli_dist_peer;
 typedef struct cli_dist {
     bool mpi;            /* MPI initialised */
     int rank, size;      /* size 0: not launched by MPI */
     bool drop_remainder; /* --drop-remainder */
+    bool deterministic;  /* the device option --deterministic (KERAC_DETERMINISTIC): sums in rank order */
+    bool sync_batchnorm; /* --sync-batchnorm */
+    double bucket_mb;    /* --bucket-size (MiB; 0: the library's default) */
+    double timeout;      /* --collective-timeout seconds (default 300) */
     kc_collective coll;
     char err[512];
+    /* the requests of the non-blocking sums (MPI_Request, opaque here), their buffers */
+    void *reqs;
+    float **req_buf, **req_scratch;
+    int64_t *req_n;
+    int n_reqs, cap_reqs;
+    cli_dist_peer *peers; /* (size) every rank's process and host, for the watchdog */
+    struct cli_watch *watch;
 } cli_dist;
 #define CLI_DIST_USAGE \
     "  --drop-remainder        under mpirun/srun: drop the examples that do not split evenly\n" \
-    "                          over the ranks (default: pad with the epoch order's start)\n"
-/* --drop-remainder: 0 taken, -1 not this option, else an exit code. */
+    "                          over the ranks (default: pad with the epoch order's start)\n" \
+    "  --sync-batchnorm        under mpirun/srun: BatchNormalization statistics over all\n" \
+    "                          ranks' batches (default: each rank's own, as Keras)\n" \
+    "  --bucket-size MIB       under mpirun/srun: gradient all-reduce bucket (default 4)\n" \
+    "  --collective-timeout S  under mpirun/srun: stop when another rank does not answer\n" \
+    "                          within S seconds (default 300), naming it\n" \
+    "                          (--deterministic under mpirun/srun also sums the ranks'\n" \
+    "                          gradients in rank order, whatever MPI's algorithm and buckets)\n"
+/* --drop-remainder, ...: 0 taken, -1 not this option, else an exit code. */
 int cli_dist_option(cli_args *a, cli_dist *d);
 /* Detect a launch with several ranks and initialise MPI; rank > 0's stdout is silenced.
  * 0 or an exit code. */
@@ -325,7 +347,18 @@ int cli_dist_start(cli_dist *d);
 /* The default number of threads per rank; the collective for kc_fit (NULL: one process). */
 int cli_dist_threads(const cli_dist *d);
 const kc_collective *cli_dist_collective(const cli_dist *d);
+/* GPU ranks: device "cuda" ("gpu") or "auto" becomes cuda:<local rank mod the GPUs NVML sees>
+ * (the local rank from OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...); else device. */
+const char *cli_dist_device(const cli_dist *d, const char *device, char *buf, size_t n);
 /* Finalize MPI (or, when rc is not 0, abort every rank); returns rc. */
 int cli_dist_end(cli_dist *d, int rc);
+/* The watchdog (dist_watch.c): a thread that ends this process, naming the ranks that did
+ * not answer and what this one was doing, when a blocking collective call lasts longer
+ * than d->timeout. begin/end bracket each blocking call (call: "MPI_Allreduce"). */
+int cli_watch_start(cli_dist *d);
+void cli_watch_doing(cli_dist *d, const char *what);
+void cli_watch_begin(cli_dist *d, const char *call);
+void cli_watch_end(cli_dist *d);
+void cli_watch_stop(cli_dist *d);
 
 #endif /* KERAC_CLI_H */

@@ -358,6 +358,7 @@ typedef struct train_run {
     cli_output mode;
     double split;                              /* validation split */
     bool rank0;                                /* data-parallel: rank 0 alone writes and prints */
+    char rank_device[16];                      /* data-parallel: this rank's GPU (cuda:<local rank>) */
     cli_observe obs;
 } train_run;
 
@@ -451,6 +452,8 @@ static int open_model(train_run *r) {
     train_args *t = r->t;
     int rc = cli_device_resolve(&t->dev, &r->dev);
     if (rc) return rc;
+    r->dev.device = cli_dist_device(&t->dist, r->dev.device, r->rank_device, sizeof r->rank_device);
+    t->dist.deterministic = r->dev.deterministic == KC_TRUE; /* the ranks' sums too */
     if (t->has_memory_limit) r->dev.memory_limit = t->memory_limit;
     r->model_file = t->init_from ? t->init_from : t->model_path;
     kc_status s;
@@ -566,6 +569,8 @@ static void fit_opts(const train_run *r, kc_fit_opts *fo) {
     if (t->no_oom_recovery) fo->oom_recovery = KC_FALSE;
     fo->collective = cli_dist_collective(&t->dist);
     fo->drop_remainder = t->dist.drop_remainder ? KC_TRUE : KC_DEFAULT;
+    fo->bucket_bytes = (int64_t)(t->dist.bucket_mb * 1048576.0);
+    fo->sync_batchnorm = t->dist.sync_batchnorm ? KC_TRUE : KC_DEFAULT;
 }
 
 /* Why training ended before its last epoch, if it did. */

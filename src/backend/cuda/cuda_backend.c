@@ -173,6 +173,7 @@ static void ctx_release(kc_cu_ctx *c) {
         kc__cu_alloc_shutdown(c->be); /* the scratch block goes with it */
     }
     kc__cu_feed_shutdown(c);
+    kc__cu_nccl_shutdown(c);
     for (int i = 0; i < 2; i++) {
         if (c->stage[i].host) cudaFreeHost(c->stage[i].host);
         if (c->stage[i].done) cudaEventDestroy(c->stage[i].done);
@@ -567,6 +568,13 @@ static void set_ops(kc_backend *be) {
 
     be->supports = kc__cu_supports;
     be->describe = kc__cu_describe;
+
+    /* issue 13: NCCL collectives (cuda_nccl.c) */
+    be->coll_unique_id = kc__cu_coll_unique_id;
+    be->coll_init = kc__cu_coll_init;
+    be->coll_allreduce_sum = kc__cu_coll_allreduce_sum;
+    be->coll_join = kc__cu_coll_join;
+    be->coll_describe = kc__cu_coll_describe;
 }
 
 __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,

@@ -10,6 +10,7 @@
  *   cuda_conv.c     convolutions through cuDNN (v7-style calls), algorithms cached per shape
  *   cuda_rules.c    the decisions that need no GPU (cuda_rules.h; tested without CUDA)
  *   cuda_feed.c     the input feed: page-locked host memory, uploads on a copy stream
+ *   cuda_nccl.c     data-parallel all-reduce through NCCL (dlopen'ed), on a stream of its own
  *   kernels_*.cu    the kernels (cuda_kernels.h)
  *
  * Everything runs in order on one compute stream, except the input feed's uploads, which
@@ -144,6 +145,7 @@ typedef struct kc_cu_ctx {
     kc_cu_conv **conv;
     int n_conv, cap_conv;
     uint64_t conv_clock, plan_clock; /* stamps of last use, and of conv2d_workspace calls */
+    struct kc_cu_nccl *nccl; /* issue 13: the NCCL communicator and its stream (cuda_nccl.c) */
 } kc_cu_ctx;
 
 static inline kc_cu_ctx *kc__cu(kc_backend *be) { return (kc_cu_ctx *)be->ctx; }
@@ -304,5 +306,13 @@ kc_status kc__cu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc
                                             const float *w, float *dx);
 kc_status kc__cu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
                                               const float *dy, float *dw, float *db);
+
+/* ---- issue 13: NCCL (cuda_nccl.c): the coll_* entries of the table, and the shutdown */
+kc_status kc__cu_coll_unique_id(kc_backend *be, void *id, size_t bytes);
+kc_status kc__cu_coll_init(kc_backend *be, const void *id, size_t bytes, int nranks, int rank);
+kc_status kc__cu_coll_allreduce_sum(kc_backend *be, float *buf, int64_t n);
+kc_status kc__cu_coll_join(kc_backend *be);
+const char *kc__cu_coll_describe(kc_backend *be);
+void kc__cu_nccl_shutdown(kc_cu_ctx *c);
 
 #endif /* KC_CUDA_INTERNAL_H */
