@@ -258,22 +258,22 @@ static void run_model(const fixture_model *fm) {
 
 static void test_default_cnn(void **state) {
     (void)state;
-    run_model(&k_models[0]);
+    run_model(model_by_stem("cnn"));
 }
 
 static void test_bn_strides(void **state) {
     (void)state;
-    run_model(&k_models[1]);
+    run_model(model_by_stem("bn_strides"));
 }
 
 static void test_resnet(void **state) {
     (void)state;
-    run_model(&k_models[2]);
+    run_model(model_by_stem("resnet"));
 }
 
 static void test_dense(void **state) {
     (void)state;
-    run_model(&k_models[3]);
+    run_model(model_by_stem("dense"));
 }
 
 /* DepthwiseConv2D with each option, ZeroPadding2D with tuple paddings, ReLU(6.) and relu6,
@@ -281,15 +281,15 @@ static void test_dense(void **state) {
  * (whose nodes carry training=false). */
 static void test_depthwise(void **state) {
     (void)state;
-    check_file(&k_models[4], ".keras", "_y3.npy", true);
-    check_file(&k_models[4], ".keras3.h5", "_y3.npy", true);
+    check_file(model_by_stem("depthwise"), ".keras", "_y3.npy", true);
+    check_file(model_by_stem("depthwise"), ".keras3.h5", "_y3.npy", true);
 }
 
 /* Dropout in a Functional model: Keras 3 records training=false in its nodes. */
 static void test_dropout_functional(void **state) {
     (void)state;
-    check_file(&k_models[5], ".keras", "_y3.npy", true);
-    check_file(&k_models[5], ".keras3.h5", "_y3.npy", false);
+    check_file(model_by_stem("dropout_func"), ".keras", "_y3.npy", true);
+    check_file(model_by_stem("dropout_func"), ".keras3.h5", "_y3.npy", false);
 }
 
 /* normresample block. Rescaling (per channel and scalar), Normalization (adapted weights
@@ -298,7 +298,7 @@ static void test_dropout_functional(void **state) {
  * BatchNormalization with center or scale off, Dense on (N, H, W, C), GlobalMaxPooling2D. */
 static void test_normscale(void **state) {
     (void)state;
-    run_model(&k_models[6]);
+    run_model(model_by_stem("normscale"));
 }
 
 /* UpSampling2D (nearest, bilinear, uneven factors), Cropping2D (and none), Max/Average
@@ -306,7 +306,7 @@ static void test_normscale(void **state) {
  * keepdims, RepeatVector, Dense on (N, T, F). */
 static void test_resample(void **state) {
     (void)state;
-    run_model(&k_models[7]);
+    run_model(model_by_stem("resample"));
 }
 /* elementwise helper: Multiply, Subtract, Average, Maximum, Minimum and Add with Keras's
  * broadcasting ((N,1,1,C) x (N,H,W,C), (N,H,W,1), (N,C) against rank 4); every activation by
@@ -318,11 +318,11 @@ static void run_keras3(const fixture_model *fm, bool h5_sensitivity) {
     check_file(fm, ".keras3.h5", "_y3.npy", h5_sensitivity);
 }
 
-static void test_ew_merges(void **state) { run_keras3(&k_models[8], false); }
-static void test_ew_acts(void **state) { run_keras3(&k_models[9], false); }
-static void test_ew_mnv3(void **state) { run_keras3(&k_models[10], true); }
+static void test_ew_merges(void **state) { run_keras3(model_by_stem("ew_merges"), false); }
+static void test_ew_acts(void **state) { run_keras3(model_by_stem("ew_acts"), false); }
+static void test_ew_mnv3(void **state) { run_keras3(model_by_stem("ew_mnv3"), true); }
 /* written by Keras 3 and by tf-keras (LeakyReLU's alpha key, "swish"): all four files */
-static void test_ew_k2(void **state) { run_model(&k_models[11]); }
+static void test_ew_k2(void **state) { run_model(model_by_stem("ew_k2")); }
 
 /* Layers saved with trainable=False (a Conv2D, its BatchNormalization and the next Conv2D;
  * the second BatchNormalization trains): kerac reads the flag from each file and counts
@@ -364,7 +364,7 @@ static void test_custom_scale(void **state) {
  * in inference; three Resizing set-ups, CenterCrop and RandomCrop change the images). */
 static void test_augment_layers(void **state) {
     (void)state;
-    check_file(&k_models[8], ".keras", "_y3.npy", true);
+    check_file(model_by_stem("augment"), ".keras", "_y3.npy", true);
 }
 
 /* Conv2D with groups and dilation (groups == channels with a 7x7 kernel, as ConvNeXt),
@@ -372,7 +372,7 @@ static void test_augment_layers(void **state) {
  * tf-keras predictions come from its own training run, so they differ from Keras 3's. */
 static void test_convolutions(void **state) {
     (void)state;
-    const fixture_model *fm = &k_models[8];
+    const fixture_model *fm = model_by_stem("convs");
     check_file(fm, ".keras", "_y3.npy", true);
     check_file(fm, ".keras3.h5", "_y3.npy", true);
     check_file(fm, ".keras2.h5", "_y2.npy", true);
@@ -400,15 +400,16 @@ static void test_convolutions(void **state) {
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
 static void test_fixtures_distinct(void **state) {
     (void)state;
-    static const size_t both[] = {0, 1, 2, 3, 11}; /* the models written by both Keras 3 and tf-keras */
+    /* the models written by both Keras 3 and tf-keras, each by its own training run */
+    static const char *const both[] = {"cnn", "bn_strides", "resnet", "dense", "normscale", "resample", "ew_k2", "convs"};
     for (size_t j = 0; j < sizeof both / sizeof both[0]; j++) {
-        const size_t i = both[j];
+        const char *stem = model_by_stem(both[j])->stem;
         npy a, b;
-        npy_load(fpath(k_models[i].stem, "_y3.npy"), &a);
-        npy_load(fpath(k_models[i].stem, "_y2.npy"), &b);
+        npy_load(fpath(stem, "_y3.npy"), &a);
+        npy_load(fpath(stem, "_y2.npy"), &b);
         assert_int_equal(a.size, b.size);
         double d = max_abs_diff(a.data, b.data, a.size);
-        if (!(d > 10 * TOL)) fail_msg("%s: the Keras 3 and Keras 2 predictions agree within %.3g", k_models[i].stem, d);
+        if (!(d > 10 * TOL)) fail_msg("%s: the Keras 3 and Keras 2 predictions agree within %.3g", stem, d);
         npy_free(&a);
         npy_free(&b);
     }
