@@ -27,6 +27,8 @@ TRAIN=("$K" train "$T/m.json" "${COMMON[@]}" --epochs 2 --batch-size 32)
 mpi_or_skip "$T/big.out" -np 2 "${TRAIN[@]}" --save "$T/big.keras"
 mpi_or_skip "$T/small.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --save "$T/small.keras" \
     --profile "$T/trace.json" --profile-steps 2:4
+"${TRAIN[@]}" --freeze hidden --save "$T/frz1.keras" >"$T/frz1.out" 2>&1 || fail "1 process, frozen: $(cat "$T/frz1.out")"
+mpi_or_skip "$T/frz2.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --freeze hidden --save "$T/frz2.keras"
 mpi_or_skip "$T/accum.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --grad-accum 2 --save "$T/accum.keras"
 mpi_or_skip "$T/det1.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --deterministic --save "$T/det1.keras"
 mpi_or_skip "$T/det2.out" -np 2 "${TRAIN[@]}" --bucket-size 0.0005 --deterministic --save "$T/det2.keras"
@@ -48,7 +50,7 @@ c2=$(ls "$T"/c2/ckpt-*-e0000-s000005.keras 2>/dev/null | head -1)
 [ -n "$c2" ] || fail "no 2-rank checkpoint at step 5: $(ls "$T/c2")"
 "$K" train --resume "$c2" --data "$DATA" --epochs 2 --threads 1 --quiet --save "$T/r1.keras" >"$T/r1.out" 2>&1 ||
     fail "resume in 1 process: $(cat "$T/r1.out")"
-predict one big small accum det1 det2 r1 r2 d3a d3b
+predict one big small accum det1 det2 r1 r2 d3a d3b frz1 frz2
 
 "$PY" - "$T" <<'PY' || fail "the bucketed or resumed 2-rank weights differ"
 import json, sys
@@ -61,6 +63,11 @@ ok = all(v < 1e-5 for v in d.values())
 same = np.array_equal(p["det1"].view(np.uint32), p["det2"].view(np.uint32))
 d3 = [np.load(f"{t}/{r}.npy") for r in ("d3a", "d3b")]
 same3 = np.array_equal(d3[0].view(np.uint32), d3[1].view(np.uint32))
+# a frozen layer has no gradient: its buckets skip it, and 2 ranks still match 1 process
+fz = float(np.abs(np.load(f"{t}/frz1.npy") - np.load(f"{t}/frz2.npy")).max())
+fz_moved = float(np.abs(np.load(f"{t}/frz1.npy") - p["one"]).max())
+print(f"--freeze hidden: max |1 process - 2 ranks| {fz:.3g}; frozen vs not {fz_moved:.3g}")
+ok = ok and fz < 1e-5 and fz_moved > 1e-4
 print("--deterministic runs bit-identical:", same, "; 3 ranks, a bucket per layer vs one:", same3)
 same = same and same3
 ev = [e for e in json.load(open(f"{t}/trace.json"))["traceEvents"] if e.get("ph") == "X"]
