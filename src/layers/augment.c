@@ -106,18 +106,22 @@ void kc__aug_affine_desc(int h, int w, int c, int interp, int fill, float fill_v
 
 size_t kc__aug_params_bytes(int batch, int per) { return (size_t)batch * (size_t)per * sizeof(float); }
 
-/* Draws n images' parameters and uploads them into aux. */
+/* Draws the batch's parameters and uploads them into aux, KC_AUG_CHUNK images at a time
+ * through a buffer on the stack: no host allocation per step. The draws are per image in
+ * order from one generator, so the chunking does not change them. */
+#define KC_AUG_CHUNK 256
 static kc_status upload_params(kc_layer *l, const kc_fwd *a, int per, kc__aug_draw_fn draw) {
     if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no parameter buffer in training", kc__layer_label(l));
-    size_t bytes = kc__aug_params_bytes(a->batch, per);
-    float *host = malloc(bytes); /* n * per floats; the step's only host allocation of the layer */
-    if (!host) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "%s: out of host memory (%zu bytes)", kc__layer_label(l), bytes);
+    float host[KC_AUG_CHUNK * 6];
+    if (per > 6) return kc__fail(KC_STATUS_INTERNAL, "%s: %d parameters per image (at most 6)", kc__layer_label(l), per);
     kc_rng rng;
     kc__rng_seed(&rng, a->seed);
-    draw(l, &rng, a->batch, host);
-    kc_status s = a->be->to_device(a->be, a->aux, host, bytes);
-    free(host);
-    return s;
+    for (int i = 0; i < a->batch; i += KC_AUG_CHUNK) {
+        int n = KC_MIN(KC_AUG_CHUNK, a->batch - i);
+        draw(l, &rng, n, host);
+        KC_TRY(a->be->to_device(a->be, (float *)a->aux + (size_t)i * (size_t)per, host, kc__aug_params_bytes(n, per)));
+    }
+    return KC_STATUS_OK;
 }
 
 kc_status kc__aug_sample_forward(kc_layer *l, const kc_fwd *a, const kc_sample2d_desc *d, kc__aug_draw_fn draw) {
