@@ -173,6 +173,7 @@ static void ctx_release(kc_cu_ctx *c) {
         kc__cu_alloc_shutdown(c->be); /* the scratch block goes with it */
     }
     kc__cu_feed_shutdown(c);
+    kc__cu_timing_shutdown(c);
     for (int i = 0; i < 2; i++) {
         if (c->stage[i].host) cudaFreeHost(c->stage[i].host);
         if (c->stage[i].done) cudaEventDestroy(c->stage[i].done);
@@ -554,6 +555,10 @@ static void set_ops(kc_backend *be) {
 
     be->supports = kc__cu_supports;
     be->describe = kc__cu_describe;
+
+    be->timing_begin = kc__cu_timing_begin;
+    be->timing_mark = kc__cu_timing_mark;
+    be->timing_read = kc__cu_timing_read;
 }
 
 __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,
