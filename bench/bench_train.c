@@ -15,7 +15,8 @@
  *
  * Environment: BENCH_THREADS (default 2; passed to kc_set_num_threads), BENCH_WARMUP (5),
  * BENCH_STEPS (100), BENCH_INFER_REPS (5), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
- * BENCH_TEST_SPEC (default "fashion-mnist:test").
+ * BENCH_TEST_SPEC (default "fashion-mnist:test"), BENCH_PROFILE (1: every training step profiled
+ * and traced, as `kerac train --profile` does for its steps; bench/profile_overhead.sh).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -113,6 +114,11 @@ int main(void) {
     s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-3),
                                          .loss = "sparse_categorical_crossentropy"});
     if (s != KC_STATUS_OK) { rc = fail("kc_compile", s); goto done; }
+    const int profile = env_int("BENCH_PROFILE", 0) == 1;
+    if (profile && ((s = kc_model_set_profiling(m, 1)) || (s = kc_model_trace_steps(m, 1, 1 << 30)))) {
+        rc = fail("profiling", s);
+        goto done;
+    }
     if ((s = kc_dataset_open(train_spec, &train)) != KC_STATUS_OK) { rc = fail(train_spec, s); goto done; }
     if ((s = kc_dataset_open(test_spec, &test)) != KC_STATUS_OK) { rc = fail(test_spec, s); goto done; }
 
@@ -174,9 +180,9 @@ int main(void) {
 
     printf("{\"impl\": \"kerac\", \"train_images_per_second\": %.1f, \"infer_images_per_second\": %.1f, "
            "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
-           "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\"}\n",
+           "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"profile\": %d, \"version\": \"%s\"}\n",
            train_ips, infer_ips, kc_get_num_threads(), warmup, steps, BATCH, INFER_BATCH, (long long)n, t.loss,
-           kc_version());
+           profile, kc_version());
     fflush(stdout);
     rc = 0;
 
