@@ -243,6 +243,10 @@ static kc_status resolve_cache(kc_img_meta *meta, size_t bytes) {
     bool fits = avail == 0 || bytes <= avail / 2;
     char need[64];
     snprintf(need, sizeof need, "%.1f MiB", (double)bytes / 1048576.0);
+    if (c == KC_IMAGE_CACHE_AUTO && !fits && !meta->opts.skip_bad_images)
+        kc__log_always(KC_LOG_WARNING, "the decoded images of '%s' (%s) do not fit in half the available memory "
+                       "(%.1f MiB): they are decoded again every epoch; --cache FILE decodes them once into a file",
+                       meta->dir, need, (double)avail / 1048576.0);
     if (c == KC_IMAGE_CACHE_AUTO) c = fits ? KC_IMAGE_CACHE_MEMORY : KC_IMAGE_CACHE_NONE;
     if (c == KC_IMAGE_CACHE_MEMORY && !fits)
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "the decoded images of '%s' need %s, over half the available memory "
