@@ -375,6 +375,20 @@ static void test_cache_file_reuse(void **state) {
     assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
     assert_int_equal(kc_dataset_read(d, 0, 1, x0, NULL), KC_STATUS_OK);
     kc_dataset_destroy(d);
+    /* a model takes how images are read, not where a dataset kept them */
+    kc_model *m = NULL;
+    kc_image_opts mo;
+    assert_int_equal(kc_default_cnn(28, 28, 1, 10, &m), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_image_opts(d, &mo), 1);
+    assert_int_equal(mo.cache, KC_IMAGE_CACHE_FILE);
+    assert_int_equal(kc_model_set_image_opts(m, &mo), KC_STATUS_OK);
+    kc_dataset_destroy(d);
+    assert_int_equal(kc_model_image_opts(m, &mo), 1);
+    assert_int_equal(mo.cache, KC_IMAGE_CACHE_AUTO);
+    assert_null(mo.cache_file);
+    assert_int_equal(mo.height, 6);
+    kc_model_destroy(m);
     /* change the first cached value: a reused file shows it */
     FILE *f = fopen(tmp("reuse.cache"), "r+b");
     assert_non_null(f);
