@@ -2,13 +2,13 @@
 # bench/profile_overhead.sh [BUILD] — what profiling costs: bench_train's training rate
 # (workload A, batch 128) without and with BENCH_PROFILE=1 (every step profiled and traced,
 # as `kerac train --profile` does for its steps), alternating off, on, off, on, ... for
-# ROUNDS rounds (default 5), BENCH_STEPS steps each (default 40). Prints the JSON lines, then
-# the median of each and their ratio.
+# ROUNDS rounds (default 5), BENCH_STEPS steps each (default 40), no inference. Prints the
+# JSON lines, then the median of each and their ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
 cmake --build "$B" --target bench_train >/dev/null
-export BENCH_STEPS="${BENCH_STEPS:-40}" BENCH_WARMUP="${BENCH_WARMUP:-5}" BENCH_INFER_REPS=1
+export BENCH_STEPS="${BENCH_STEPS:-40}" BENCH_WARMUP="${BENCH_WARMUP:-5}" BENCH_INFER_REPS=0
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 for round in $(seq "${ROUNDS:-5}"); do
