@@ -19,8 +19,9 @@
  * means every GEMM ran on one thread; see bench/RESULTS.md, "two speeds").
  *
  * Environment: BENCH_THREADS (default 2; passed to kc_set_num_threads), BENCH_WARMUP (5),
- * BENCH_STEPS (100), BENCH_INFER_REPS (5), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
- * BENCH_TEST_SPEC (default "fashion-mnist:test").
+ * BENCH_STEPS (100), BENCH_INFER_REPS (5; 0: no inference, its rate printed as 0), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
+ * BENCH_TEST_SPEC (default "fashion-mnist:test"), BENCH_PROFILE (1: every training step profiled
+ * and traced, as `kerac train --profile` does for its steps; bench/profile_overhead.sh).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -105,9 +106,9 @@ int main(void) {
     int reps = env_int("BENCH_INFER_REPS", 5);
     const char *train_spec = env_str("BENCH_TRAIN_SPEC", "fashion-mnist:train");
     const char *test_spec = env_str("BENCH_TEST_SPEC", "fashion-mnist:test");
-    if (threads < 1 || warmup < 0 || steps < 1 || reps < 1 || reps > MAX_REPS) {
+    if (threads < 1 || warmup < 0 || steps < 1 || reps < 0 || reps > MAX_REPS) {
         fprintf(stderr, "bench_train: need BENCH_THREADS >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, "
-                        "1 <= BENCH_INFER_REPS <= %d (integers)\n", MAX_REPS);
+                        "0 <= BENCH_INFER_REPS <= %d (integers)\n", MAX_REPS);
         return 2;
     }
     const double t_main = now_seconds();
@@ -125,6 +126,11 @@ int main(void) {
     s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-3),
                                          .loss = "sparse_categorical_crossentropy"});
     if (s != KC_STATUS_OK) { rc = fail("kc_compile", s); goto done; }
+    const int profile = env_int("BENCH_PROFILE", 0) == 1;
+    if (profile && ((s = kc_model_set_profiling(m, 1)) || (s = kc_model_trace_steps(m, 1, 1 << 30)))) {
+        rc = fail("profiling", s);
+        goto done;
+    }
     if ((s = kc_dataset_open(train_spec, &train)) != KC_STATUS_OK) { rc = fail(train_spec, s); goto done; }
     if ((s = kc_dataset_open(test_spec, &test)) != KC_STATUS_OK) { rc = fail(test_spec, s); goto done; }
 
@@ -152,6 +158,8 @@ int main(void) {
 
     /* ---- inference */
     int64_t n = kc_dataset_size(test);
+    double infer_ips = 0;
+    if (reps == 0) goto report;
     kc_shape in_shape = kc_dataset_shape(test);
     int64_t per_example = 1;
     for (int i = 0; i < in_shape.rank; i++) per_example *= in_shape.dim[i];
@@ -174,7 +182,7 @@ int main(void) {
     }
     qsort(times, (size_t)reps, sizeof times[0], cmp_double);
     double median = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
-    double infer_ips = (double)n / median;
+    infer_ips = (double)n / median;
 
     /* sanity: the softmax rows sum to 1 */
     double row = 0;
@@ -184,6 +192,7 @@ int main(void) {
         goto done;
     }
 
+report:;
     const char *isa = "?";
     kc_backend *probe = NULL;
     kc_device_opts dopts;
@@ -192,9 +201,10 @@ int main(void) {
     printf("{\"impl\": \"kerac\", \"train_images_per_second\": %.1f, \"infer_images_per_second\": %.1f, "
            "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
            "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\", "
-           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d}\n",
+           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d, \"profile\": %d}\n",
            train_ips, infer_ips, kc_get_num_threads(), warmup, steps, BATCH, INFER_BATCH, (long long)n, t.loss,
-           kc_version(), t.t_first - t_main, isa, openblas_get_num_threads ? openblas_get_num_threads() : -1);
+           kc_version(), t.t_first - t_main, isa, openblas_get_num_threads ? openblas_get_num_threads() : -1,
+           profile);
     kc_backend_destroy(probe);
     fflush(stdout);
     rc = 0;

@@ -744,6 +744,13 @@ typedef enum kc_interpolation {
     KC_INTERP_BILINEAR = 0, KC_INTERP_NEAREST = 1, KC_INTERP_BICUBIC = 2, KC_INTERP_AREA = 3
 } kc_interpolation;
 typedef enum kc_label_mode { KC_LABEL_INT = 0, KC_LABEL_CATEGORICAL = 1, KC_LABEL_BINARY = 2 } kc_label_mode;
+/* Where decoded images are kept. MEMORY: decoded once, held in memory as float32 (like
+ * tf.data.cache()); FILE: decoded once into opts.cache_file and read back memory-mapped
+ * (datasets larger than memory); NONE: decoded again by the pool of threads each time the
+ * loader gathers a batch (memory: the loader's ring only). */
+typedef enum kc_image_cache {
+    KC_IMAGE_CACHE_AUTO = 0, KC_IMAGE_CACHE_MEMORY = 1, KC_IMAGE_CACHE_FILE = 2, KC_IMAGE_CACHE_NONE = 3
+} kc_image_cache;
 
 typedef struct kc_image_opts {
     int height, width;             /* 0: Keras's 256 x 256 */
@@ -762,13 +769,18 @@ typedef struct kc_image_opts {
     int skip_bad_images;           /* a corrupt image is a warning and is left out; else an error */
     int dct_scaling;               /* JPEG: decode at 1/2, 1/4, 1/8 size in the DCT when the target
                                     * is at most half the image's size (faster; not Keras's pixels) */
+    /* the cache of decoded images (tf.data.cache()) */
+    kc_image_cache cache;          /* AUTO (0): in memory when it fits in half the available memory,
+                                    * else decoded per batch */
+    const char *cache_file;        /* KC_IMAGE_CACHE_FILE: the file (reused while files and options match) */
 } kc_image_opts;
 
 /* Decode every image under dir/<class>/... (.jpg .jpeg .png .bmp .gif, any case; other
- * files are ignored) into memory with a pool of threads, resized as opts say, scaled to
- * [0, 1]. Examples are in Keras's order: files sorted, then shuffled with the seed, so that
- * the validation split of Keras's subset="both" is the tail (kc_dataset_split_tail).
- * opts NULL: the defaults. The same seed gives the same dataset for any thread count. */
+ * files are ignored) with a pool of threads, resized as opts say, scaled to [0, 1]: once
+ * into the cache (opts.cache), or for each batch gathered when there is none. Examples are
+ * in Keras's order: files sorted, then shuffled with the seed, so that the validation split
+ * of Keras's subset="both" is the tail (kc_dataset_split_tail). opts NULL: the defaults.
+ * The same seed gives the same examples for any thread count and any cache. */
 KC_API kc_status kc_dataset_open_images(const char *dir, const kc_image_opts *opts, kc_dataset **out);
 /* Keras's validation split: the last int(fraction * n) examples are the validation set. */
 KC_API kc_status kc_dataset_split_tail(const kc_dataset *d, double fraction, kc_dataset **train, kc_dataset **val);
@@ -778,6 +790,9 @@ KC_API const char *kc_dataset_class_name(const kc_dataset *d, int i);
 KC_API int kc_dataset_image_opts(const kc_dataset *d, kc_image_opts *out);
 /* Images left out as corrupt (skip_bad_images). */
 KC_API int64_t kc_dataset_skipped(const kc_dataset *d);
+/* Where a dataset of images keeps its decoded images (MEMORY, FILE or NONE; -1 for other
+ * datasets), with the bytes the cache holds and the cache file (else NULL); either may be NULL. */
+KC_API int kc_dataset_image_cache(const kc_dataset *d, size_t *bytes, const char **file);
 /* The path (relative to the folder) of example i of a dataset of images, else NULL. */
 KC_API const char *kc_dataset_file(const kc_dataset *d, int64_t i);
 /* One image file, decoded and resized as opts say: x gets height * width * channels floats in

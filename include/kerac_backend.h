@@ -511,7 +511,25 @@ struct kc_backend {
     kc_status (*coll_allreduce_sum)(kc_backend *be, float *buf, int64_t n);
     kc_status (*coll_join)(kc_backend *be);
     const char *(*coll_describe)(kc_backend *be);
+
+    /* ---- device timing for profiles and traces (observe: per-layer times from the device's
+     * own clock, one trace track per stream). NULL where the backend runs synchronously (the
+     * CPU: host clocks time its work). Streams: KC_STREAM_COMPUTE, KC_STREAM_COPY (the
+     * feed's uploads), KC_STREAM_ALLREDUCE.
+     *   timing_begin  forget earlier marks and record the reference mark on the compute stream
+     *                 (the caller has synchronised, so it is reached at once)
+     *   timing_mark   record a mark on `stream` after the work enqueued there so far: its id
+     *                 (0, 1, ... since timing_begin), or -1 when the stream does not exist or
+     *                 the marks are full (then nothing is recorded)
+     *   timing_read   wait for marks 0 .. n-1 and give each one's seconds after the reference */
+    kc_status (*timing_begin)(kc_backend *be);
+    int (*timing_mark)(kc_backend *be, int stream);
+    kc_status (*timing_read)(kc_backend *be, double *seconds, int n);
 };
+/* the streams of timing_mark */
+#define KC_STREAM_COMPUTE 0
+#define KC_STREAM_COPY 1
+#define KC_STREAM_ALLREDUCE 2
 
 /* The CPU backend (always available). */
 KC_API kc_status kc_backend_cpu_create(kc_backend **out);

@@ -94,13 +94,15 @@ static void test_table_and_memory(void **state) {
     assert_int_equal(be->struct_size, sizeof(kc_backend));
     assert_string_equal(be->name, "cpu");
     /* every entry is set, but the optional device collectives (data-parallel: the CPU has
-     * none, the caller's host collective serves) */
+     * none, the caller's host collective serves) and device timing (the CPU is timed by
+     * host clocks) */
     void (**fp)(void) = (void (**)(void))&be->destroy;
     size_t nfp = (sizeof(kc_backend) - offsetof(kc_backend, destroy)) / sizeof(void (*)(void));
     size_t coll0 = (offsetof(kc_backend, coll_unique_id) - offsetof(kc_backend, destroy)) / sizeof(void (*)(void));
     size_t coll1 = (offsetof(kc_backend, coll_describe) - offsetof(kc_backend, destroy)) / sizeof(void (*)(void));
+    const size_t timing0 = (offsetof(kc_backend, timing_begin) - offsetof(kc_backend, destroy)) / sizeof(void (*)(void));
     for (size_t i = 0; i < nfp; i++) {
-        if (i >= coll0 && i <= coll1) assert_null(fp[i]);
+        if ((i >= coll0 && i <= coll1) || (i >= timing0 && i < timing0 + 3)) assert_null(fp[i]);
         else assert_non_null(fp[i]);
     }
 

@@ -4,6 +4,7 @@
  * same data for any number of decode threads, and bad input: corrupt and truncated files,
  * skipping them, empty folders, pixel limits, symlink loops. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
 #include <setjmp.h>
@@ -180,26 +181,63 @@ static void test_numpy_shuffle(void **state) {
     for (int i = 0; i < 5; i++) assert_int_equal(p[i], want_max[i]);
 }
 
-/* The same dataset, to the bit, with 1 and 4 decode threads. */
+/* All examples of a dataset, read in a shuffled order (as the loader gathers a batch). */
+static float *read_all(const kc_dataset *d, int64_t e, int32_t *y) {
+    int64_t n = kc_dataset_size(d);
+    float *x = malloc((size_t)(n * e) * sizeof(float)), *one = malloc((size_t)e * sizeof(float));
+    assert_non_null(x);
+    for (int64_t k = 0; k < n; k++) { /* one at a time, backwards */
+        int64_t i = n - 1 - k;
+        assert_int_equal(kc_dataset_read(d, i, 1, one, y + i), KC_STATUS_OK);
+        memcpy(x + i * e, one, (size_t)e * sizeof(float));
+    }
+    float *all = malloc((size_t)(n * e) * sizeof(float));
+    assert_int_equal(kc_dataset_read(d, 0, n, all, NULL), KC_STATUS_OK); /* a whole batch */
+    assert_memory_equal(all, x, (size_t)(n * e) * sizeof(float));
+    free(all);
+    free(one);
+    return x;
+}
+
+/* The same examples, to the bit, with 1 and 4 decode threads and each cache: in memory, in
+ * a file, and none (decoded by the pool each time a batch is gathered). */
 static void test_threads_deterministic(void **state) {
     (void)state;
-    kc_image_opts o = {.height = 37, .width = 29, .seed = 5, .threads = 1, .interpolation = KC_INTERP_BICUBIC};
-    kc_dataset *a = NULL, *b = NULL;
+    const int64_t e = 37 * 29 * 3;
+    kc_image_opts o = {.height = 37, .width = 29, .seed = 5, .threads = 1, .interpolation = KC_INTERP_BICUBIC,
+                       .cache = KC_IMAGE_CACHE_MEMORY};
+    kc_dataset *a = NULL;
     assert_int_equal(kc_dataset_open_images(fix("mixed"), &o, &a), KC_STATUS_OK);
-    o.threads = 4;
-    assert_int_equal(kc_dataset_open_images(fix("mixed"), &o, &b), KC_STATUS_OK);
-    int64_t n = kc_dataset_size(a), e = 37 * 29 * 3;
-    assert_int_equal(n, kc_dataset_size(b));
-    float *xa = malloc((size_t)(n * e) * sizeof(float)), *xb = malloc((size_t)(n * e) * sizeof(float));
+    const int64_t n = kc_dataset_size(a);
     int32_t ya[64], yb[64];
-    assert_int_equal(kc_dataset_read(a, 0, n, xa, ya), KC_STATUS_OK);
-    assert_int_equal(kc_dataset_read(b, 0, n, xb, yb), KC_STATUS_OK);
-    assert_memory_equal(xa, xb, (size_t)(n * e) * sizeof(float));
-    assert_memory_equal(ya, yb, (size_t)n * sizeof(int32_t));
+    assert_true(n <= 64);
+    float *xa = read_all(a, e, ya);
+    size_t bytes = 0, resident = 0, mapped = 0;
+    assert_int_equal(kc_dataset_image_cache(a, &bytes, NULL), KC_IMAGE_CACHE_MEMORY);
+    assert_int_equal(bytes, (size_t)(n * e) * 4);
+    const kc_image_cache modes[] = {KC_IMAGE_CACHE_MEMORY, KC_IMAGE_CACHE_NONE, KC_IMAGE_CACHE_FILE};
+    o.cache_file = tmp("mixed.cache");
+    for (int m = 0; m < 3; m++)
+        for (int t = 1; t <= 4; t += 3) {
+            o.cache = modes[m];
+            o.threads = t;
+            unlink(tmp("mixed.cache")); /* decoded with this thread count, not reused */
+            kc_dataset *b = NULL;
+            assert_int_equal(kc_dataset_open_images(fix("mixed"), &o, &b), KC_STATUS_OK);
+            assert_int_equal(kc_dataset_size(b), n);
+            assert_int_equal(kc_dataset_image_cache(b, &bytes, NULL), modes[m]);
+            assert_int_equal(bytes, modes[m] == KC_IMAGE_CACHE_NONE ? 0 : (size_t)(n * e) * 4);
+            assert_int_equal(kc_dataset_memory(b, &resident, &mapped), KC_STATUS_OK);
+            assert_int_equal(resident, (size_t)n * 4 + (modes[m] == KC_IMAGE_CACHE_MEMORY ? bytes : 0));
+            assert_int_equal(mapped, modes[m] == KC_IMAGE_CACHE_FILE ? bytes : 0);
+            float *xb = read_all(b, e, yb);
+            assert_memory_equal(xa, xb, (size_t)(n * e) * sizeof(float));
+            assert_memory_equal(ya, yb, (size_t)n * sizeof(int32_t));
+            free(xb);
+            kc_dataset_destroy(b);
+        }
     free(xa);
-    free(xb);
     kc_dataset_destroy(a);
-    kc_dataset_destroy(b);
 }
 
 /* ---------------------------------------------------------------- bad input */
@@ -209,6 +247,20 @@ static void copy_file(const char *from, const char *to, size_t keep) {
     char *b = slurp(from, &n);
     spit(to, b, keep && keep < n ? keep : n);
     free(b);
+}
+
+/* DIR/x/good.jpg and DIR/y/good.png under the scratch folder. */
+static void two_classes(const char *dir) {
+    char p[256];
+    mkdir(tmp(dir), 0755);
+    snprintf(p, sizeof p, "%s/x", dir);
+    mkdir(tmp(p), 0755);
+    snprintf(p, sizeof p, "%s/y", dir);
+    mkdir(tmp(p), 0755);
+    snprintf(p, sizeof p, "%s/x/good.jpg", dir);
+    copy_file(fix("mixed/ants/a1.jpg"), tmp(p), 0);
+    snprintf(p, sizeof p, "%s/y/good.png", dir);
+    copy_file(fix("mixed/ants/A3.PNG"), tmp(p), 0);
 }
 
 static kc_status open_dir(const char *dir, kc_image_opts o, kc_dataset **d) {
@@ -228,11 +280,7 @@ static void expect_error(const char *dir, kc_image_opts o, kc_status want, const
 
 static void test_bad_files(void **state) {
     (void)state;
-    mkdir(tmp("bad"), 0755);
-    mkdir(tmp("bad/x"), 0755);
-    mkdir(tmp("bad/y"), 0755);
-    copy_file(fix("mixed/ants/a1.jpg"), tmp("bad/x/good.jpg"), 0);
-    copy_file(fix("mixed/ants/A3.PNG"), tmp("bad/y/good.png"), 0);
+    two_classes("bad");
     copy_file(fix("mixed/ants/a1.jpg"), tmp("bad/x/short.jpg"), 300); /* cut inside the headers */
     kc_image_opts o = {0};
     expect_error(tmp("bad"), o, KC_STATUS_BAD_FILE, "bad/x/short.jpg': not a readable JPEG");
@@ -314,6 +362,102 @@ static void test_bad_folders(void **state) {
     expect_error(tmp("empty"), o, KC_STATUS_BAD_FILE, "symlink loop");
 }
 
+/* A cache file is read as it is while the files and options match (a value changed in the
+ * file shows), and decoded again when an image changes or the options do. */
+static void test_cache_file_reuse(void **state) {
+    (void)state;
+    two_classes("reuse");
+    kc_image_opts o = {.height = 6, .width = 5, .threads = 2, .cache = KC_IMAGE_CACHE_FILE,
+                       .cache_file = tmp("reuse.cache")};
+    unlink(tmp("reuse.cache"));
+    kc_dataset *d = NULL;
+    float x0[90], x1[90];
+    assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_read(d, 0, 1, x0, NULL), KC_STATUS_OK);
+    kc_dataset_destroy(d);
+    /* a model takes how images are read, not where a dataset kept them */
+    kc_model *m = NULL;
+    kc_image_opts mo;
+    assert_int_equal(kc_default_cnn(28, 28, 1, 10, &m), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_image_opts(d, &mo), 1);
+    assert_int_equal(mo.cache, KC_IMAGE_CACHE_FILE);
+    assert_int_equal(kc_model_set_image_opts(m, &mo), KC_STATUS_OK);
+    kc_dataset_destroy(d);
+    assert_int_equal(kc_model_image_opts(m, &mo), 1);
+    assert_int_equal(mo.cache, KC_IMAGE_CACHE_AUTO);
+    assert_null(mo.cache_file);
+    assert_int_equal(mo.height, 6);
+    kc_model_destroy(m);
+    /* change the first cached value: a reused file shows it */
+    FILE *f = fopen(tmp("reuse.cache"), "r+b");
+    assert_non_null(f);
+    float v = 7.0f;
+    assert_int_equal(fseek(f, 64, SEEK_SET), 0);
+    assert_int_equal(fwrite(&v, sizeof v, 1, f), 1);
+    fclose(f);
+    assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_read(d, 0, 1, x1, NULL), KC_STATUS_OK);
+    assert_true(x1[0] == 7.0f);
+    assert_memory_equal(x0 + 1, x1 + 1, 89 * sizeof(float));
+    kc_dataset_destroy(d);
+    /* another size: decoded again */
+    o.height = 5;
+    assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
+    kc_dataset_destroy(d);
+    o.height = 6;
+    assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_read(d, 0, 1, x1, NULL), KC_STATUS_OK);
+    assert_memory_equal(x0, x1, sizeof x0);
+    kc_dataset_destroy(d);
+    /* a changed image: decoded again (the value written above is gone) */
+    f = fopen(tmp("reuse.cache"), "r+b");
+    assert_int_equal(fseek(f, 64, SEEK_SET), 0);
+    assert_int_equal(fwrite(&v, sizeof v, 1, f), 1);
+    fclose(f);
+    copy_file(fix("mixed/ants/A3.PNG"), tmp("reuse/y/good.png"), 0); /* a new modification time */
+    struct timespec ts[2] = {{.tv_sec = 1000000000, .tv_nsec = 0}, {.tv_sec = 1000000000, .tv_nsec = 0}};
+    assert_int_equal(utimensat(AT_FDCWD, tmp("reuse/y/good.png"), ts, 0), 0);
+    assert_int_equal(kc_dataset_open_images(tmp("reuse"), &o, &d), KC_STATUS_OK);
+    assert_int_equal(kc_dataset_read(d, 0, 1, x1, NULL), KC_STATUS_OK);
+    assert_memory_equal(x0, x1, sizeof x0);
+    kc_dataset_destroy(d);
+}
+
+/* Without a cache a bad file is found when its batch is gathered: the error names it.
+ * Skipping bad files needs a cache; in a file, the skipped ones stay out when it is reused. */
+static void test_cache_bad(void **state) {
+    (void)state;
+    two_classes("cbad");
+    spit(tmp("cbad/y/text.gif"), "hello, not a gif", 16);
+    kc_image_opts o = {.height = 8, .width = 8, .threads = 2, .no_shuffle = 1, .cache = KC_IMAGE_CACHE_NONE};
+    kc_dataset *d = NULL;
+    assert_int_equal(kc_dataset_open_images(tmp("cbad"), &o, &d), KC_STATUS_OK);
+    float x[3 * 192];
+    assert_int_equal(kc_dataset_read(d, 0, 2, x, NULL), KC_STATUS_OK); /* x/good.jpg, y/good.png */
+    assert_int_equal(kc_dataset_read(d, 0, 3, x, NULL), KC_STATUS_BAD_FILE);
+    assert_non_null(strstr(kc_last_error(), "cbad/y/text.gif': not a JPEG, PNG, GIF or BMP"));
+    kc_dataset_destroy(d);
+    o.skip_bad_images = 1;
+    expect_error(tmp("cbad"), o, KC_STATUS_INVALID_ARGUMENT, "needs the images decoded once");
+    o.cache = KC_IMAGE_CACHE_MEMORY;
+    assert_int_equal(open_dir(tmp("cbad"), o, &d), KC_STATUS_OK);
+    float xm[2 * 192];
+    assert_int_equal(kc_dataset_read(d, 0, 2, xm, NULL), KC_STATUS_OK);
+    kc_dataset_destroy(d);
+    o.cache = KC_IMAGE_CACHE_FILE;
+    o.cache_file = tmp("cbad.cache");
+    for (int round = 0; round < 2; round++) { /* made, then reused */
+        assert_int_equal(open_dir(tmp("cbad"), o, &d), KC_STATUS_OK);
+        assert_int_equal(kc_dataset_size(d), 2);
+        assert_int_equal(kc_dataset_skipped(d), 1);
+        assert_string_equal(kc_dataset_file(d, 1), "y/good.png");
+        assert_int_equal(kc_dataset_read(d, 0, 2, x, NULL), KC_STATUS_OK);
+        assert_memory_equal(x, xm, sizeof xm);
+        kc_dataset_destroy(d);
+    }
+}
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
@@ -328,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_numpy_shuffle),   cmocka_unit_test(test_keras_pixels),
         cmocka_unit_test(test_keras_split),     cmocka_unit_test(test_threads_deterministic),
         cmocka_unit_test(test_bad_files),       cmocka_unit_test(test_bad_folders),
+        cmocka_unit_test(test_cache_file_reuse), cmocka_unit_test(test_cache_bad),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nftw(g_tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);

@@ -2,13 +2,17 @@
  * Debian's IDX files: PNG with class folders "0".."9" and JPEG (quality 95) with the class
  * names ("Ankle boot", "Bag", ...: sorted, they are in another order than the labels).
  *   - PNG is lossless: every example decoded from the folder is, bit for bit, the IDX
- *     example its file came from (so fit sees identical batches for the same order).
+ *     example its file came from (so fit sees identical batches for the same order). The
+ *     training folder has no cache: the decode threads fill every batch fit's loader reads.
  *   - The default CNN trained from the PNG folder for 2 epochs reaches at least 0.85 on
  *     PNG test images, and on the JPEG test folder read with --class-names in label order.
- * Stated budget (2 shared cores): KERAC_FASHION_IMAGES training images (default 20,000),
- * batch 32, Adam 1e-3, seed 7, 2 threads, 2,000 test images. Measured: 0.8540 (PNG) and
- * 0.8525 (JPEG), a thin margin; 20,000 images took 3 min 15 s of CPU (19 min on the loaded
- * shared machine), so the full 60,000 did not fit make test. Batch 16 gave 0.8545 / 0.8525.
+ * Stated budget (2 cores): KERAC_FASHION_IMAGES training images (default 30,000), batch 32,
+ * Adam 1e-3, seed 7, 2 threads, evaluated on the first 2,000 test images (PNG and JPEG).
+ * Measured (the same training from IDX, which the PNG folder equals bit for bit; seeds 1 and
+ * 4): 0.8645 and 0.8690 on these 2,000 images, where 20,000 images gave 0.8540 (seed 7).
+ * On all 10,000 test images the same models give 0.8533 and 0.8606: that set is harder, and
+ * holding the bar there needs more training data (all 60,000; not measured yet). 30,000
+ * images take about 6 CPU-minutes (far more on a loaded machine).
  * Under the sanitizers (KERAC_SANITIZED=1): 2,000 images, 1 epoch, bar 0.60. Skips (77)
  * without the Debian dataset. */
 #define _GNU_SOURCE
@@ -84,10 +88,11 @@ static void make_folders(const kc_dataset *d, int64_t n, const char *dir) {
     free(y);
 }
 
-static kc_status open_folder(const char *dir, const char *sub, bool names_in_label_order, kc_dataset **out) {
+static kc_status open_folder(const char *dir, const char *sub, bool names_in_label_order, kc_image_cache cache,
+                             kc_dataset **out) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, sub);
-    kc_image_opts o = {.height = 28, .width = 28, .color_mode = KC_COLOR_GRAYSCALE, .seed = 42};
+    kc_image_opts o = {.height = 28, .width = 28, .color_mode = KC_COLOR_GRAYSCALE, .seed = 42, .cache = cache};
     if (names_in_label_order) {
         o.class_names = class_names;
         o.num_class_names = 10;
@@ -119,7 +124,7 @@ static void test_fashion_from_folders(void **state) {
     (void)state;
     bool sanitized = getenv("KERAC_SANITIZED") != NULL;
     const char *env = getenv("KERAC_FASHION_IMAGES");
-    int64_t n_train = sanitized ? 2000 : env ? atoll(env) : 20000, n_test = 2000;
+    int64_t n_train = sanitized ? 2000 : env ? atoll(env) : 30000, n_test = 2000;
     int epochs = sanitized ? 1 : 2;
     double bar = sanitized ? 0.60 : 0.85;
     kc_dataset *idx_train = NULL, *idx_test = NULL;
@@ -136,11 +141,11 @@ static void test_fashion_from_folders(void **state) {
     make_folders(idx_test, n_test, test_dir);
 
     kc_dataset *train = NULL, *test = NULL, *test_jpeg = NULL;
-    assert_int_equal(open_folder(train_dir, "png", false, &train), KC_STATUS_OK);
+    assert_int_equal(open_folder(train_dir, "png", false, KC_IMAGE_CACHE_NONE, &train), KC_STATUS_OK);
     assert_int_equal(kc_dataset_size(train), n_train);
     check_bit_identical(idx_train, train);
-    assert_int_equal(open_folder(test_dir, "png", false, &test), KC_STATUS_OK);
-    assert_int_equal(open_folder(test_dir, "jpeg", true, &test_jpeg), KC_STATUS_OK);
+    assert_int_equal(open_folder(test_dir, "png", false, KC_IMAGE_CACHE_AUTO, &test), KC_STATUS_OK);
+    assert_int_equal(open_folder(test_dir, "jpeg", true, KC_IMAGE_CACHE_AUTO, &test_jpeg), KC_STATUS_OK);
     assert_string_equal(kc_dataset_class_name(test_jpeg, 9), "Ankle boot");
 
     kc_model *m = NULL;

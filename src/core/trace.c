@@ -14,6 +14,7 @@
 
 #define KC_TRACE_MAX_EVENTS (1 << 22)
 #define KC_TRACE_MAX_THREADS 64
+#define KC_TRACE_TRACK_TID 0x40000000 /* tids of named tracks (device streams); Linux's are below */
 
 typedef struct span {
     const char *name, *cat;
@@ -68,10 +69,21 @@ void kc__trace_name_thread(kc__trace *t, const char *name) {
     pthread_mutex_unlock(&t->mu);
 }
 
-void kc__trace_add(kc__trace *t, const char *name, const char *cat, double t0, double t1, int64_t step) {
+static void add_span(kc__trace *t, const char *track, const char *name, const char *cat, double t0, double t1,
+                     int64_t step) {
     span e = {.name = name, .cat = cat, .t0 = (int64_t)((t0 - t->origin) * 1e9),
-              .t1 = (int64_t)((t1 - t->origin) * 1e9), .step = step, .tid = this_tid()};
+              .t1 = (int64_t)((t1 - t->origin) * 1e9), .step = step, .tid = track ? 0 : this_tid()};
     pthread_mutex_lock(&t->mu);
+    if (track) { /* a named track: a made-up tid above any thread's, named like a thread */
+        int i = 0;
+        while (i < t->n_threads && !(t->tids[i] >= KC_TRACE_TRACK_TID && strcmp(t->thread_names[i], track) == 0)) i++;
+        if (i == t->n_threads && i < KC_TRACE_MAX_THREADS) {
+            t->tids[i] = KC_TRACE_TRACK_TID + i;
+            t->thread_names[i] = track;
+            t->n_threads++;
+        }
+        e.tid = i < KC_TRACE_MAX_THREADS ? t->tids[i] : KC_TRACE_TRACK_TID - 1;
+    }
     if (t->n == t->cap && t->cap < KC_TRACE_MAX_EVENTS) {
         int64_t cap = t->cap ? t->cap * 2 : 4096;
         span *p = realloc(t->ev, (size_t)cap * sizeof *p);
@@ -83,6 +95,15 @@ void kc__trace_add(kc__trace *t, const char *name, const char *cat, double t0, d
     if (t->n < t->cap) t->ev[t->n++] = e;
     else t->dropped = true;
     pthread_mutex_unlock(&t->mu);
+}
+
+void kc__trace_add(kc__trace *t, const char *name, const char *cat, double t0, double t1, int64_t step) {
+    add_span(t, NULL, name, cat, t0, t1, step);
+}
+
+void kc__trace_add_track(kc__trace *t, const char *track, const char *name, const char *cat, double t0, double t1,
+                         int64_t step) {
+    add_span(t, track, name, cat, t0, t1, step);
 }
 
 int64_t kc__trace_count(const kc__trace *t) { return t ? t->n : 0; }

@@ -19,6 +19,17 @@
 
 /* ---------------------------------------------------------------- storage */
 
+/* The fields every storage sets. */
+static void storage_init(kc_ds_storage *st, kc_ds_dtype dtype, int64_t n, kc_shape shape, int64_t e, const char *source) {
+    atomic_init(&st->refs, 0);
+    st->dtype = dtype;
+    st->n = n;
+    st->shape = shape;
+    st->example_size = e;
+    st->fault_index = -1;
+    snprintf(st->source, sizeof st->source, "%s", source);
+}
+
 kc_status kc__ds_storage_create(kc_ds_dtype dtype, int64_t n, kc_shape shape, const char *source,
                                 kc_ds_storage **out) {
     *out = NULL;
@@ -38,13 +49,7 @@ kc_status kc__ds_storage_create(kc_ds_dtype dtype, int64_t n, kc_shape shape, co
                         (long long)n, (long long)e);
     kc_ds_storage *st = kc__calloc(1, sizeof *st, "a dataset");
     if (!st) return KC_STATUS_OUT_OF_MEMORY;
-    atomic_init(&st->refs, 0);
-    st->dtype = dtype;
-    st->n = n;
-    st->shape = shape;
-    st->example_size = e;
-    st->fault_index = -1;
-    snprintf(st->source, sizeof st->source, "%s", source ? source : "memory");
+    storage_init(st, dtype, n, shape, e, source ? source : "memory");
     size_t xbytes = (size_t)n * (size_t)e * elem;
     void *x = kc__malloc_aligned(xbytes, "dataset images");
     st->y = x ? kc__malloc_aligned((size_t)n * sizeof(int32_t), "dataset labels") : NULL;
@@ -58,6 +63,22 @@ kc_status kc__ds_storage_create(kc_ds_dtype dtype, int64_t n, kc_shape shape, co
     }
     if (dtype == KC_DS_U8) st->x_u8 = x;
     else st->x_f32 = x;
+    *out = st;
+    return KC_STATUS_OK;
+}
+
+kc_status kc__ds_storage_create_labels(int64_t n, kc_shape shape, const char *source, kc_ds_storage **out) {
+    *out = NULL;
+    int64_t e = 1;
+    for (int i = 0; i < shape.rank; i++) e *= shape.dim[i];
+    kc_ds_storage *st = kc__calloc(1, sizeof *st, "a dataset");
+    if (!st) return KC_STATUS_OUT_OF_MEMORY;
+    st->y = kc__malloc_aligned((size_t)KC_MAX(n, 1) * sizeof(int32_t), "dataset labels");
+    if (!st->y) {
+        free(st);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    storage_init(st, KC_DS_F32, n, shape, e, source);
     *out = st;
     return KC_STATUS_OK;
 }
@@ -102,15 +123,9 @@ kc_status kc__ds_storage_create_mapped(kc_ds_dtype dtype, int64_t n, kc_shape sh
         free(st);
         return KC_STATUS_OUT_OF_MEMORY;
     }
-    atomic_init(&st->refs, 0);
-    st->dtype = dtype;
-    st->n = n;
-    st->shape = shape;
-    st->example_size = e;
-    st->fault_index = -1;
+    storage_init(st, dtype, n, shape, e, source ? source : path);
     st->map = map;
     st->map_len = (size_t)sb.st_size;
-    snprintf(st->source, sizeof st->source, "%s", source ? source : path);
     if (dtype == KC_DS_U8) st->x_u8 = (uint8_t *)map + offset;
     else st->x_f32 = (float *)(void *)((uint8_t *)map + offset);
     *out = st;
@@ -134,7 +149,8 @@ kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mappe
     if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_memory: the dataset is NULL");
     const kc_ds_storage *st = d->st;
     size_t elem = st->dtype == KC_DS_U8 ? 1 : sizeof(float);
-    size_t x = (size_t)st->n * (size_t)st->example_size * elem, y = (size_t)st->n * sizeof(int32_t);
+    size_t x = st->x_u8 || st->x_f32 ? (size_t)st->n * (size_t)st->example_size * elem : 0; /* 0: decoded per batch */
+    size_t y = (size_t)st->n * sizeof(int32_t);
     if (resident) *resident = y + (st->map ? 0 : x);
     if (mapped) *mapped = st->map ? x : 0;
     return KC_STATUS_OK;
@@ -165,12 +181,19 @@ kc_status kc__dataset_gather(const kc_dataset *d, const int64_t *idx, int64_t fi
                              float *x, int32_t *y) {
     const kc_ds_storage *st = d->st;
     const int64_t e = st->example_size;
+    int64_t *jdx = NULL; /* (n) storage indices to decode */
     for (int64_t i = 0; i < n; i++) {
         int64_t j = d->start + (idx ? idx[i] : first + i); /* index into the storage */
-        if (j == st->fault_index)
+        if (j == st->fault_index) {
+            free(jdx);
             return kc__fail(KC_STATUS_IO, "dataset %s: reading example %lld failed (injected test fault)",
                             st->source, (long long)(j - d->start));
-        if (x) {
+        }
+        if (x && st->img && !st->x_f32) { /* images without a cache: decoded below */
+            if (!jdx && !(jdx = malloc((size_t)n * sizeof *jdx)))
+                return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory gathering a batch");
+            jdx[i] = j;
+        } else if (x) {
             float *dst = x + i * e; /* (e) */
             if (st->dtype == KC_DS_U8) {
                 const uint8_t *src = st->x_u8 + j * e; /* (e) */
@@ -181,7 +204,9 @@ kc_status kc__dataset_gather(const kc_dataset *d, const int64_t *idx, int64_t fi
         }
         if (y) y[i] = st->y[j];
     }
-    return KC_STATUS_OK;
+    kc_status s = jdx ? kc__image_decode_batch(st->img, jdx, n, x) : KC_STATUS_OK;
+    free(jdx);
+    return s;
 }
 
 int64_t kc__dataset_example_size(const kc_dataset *d) { return d ? d->st->example_size : 0; }

@@ -50,9 +50,15 @@ kc_status kc__ds_storage_finish(kc_ds_storage *st, int num_classes, kc_dataset *
  * the kernel pages examples in as batches gather them. */
 kc_status kc__ds_storage_create_mapped(kc_ds_dtype dtype, int64_t n, kc_shape shape, const char *source,
                                        const char *path, int64_t offset, kc_ds_storage **out);
+/* A storage of labels only (y allocated, x NULL): the examples of a folder of images
+ * decoded each time they are gathered (st->img set by the caller). */
+kc_status kc__ds_storage_create_labels(int64_t n, kc_shape shape, const char *source, kc_ds_storage **out);
 /* Free a storage that no dataset views yet (refs == 0). NULL is fine. */
 void kc__ds_storage_free(kc_ds_storage *st);
 void kc__img_meta_free(struct kc_img_meta *m); /* image_load.c */
+/* image_load.c: decode + resize the examples idx[0..n) (indices into the folder's list) into
+ * x (n, e) with the pool of threads, for a batch of images without a cache. */
+kc_status kc__image_decode_batch(const struct kc_img_meta *meta, const int64_t *idx, int64_t n, float *x);
 
 /* Copy examples into x (n, example shape) floats (uint8 scaled by 1/255) and their labels
  * into y (n); either may be NULL. Example i is idx[i] when idx is given, else first + i;

@@ -44,10 +44,24 @@ void kc__numpy_shuffle_perm(uint32_t seed, int64_t n, int64_t *perm);
 
 /* What a dataset of images keeps beside its storage. */
 typedef struct kc_img_meta {
-    kc_image_opts opts;   /* class_names points into classes */
+    kc_image_opts opts;   /* class_names points into classes, cache_file to cache_file */
     kc_img_list list;     /* files and labels of the examples kept, in example order */
     int64_t skipped;
+    char *dir;            /* the folder, for decoding on demand */
+    kc_image_cache cache; /* resolved: MEMORY, FILE or NONE */
+    char *cache_file;     /* FILE: the cache file */
+    bool cache_reused;    /* FILE: read from an existing cache file, nothing decoded */
 } kc_img_meta;
+
+/* Decode + resize every file of meta->list into x (n, e) with the pool of threads, then
+ * settle failures: the first one is the error, or (skip_bad_images) a warning per file and
+ * the examples close up in x and the list. kept (n, may be NULL) gets the list indices
+ * kept, in order. The labels are left to the caller (meta->list.labels). */
+kc_status kc__image_decode_list(kc_img_meta *meta, float *x, int64_t *kept);
+/* image_cache.c: the storage of a dataset of images cached in meta->cache_file: an existing
+ * file written for the same files and options is mapped as is, else the images are decoded
+ * into a new one. Labels are filled. */
+kc_status kc__image_cache_file(kc_img_meta *meta, kc_shape shape, const char *source, kc_ds_storage **out);
 
 /* The defaults filled in (size 256, max_pixels, threads from the cores). */
 kc_image_opts kc__image_opts_resolve(const kc_image_opts *o);

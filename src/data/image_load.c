@@ -1,10 +1,11 @@
 /* image_load.c — a folder of images as a dataset: the files in Keras's order (image_dir.c)
- * decoded and resized by a pool of threads straight into the dataset's storage (float32,
- * scaled to [0, 1]). Each thread takes the next file index from a counter and writes only
- * its own example, so the result is the same for any number of threads. A bad file is an
- * error naming it (the lowest bad example index, whatever thread saw one first: files after
- * it are not decoded, those before it are), or with
- * skip_bad_images a warning per file, and the examples close up. */
+ * decoded and resized by a pool of threads (float32, scaled to [0, 1]), either once into the
+ * cache (in memory here, in a file in image_cache.c) or, without a cache, again each time the
+ * loader gathers a batch (kc__image_decode_batch, called by kc__dataset_gather). Each thread
+ * takes the next example from a counter and writes only that example, so the result is the
+ * same for any number of threads. A bad file is an error naming it (the lowest bad example,
+ * whatever thread saw one first: files after it are not decoded), or with skip_bad_images
+ * (which needs a cache) a warning per file, and the examples close up. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -106,15 +107,16 @@ kc_status kc_image_load(const char *path, const kc_image_opts *opts, float *x) {
 /* ---------------------------------------------------------------- the pool */
 
 typedef struct pool_job {
-    const char *dir;
-    const kc_img_list *list;
-    const kc_image_opts *o;
-    float *x;             /* (n, e) */
+    const kc_img_meta *meta;
+    const int64_t *idx;   /* (n) list indices to decode; NULL: 0..n-1 */
+    int64_t n;
+    float *x;             /* (n, e): example k at x + k * e */
     int64_t e;
     atomic_llong next;
     char **err;           /* (n) message of a failed example, else NULL */
     kc_status *status;    /* (n) */
-    atomic_llong first_bad; /* no skipping: the lowest failed index; later files are not decoded */
+    bool skip;            /* go on after a failure (skip_bad_images) */
+    atomic_llong first_bad; /* no skipping: the lowest failed k; later files are not decoded */
 } pool_job;
 
 static void *pool_worker(void *arg) {
@@ -124,15 +126,16 @@ static void *pool_worker(void *arg) {
     size_t cap = 0, tmp_n = 0;
     char path[4096];
     for (;;) {
-        int64_t i = atomic_fetch_add(&j->next, 1);
-        if (i >= j->list->n || i > atomic_load(&j->first_bad)) break;
-        snprintf(path, sizeof path, "%s/%s", j->dir, j->list->files[i]);
-        kc_status s = load_one(path, j->o, j->x + i * j->e, &buf, &cap, &tmp, &tmp_n);
+        int64_t k = atomic_fetch_add(&j->next, 1);
+        if (k >= j->n || k > atomic_load(&j->first_bad)) break;
+        int64_t i = j->idx ? j->idx[k] : k;
+        snprintf(path, sizeof path, "%s/%s", j->meta->dir, j->meta->list.files[i]);
+        kc_status s = load_one(path, &j->meta->opts, j->x + k * j->e, &buf, &cap, &tmp, &tmp_n);
         if (s) {
-            j->status[i] = s;
-            j->err[i] = kc__strdup(kc_last_error());
+            j->status[k] = s;
+            j->err[k] = kc__strdup(kc_last_error());
             long long cur = atomic_load(&j->first_bad);
-            while (!j->o->skip_bad_images && i < cur && !atomic_compare_exchange_weak(&j->first_bad, &cur, i)) {}
+            while (!j->skip && k < cur && !atomic_compare_exchange_weak(&j->first_bad, &cur, k)) {}
         }
     }
     free(buf);
@@ -140,31 +143,46 @@ static void *pool_worker(void *arg) {
     return NULL;
 }
 
-static kc_status run_pool(pool_job *j, int threads) {
-    threads = (int)KC_MIN((int64_t)threads, j->list->n);
-    pthread_t *t = calloc((size_t)threads, sizeof *t);
-    if (!t) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory starting decode threads");
+/* Each thread takes the next k from the counter and writes only example k: the result is
+ * the same for any number of threads. */
+static kc_status run_pool(pool_job *j) {
+    atomic_init(&j->next, 0);
+    atomic_init(&j->first_bad, j->n);
+    j->err = calloc((size_t)j->n, sizeof *j->err);
+    j->status = calloc((size_t)j->n, sizeof *j->status);
+    if (!j->err || !j->status) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory decoding images");
+    int threads = (int)KC_MIN((int64_t)j->meta->opts.threads, j->n);
+    pthread_t t[64];
     int started = 0;
-    for (; started < threads; started++)
+    for (; started < threads && started < 64; started++)
         if (pthread_create(&t[started], NULL, pool_worker, j) != 0) break;
     if (started == 0) pool_worker(j); /* no thread could start: decode here */
     for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
-    free(t);
+    return KC_STATUS_OK;
+}
+
+static void pool_free(pool_job *j) {
+    for (int64_t k = 0; j->err && k < j->n; k++) free(j->err[k]);
+    free(j->err);
+    free(j->status);
+}
+
+/* The first failure, with what to do about it. */
+static kc_status first_failure(const pool_job *j, const char *todo) {
+    for (int64_t k = 0; k < j->n; k++)
+        if (j->status[k])
+            return kc__fail(j->status[k], "%s; nothing was trained on; %s", j->err[k] ? j->err[k] : "decoding failed",
+                            todo);
     return KC_STATUS_OK;
 }
 
 /* After the pool: the first error, or (skipping) warnings and the bad examples removed. */
-static kc_status settle(pool_job *j, kc_ds_storage *st, kc_img_meta *meta) {
+static kc_status settle(pool_job *j, kc_img_meta *meta, int64_t *kept_idx) {
     kc_img_list *l = &meta->list;
-    int64_t bad = 0, first = -1, kept = 0;
-    for (int64_t i = 0; i < l->n; i++)
-        if (j->status[i]) {
-            bad++;
-            if (first < 0) first = i;
-        }
-    if (bad && !j->o->skip_bad_images)
-        return kc__fail(j->status[first], "%s; nothing was trained on; fix or remove the file, or leave bad images "
-                        "out (--on-bad-image skip)", j->err[first] ? j->err[first] : "decoding failed");
+    int64_t bad = 0, kept = 0;
+    for (int64_t i = 0; i < l->n; i++) bad += j->status[i] != KC_STATUS_OK;
+    if (bad && !j->skip)
+        return first_failure(j, "fix or remove the file, or leave bad images out (--on-bad-image skip)");
     for (int64_t i = 0; i < l->n; i++) {
         if (j->status[i]) {
             kc__log_always(KC_LOG_WARNING, "skipping a bad image: %s", j->err[i] ? j->err[i] : l->files[i]);
@@ -172,42 +190,101 @@ static kc_status settle(pool_job *j, kc_ds_storage *st, kc_img_meta *meta) {
             continue;
         }
         if (kept != i) {
-            memmove(st->x_f32 + kept * j->e, st->x_f32 + i * j->e, (size_t)j->e * sizeof(float));
+            memmove(j->x + kept * j->e, j->x + i * j->e, (size_t)j->e * sizeof(float));
             l->files[kept] = l->files[i];
         }
-        l->labels[kept] = l->labels[i];
-        st->y[kept++] = l->labels[i];
+        if (kept_idx) kept_idx[kept] = i;
+        l->labels[kept++] = l->labels[i];
     }
     l->n = kept;
     meta->skipped = bad;
     if (bad) kc__log_always(KC_LOG_WARNING, "%lld bad image%s skipped, %lld kept", (long long)bad, bad == 1 ? "" : "s",
                             (long long)kept);
-    if (kept == 0) return kc__fail(KC_STATUS_BAD_FILE, "every image in '%s' is bad (%lld skipped)", j->dir, (long long)bad);
-    st->n = kept;
+    if (kept == 0) return kc__fail(KC_STATUS_BAD_FILE, "every image in '%s' is bad (%lld skipped)", meta->dir, (long long)bad);
     return KC_STATUS_OK;
 }
 
-static kc_status decode_all(const char *dir, kc_image_opts *o, kc_img_meta *meta, kc_ds_storage **out) {
-    const int c = kc__image_channels(o->color_mode);
-    kc_shape shape = {.rank = 3, .dim = {o->height, o->width, c}};
+kc_status kc__image_decode_list(kc_img_meta *meta, float *x, int64_t *kept) {
+    pool_job j = {.meta = meta, .n = meta->list.n, .x = x, .e = 0, .skip = meta->opts.skip_bad_images != 0};
+    j.e = (int64_t)meta->opts.height * meta->opts.width * kc__image_channels(meta->opts.color_mode);
+    kc_status s = run_pool(&j);
+    if (!s) s = settle(&j, meta, kept);
+    pool_free(&j);
+    return s;
+}
+
+kc_status kc__image_decode_batch(const kc_img_meta *meta, const int64_t *idx, int64_t n, float *x) {
+    pool_job j = {.meta = meta, .idx = idx, .n = n, .x = x};
+    j.e = (int64_t)meta->opts.height * meta->opts.width * kc__image_channels(meta->opts.color_mode);
+    kc_status s = run_pool(&j);
+    if (!s) s = first_failure(&j, "fix or remove the file, or cache the images (--cache or --cache FILE) and "
+                                  "leave bad ones out (--on-bad-image skip)");
+    pool_free(&j);
+    return s;
+}
+
+/* Available host memory (MemAvailable), or 0 when unknown. */
+static uint64_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (uint64_t)kb * 1024u;
+}
+
+/* opts.cache resolved: AUTO is MEMORY when the decoded images fit in half the available
+ * memory, else NONE; MEMORY that does not fit, or skipping bad files without a cache, is
+ * refused with what to do. */
+static kc_status resolve_cache(kc_img_meta *meta, size_t bytes) {
+    kc_image_cache c = meta->opts.cache;
+    uint64_t avail = available_memory();
+    bool fits = avail == 0 || bytes <= avail / 2;
+    char need[64];
+    snprintf(need, sizeof need, "%.1f MiB", (double)bytes / 1048576.0);
+    if (c == KC_IMAGE_CACHE_AUTO && !fits && !meta->opts.skip_bad_images)
+        kc__log_always(KC_LOG_WARNING, "the decoded images of '%s' (%s) do not fit in half the available memory "
+                       "(%.1f MiB): they are decoded again every epoch; --cache FILE decodes them once into a file",
+                       meta->dir, need, (double)avail / 1048576.0);
+    if (c == KC_IMAGE_CACHE_AUTO) c = fits ? KC_IMAGE_CACHE_MEMORY : KC_IMAGE_CACHE_NONE;
+    if (c == KC_IMAGE_CACHE_MEMORY && !fits)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "the decoded images of '%s' need %s, over half the available memory "
+                        "(%.1f MiB); cache them in a file (--cache FILE) or decode them per batch (--no-cache)",
+                        meta->dir, need, (double)avail / 1048576.0);
+    if (c == KC_IMAGE_CACHE_FILE && (!meta->opts.cache_file || !*meta->opts.cache_file))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "image cache FILE without a file name (cache_file)");
+    if (c == KC_IMAGE_CACHE_NONE && meta->opts.skip_bad_images)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "leaving bad images out (--on-bad-image skip) needs the images "
+                        "decoded once before training: cache them (--cache%s, %s of decoded images)",
+                        fits ? " or --cache FILE" : " FILE", need);
+    meta->cache = c;
+    if (c == KC_IMAGE_CACHE_FILE && !(meta->cache_file = kc__strdup(meta->opts.cache_file)))
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
+    meta->opts.cache = c;
+    meta->opts.cache_file = meta->cache_file;
+    return KC_STATUS_OK;
+}
+
+/* The storage: decoded into memory, into a cache file, or labels only (decoded per batch). */
+static kc_status make_storage(kc_img_meta *meta, const char *dir, kc_ds_storage **out) {
+    const int c = kc__image_channels(meta->opts.color_mode);
+    kc_shape shape = {.rank = 3, .dim = {meta->opts.height, meta->opts.width, c}};
     char source[512];
     snprintf(source, sizeof source, "images:%s", dir);
+    const size_t bytes = (size_t)meta->list.n * (size_t)meta->opts.height * (size_t)meta->opts.width * (size_t)c * 4;
+    KC_TRY(resolve_cache(meta, bytes));
+    if (meta->cache == KC_IMAGE_CACHE_FILE) return kc__image_cache_file(meta, shape, source, out);
     kc_ds_storage *st = NULL;
-    KC_TRY(kc__ds_storage_create(KC_DS_F32, meta->list.n, shape, source, &st));
-    pool_job j = {.dir = dir, .list = &meta->list, .o = o, .x = st->x_f32, .e = st->example_size};
-    atomic_init(&j.next, 0);
-    atomic_init(&j.first_bad, meta->list.n);
-    j.err = calloc((size_t)meta->list.n, sizeof *j.err);
-    j.status = calloc((size_t)meta->list.n, sizeof *j.status);
-    kc_status s = j.err && j.status ? run_pool(&j, o->threads) : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
-    if (!s) s = settle(&j, st, meta);
-    for (int64_t i = 0; j.err && i < meta->list.n; i++) free(j.err[i]);
-    free(j.err);
-    free(j.status);
+    if (meta->cache == KC_IMAGE_CACHE_NONE) KC_TRY(kc__ds_storage_create_labels(meta->list.n, shape, source, &st));
+    else KC_TRY(kc__ds_storage_create(KC_DS_F32, meta->list.n, shape, source, &st));
+    kc_status s = meta->cache == KC_IMAGE_CACHE_MEMORY ? kc__image_decode_list(meta, st->x_f32, NULL) : KC_STATUS_OK;
     if (s) {
         kc__ds_storage_free(st);
         return s;
     }
+    st->n = meta->list.n;
+    memcpy(st->y, meta->list.labels, (size_t)st->n * sizeof(int32_t));
     *out = st;
     return KC_STATUS_OK;
 }
@@ -219,13 +296,16 @@ kc_status kc_dataset_open_images(const char *dir, const kc_image_opts *opts, kc_
     kc_img_meta *meta = kc__calloc(1, sizeof *meta, "image dataset");
     if (!meta) return KC_STATUS_OUT_OF_MEMORY;
     meta->opts = kc__image_opts_resolve(opts);
+    meta->opts.cache_file = NULL; /* the caller's string: resolve_cache keeps a copy */
+    if (opts) meta->opts.cache_file = opts->cache_file;
     kc_status s = check_opts(&meta->opts);
+    if (!s && !(meta->dir = kc__strdup(dir))) s = kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
     if (!s) s = kc__image_list(dir, &meta->opts, &meta->list);
     if (!s && meta->opts.label_mode == KC_LABEL_BINARY && meta->list.num_classes != 2)
         s = kc__fail(KC_STATUS_INVALID_ARGUMENT, "label mode 'binary' needs exactly 2 classes; '%s' has %d; use "
                      "'int' or 'categorical'", dir, meta->list.num_classes);
     kc_ds_storage *st = NULL;
-    if (!s) s = decode_all(dir, &meta->opts, meta, &st);
+    if (!s) s = make_storage(meta, dir, &st);
     if (s) {
         kc__img_meta_free(meta);
         return s;
@@ -239,6 +319,8 @@ kc_status kc_dataset_open_images(const char *dir, const kc_image_opts *opts, kc_
 void kc__img_meta_free(kc_img_meta *m) {
     if (!m) return;
     kc__image_list_free(&m->list);
+    free(m->dir);
+    free(m->cache_file);
     free(m);
 }
 
@@ -275,6 +357,13 @@ int kc_dataset_image_opts(const kc_dataset *d, kc_image_opts *out) {
 }
 
 int64_t kc_dataset_skipped(const kc_dataset *d) { return d && d->st->img ? d->st->img->skipped : 0; }
+
+int kc_dataset_image_cache(const kc_dataset *d, size_t *bytes, const char **file) {
+    const kc_img_meta *m = d ? d->st->img : NULL;
+    if (bytes) *bytes = m && m->cache != KC_IMAGE_CACHE_NONE ? (size_t)d->st->n * (size_t)d->st->example_size * 4 : 0;
+    if (file) *file = m ? m->cache_file : NULL;
+    return m ? (int)m->cache : -1;
+}
 
 const char *kc_dataset_file(const kc_dataset *d, int64_t i) {
     if (!d || !d->st->img || i < 0 || i >= d->count) return NULL;

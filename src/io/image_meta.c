@@ -36,6 +36,8 @@ kc_status kc_model_set_image_opts(kc_model *m, const kc_image_opts *o) {
     m->image_opts = *o;
     m->image_opts.num_class_names = n;
     m->image_opts.class_names = (const char *const *)classes;
+    m->image_opts.cache = KC_IMAGE_CACHE_AUTO; /* how a dataset kept its images, not how the model reads them */
+    m->image_opts.cache_file = NULL;
     m->image_classes = classes;
     m->has_image_opts = true;
     return KC_STATUS_OK;

@@ -10,25 +10,38 @@
 #define AT(off) ((float *)((char *)m->arena + (off)))
 #define AT_OR_NULL(off) ((off) == KC_PLAN_NONE ? NULL : (void *)((char *)m->arena + (off)))
 
-/* ---- profiling and tracing: synchronise so that asynchronous backends are timed per
- * layer. Both off, a step pays one test of two flags per layer. */
+/* ---- profiling and tracing. On a backend with timing marks (devtime.c) each span is two
+ * marks on the compute stream, read at the pass's end; else synchronise so that an
+ * asynchronous backend is timed per layer on the host's clock. Both off, a step pays one
+ * test of two flags per layer. */
+typedef struct prof_mark {
+    double t0;
+    int mark; /* >= 0: a device mark */
+} prof_mark;
 static inline bool timed(const kc_model *m) { return m->profiling || m->tracing; }
-static double prof_start(kc_model *m) {
+static prof_mark prof_start(kc_model *m) {
+    int k = kc__devtime_mark(m, KC_STREAM_COMPUTE);
+    if (k >= 0) return (prof_mark){.mark = k};
     m->be->sync(m->be);
-    return kc__now();
+    return (prof_mark){.t0 = kc__now(), .mark = -1};
 }
-/* The span since t0: added to *acc (profiling) and to the trace (tracing) as name/cat. */
-static void prof_stop(kc_model *m, double t0, double *acc, const char *name, const char *cat) {
+/* The span since p: added to *acc (profiling) and to the trace (tracing) as name/cat. */
+static void prof_stop(kc_model *m, prof_mark p, double *acc, const char *name, const char *cat) {
+    if (p.mark >= 0) {
+        kc__devtime_span(m, p.mark, KC_STREAM_COMPUTE, m->profiling ? acc : NULL, name, cat);
+        return;
+    }
     m->be->sync(m->be);
     double t1 = kc__now();
-    if (m->profiling && acc) *acc += t1 - t0;
-    if (m->tracing) kc__trace_add(m->trace, name, cat, t0, t1, m->trace_step);
+    if (m->profiling && acc) *acc += t1 - p.t0;
+    if (m->tracing) kc__trace_add(m->trace, name, cat, p.t0, t1, m->trace_step);
 }
-static void prof_layer(kc_model *m, double t0, int i, bool fwd) {
-    prof_stop(m, t0, !m->prof_fwd ? NULL : fwd ? &m->prof_fwd[i] : &m->prof_bwd[i], m->layers[i]->name,
+static void prof_layer(kc_model *m, prof_mark p, int i, bool fwd) {
+    prof_stop(m, p, !m->prof_fwd ? NULL : fwd ? &m->prof_fwd[i] : &m->prof_bwd[i], m->layers[i]->name,
               fwd ? "forward" : "backward");
     if (m->profiling && m->prof_fwd) (fwd ? m->prof_fwd_n : m->prof_bwd_n)[i]++;
 }
+#define PROF_START(m) (timed(m) ? prof_start(m) : (prof_mark){0, -1})
 
 kc_status kc_model_set_profiling(kc_model *m, int on) {
     if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_set_profiling: model is NULL");
@@ -98,12 +111,13 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
                     .ws_bytes = p->ws_off[i] == KC_PLAN_NONE ? 0 : p->workspace_bytes,
                     .seed = kc__hash64(step_seed ^ l->seed)};
         for (int k = 0; k < l->n_in; k++) a.x[k] = AT(p->y_off[l->in[k]]);
-        double t0 = timed(m) ? prof_start(m) : 0;
+        prof_mark t0 = PROF_START(m);
         kc_status s = l->ops->forward(l, &a);
         if (timed(m)) prof_layer(m, t0, i, true);
         if (s != KC_STATUS_OK) return kc__wrap(s, "forward of layer '%s': ", l->name);
         if (m->check_numerics) KC_TRY(kc__numerics_forward(m, i, batch, training, a.y));
     }
+    if (timed(m)) KC_TRY(kc__devtime_flush(m));
     kc__trace_span(m, "forward", "pass", tf);
     return KC_STATUS_OK;
 }
@@ -151,7 +165,7 @@ static kc_status backward(kc_model *m, int batch) {
             else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
             else a.dx[k] = AT(p->dy_off[src]);
         }
-        double t0 = timed(m) ? prof_start(m) : 0;
+        prof_mark t0 = PROF_START(m);
         kc_status s = l->ops->backward(l, &a);
         if (timed(m)) prof_layer(m, t0, j, false);
         if (s != KC_STATUS_OK) return kc__wrap(s, "backward of layer '%s': ", l->name);
@@ -164,6 +178,7 @@ static kc_status backward(kc_model *m, int batch) {
             KC_TRY(m->be->add(m->be, AT(p->dy_off[src]), AT(p->dy_off[src]), AT(tmp), n));
         }
     }
+    if (timed(m)) KC_TRY(kc__devtime_flush(m));
     kc__trace_span(m, "backward", "pass", tb);
     return KC_STATUS_OK;
 }
@@ -171,7 +186,7 @@ static kc_status backward(kc_model *m, int batch) {
 kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool apply) {
     kc_loss_desc d = loss_desc(m, batch);
     int out = kc__model_output(m);
-    double t0 = timed(m) ? prof_start(m) : 0;
+    prof_mark t0 = PROF_START(m);
     KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets,
                                         m->dev_scalars + KC_SCALAR_LOSS, AT(m->plan.dy_off[out]), grad_n));
     KC_TRY(add_metrics(m, batch));
@@ -192,7 +207,7 @@ kc_status kc__model_prepare_update(kc_model *m) {
 
 kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
     kc_optimizer_state *o = &m->opt;
-    double t0 = timed(m) ? prof_start(m) : 0;
+    prof_mark t0 = PROF_START(m);
     kc_opt_step st = {.kind = o->kind, .lr = (float)kc__optimizer_lr(o, o->iterations),
                       .momentum = (float)o->opts.momentum, .nesterov = o->opts.nesterov > 0,
                       .beta_1 = (float)o->opts.beta_1, .beta_2 = (float)o->opts.beta_2,
@@ -221,7 +236,10 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
         }
         KC_TRY(m->be->optimizer_step(m->be, &st, m->params, grads, m->slot0, m->slot1, m->n_trainable));
     }
-    if (timed(m)) prof_stop(m, t0, &m->prof_opt, "optimizer update", "optimizer");
+    if (timed(m)) {
+        prof_stop(m, t0, &m->prof_opt, "optimizer update", "optimizer");
+        KC_TRY(kc__devtime_flush(m));
+    }
     o->iterations++;
     return KC_STATUS_OK;
 }

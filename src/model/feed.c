@@ -59,11 +59,12 @@ kc_status kc__feed_put(kc__feed *f, const float *x, const int32_t *y, int n, int
     KC_TRY(be->feed_wait(be, k));
     size_t xb = (size_t)n * (size_t)f->in_size * sizeof(float);
     memcpy(f->host_x[k], x, xb);
+    if (f->width) kc__labels_to_targets(f->m, y, n, f->host_t[k]);
+    int mark = f->m->tracing ? kc__devtime_mark(f->m, KC_STREAM_COPY) : -1; /* a traced step: the copy stream's span */
     KC_TRY(be->feed_upload(be, k, f->dev_x[k], f->host_x[k], xb));
-    if (f->width) {
-        kc__labels_to_targets(f->m, y, n, f->host_t[k]);
+    if (f->width)
         KC_TRY(be->feed_upload(be, k, f->dev_t[k], f->host_t[k], (size_t)n * (size_t)f->width * sizeof(float)));
-    }
+    if (mark >= 0) kc__devtime_span(f->m, mark, KC_STREAM_COPY, NULL, "upload batch", "copy");
     f->n[k] = n;
     f->next = (k + 1) % KC_FEED_SLOTS;
     *slot = k;

@@ -88,6 +88,13 @@ struct kc_model {
     int64_t trace_first, trace_last, trace_step;
     bool tracing;
     bool check_numerics;     /* kc_model_set_check_numerics */
+    /* device timing (devtime.c): on a backend with timing marks, the spans of the current
+     * pass, read back from the device at its end */
+    struct kc__devspan *dev_spans;
+    int n_dev_spans, cap_dev_spans;
+    bool dev_timing;         /* a reference mark is set, at host time dev_ref */
+    double dev_ref;
+    double *dev_seconds;     /* (cap_dev_spans * 2) scratch of the read */
 
     /* execution: the plan and its arena for the current (batch, mode) */
     kc_plan plan;
@@ -175,6 +182,17 @@ static inline double kc__trace_t0(const kc_model *m) { return m->tracing ? kc__n
 kc_status kc__numerics_forward(kc_model *m, int layer, int batch, bool training, const float *y);
 kc_status kc__numerics_backward(kc_model *m, int layer, int batch, const kc_bwd *a);
 void kc__observe_free(kc_model *m);
+/* ---- devtime.c: layer times from the device's clock where the backend has timing marks
+ * (be->timing_mark; the CUDA backend's events), one trace track per device stream. */
+/* A mark on the stream after the work enqueued so far (the first one of a pass sets the
+ * reference): its id, or -1 when the backend has no marks (then time on the host). */
+int kc__devtime_mark(kc_model *m, int stream);
+/* A span from mark a to a new mark on the stream: its seconds go to *acc (may be NULL) and,
+ * inside a traced step, to the stream's trace track, when the pass is read (flush). */
+void kc__devtime_span(kc_model *m, int a, int stream, double *acc, const char *name, const char *cat);
+/* Wait for the marks and hand the spans out; nothing to do without marks. */
+kc_status kc__devtime_flush(kc_model *m);
+void kc__devtime_free(kc_model *m);
 
 /* The value of a history key ("loss", "val_loss", "accuracy", "val_<metric>") in an
  * epoch's logs; false when the epoch has none (callbacks.c). */

@@ -43,6 +43,7 @@ kc_status kc_model_set_check_numerics(kc_model *m, int on) {
 }
 
 void kc__observe_free(kc_model *m) {
+    kc__devtime_free(m);
     kc__trace_destroy(m->trace);
     m->trace = NULL;
 }
@@ -63,6 +64,7 @@ void kc__trace_step_end(kc_model *m, double t0) {
         kc__trace_set_open(m->trace, false);
         return;
     }
+    kc__devtime_flush(m); /* the uploads on the copy stream; a failure shows at the next step */
     kc__trace_add(m->trace, "step", "step", t0, kc__now(), m->trace_step);
     m->tracing = false;
     kc__trace_set_open(m->trace, false);

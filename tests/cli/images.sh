@@ -3,8 +3,9 @@
 # from the committed mixed folder (tests/fixtures/images/mixed: JPEG, PNG, BMP, GIF) with
 # Keras's validation split, the class names and image options saved in the .keras file's
 # metadata (Keras's keys untouched), `kerac predict` on a photo and on a folder (top-k by
-# name, --json), `kerac evaluate` reading the folder as the model was trained, the same
-# training for --loader-threads 1 and 4, and each bad input with its message and exit code.
+# name, --json), `kerac evaluate` reading the folder as the model was trained, the memory
+# plan's host line naming the image cache, the same training for --loader-threads 1 and 4
+# with each cache (memory, file, none), and each bad input with its message and exit code.
 # Needs /usr/bin/python3 (standard library only) to look into the zip (else skipped, 77).
 set -u
 K=${1:?usage: images.sh PATH/TO/kerac}
@@ -46,16 +47,29 @@ PY
 run evaluate "$T/m.keras" --data "images:$F"
 grep -q "(12 examples" "$T/out" || fail "evaluate on the folder: $(cat "$T/out")"
 
-# summary: the decoded images are what the dataset holds in memory (12 x 64 x 64 x 3 floats)
-run summary --data "images:$F" --image-size 64,64
-grep -Eq "of which decoded images \(float32\) +576.00 KiB" "$T/out" || fail "summary --data images: $(cat "$T/out")"
+# summary: the memory plan's host lines say what the image cache holds (12 x 64 x 64 x 3 floats)
+run summary --data "images:$F" --image-size 64,64 --batch-size 4
+grep -Eq "host: decoded images cached in memory +576.00 KiB" "$T/out" || fail "summary --data images: $(cat "$T/out")"
+[ "$(grep -c "host: decoded images cached in memory" "$T/out")" -eq 2 ] || fail "plan and data lines: $(cat "$T/out")"
+run summary --data "images:$F" --image-size 64,64 --cache "$T/c.cache"
+grep -Eq "host: decoded images cached in a file \(mapped\) +576.00 KiB  $T/c.cache" "$T/out" || fail "--cache FILE: $(cat "$T/out")"
+grep -Eq "memory-mapped \(read on demand\) +576.00 KiB" "$T/out" || fail "--cache FILE mapped: $(cat "$T/out")"
+run summary --data "images:$F" --image-size 64,64 --no-cache
+grep -Eq "host: no image cache \(decoded per batch\) +0 B" "$T/out" || fail "--no-cache: $(cat "$T/out")"
+expect 1 "looks like a model file" train --data "images:$F" --cache "$T/m.keras"
 
-# the same training, to the printed digit, with 1 and 4 decode threads
+# the same training, to the printed digit, with 1 and 4 decode threads and each cache
+epochs() { grep '"epoch"' "$T/out" | sed 's/"seconds".*//; s/"images_per_second": [0-9.e+-]*,//' > "$T/$1"; }
 run "${TRAIN[@]}" --loader-threads 1 --json
-grep '"epoch"' "$T/out" | sed 's/"seconds".*//; s/"images_per_second": [0-9.e+-]*,//' > "$T/one"
-run "${TRAIN[@]}" --loader-threads 4 --json
-grep '"epoch"' "$T/out" | sed 's/"seconds".*//; s/"images_per_second": [0-9.e+-]*,//' > "$T/four"
-[ -s "$T/one" ] && cmp -s "$T/one" "$T/four" || fail "--loader-threads 1 and 4 differ: $(cat "$T/one") / $(cat "$T/four")"
+epochs one
+[ -s "$T/one" ] || fail "no epochs printed: $(cat "$T/out")"
+for c in "--loader-threads 4" "--loader-threads 4 --no-cache" "--loader-threads 1 --no-cache" \
+         "--cache $T/t.cache --loader-threads 4" "--cache=$T/t.cache --loader-threads 1" "--cache"; do
+    # shellcheck disable=SC2086
+    run "${TRAIN[@]}" $c --json
+    epochs other
+    cmp -s "$T/one" "$T/other" || fail "$c differs from --loader-threads 1: $(cat "$T/one") / $(cat "$T/other")"
+done
 
 # bad input
 mkdir -p "$T/bad/x" "$T/bad/y"

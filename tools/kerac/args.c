@@ -290,7 +290,7 @@ int cli_check_data_fits(kc_model *m, const kc_dataset *d, const char *spec, cons
 
 /* ---------------------------------------------------------------- specs */
 
-static bool ends_with(const char *s, const char *suffix) {
+bool cli_ends_with(const char *s, const char *suffix) {
     size_t ls = strlen(s), lx = strlen(suffix);
     return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
 }
@@ -302,9 +302,9 @@ const char *cli_test_spec(const char *spec, char *buf, size_t n) {
         size_t l = strlen(with_test[i]);
         if (strncmp(spec, with_test[i], l) == 0 && (spec[l] == '\0' || spec[l] == ':')) known = true;
     }
-    if (!known || ends_with(spec, ":test")) return NULL;
+    if (!known || cli_ends_with(spec, ":test")) return NULL;
     size_t len = strlen(spec);
-    if (ends_with(spec, ":train")) len -= strlen(":train");
+    if (cli_ends_with(spec, ":train")) len -= strlen(":train");
     if (len + sizeof ":test" > n) return NULL;
     memcpy(buf, spec, len);
     memcpy(buf + len, ":test", sizeof ":test");

@@ -211,6 +211,10 @@ typedef struct cli_image_opts {
     "  --label-mode M          int (default), categorical or binary: picks the default loss\n"          \
     "  --class-names A,B,...   the classes in this order (default: the subfolders, sorted)\n"            \
     "  --loader-threads N      decode threads (default: one per core); any N gives the same data\n"      \
+    "  --cache [FILE]          decode once and keep the images in memory, or in FILE (memory-mapped;\n"  \
+    "                          reused while the files and options match); default: in memory when\n"  \
+    "                          they fit in half the available memory, else decoded every epoch\n"     \
+    "  --no-cache              decode every batch again (memory: the loader's ring only)\n"          \
     "  --on-bad-image A        error (default: stop, naming the file) or skip (warn and leave it out)\n" \
     "  --max-pixels N          refuse larger images (default 100000000)\n"                              \
     "  --follow-links          descend into symlinked folders (loops are reported)\n"                   \
@@ -218,6 +222,7 @@ typedef struct cli_image_opts {
     "                          pixels differ from Keras's)\n"
 
 bool cli_is_images_spec(const char *spec);
+bool cli_ends_with(const char *s, const char *suffix);
 /* The current option, if it is an image option: 0 when parsed, an exit code on error, -1
  * when it is not one. */
 int cli_image_option(cli_args *a, cli_image_opts *io);

@@ -186,7 +186,9 @@ static const char *fmt_mem(size_t b, char *buf, size_t n) {
 }
 
 /* The planned memory of one training step (kc_model_plan_memory), as a breakdown. */
-static int print_memory(kc_model *m, long batch, long accum, const char *optimizer) {
+static void print_image_cache(const kc_dataset *d);
+
+static int print_memory(kc_model *m, long batch, long accum, const char *optimizer, const kc_dataset *d) {
     kc_status s = kc_compile(m, &(kc_compile_opts){.optimizer = {.name = optimizer}});
     if (s) return cli_fail(s, CLI_PHASE_LOAD);
     int micro = (int)((batch + accum - 1) / accum);
@@ -214,15 +216,26 @@ static int print_memory(kc_model *m, long batch, long accum, const char *optimiz
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) printf("  %-40s %12s\n", rows[i].what, fmt_mem(rows[i].bytes, b, sizeof b));
     printf("  %-40s %12s\n", "device total (peak)", fmt_mem(p.device_total, b, sizeof b));
     printf("  %-40s %12s\n", "host: loader ring + feed staging", fmt_mem(p.host_pipeline, b, sizeof b));
+    print_image_cache(d);
     printf("  %-40s %12s\n", "inference at the same batch: total", fmt_mem(inf.device_total, b, sizeof b));
     return CLI_EXIT_OK;
 }
 
+/* The host line of a folder of images' cache of decoded images (nothing for other data). */
+static void print_image_cache(const kc_dataset *d) {
+    size_t bytes = 0;
+    const char *file = NULL;
+    int c = d ? kc_dataset_image_cache(d, &bytes, &file) : -1;
+    char b[32], what[80];
+    if (c == KC_IMAGE_CACHE_MEMORY) snprintf(what, sizeof what, "host: decoded images cached in memory");
+    else if (c == KC_IMAGE_CACHE_FILE) snprintf(what, sizeof what, "host: decoded images cached in a file (mapped)");
+    else if (c == KC_IMAGE_CACHE_NONE) snprintf(what, sizeof what, "host: no image cache (decoded per batch)");
+    else return;
+    printf("  %-40s %12s%s%s\n", what, fmt_mem(bytes, b, sizeof b), file ? "  " : "", file ? file : "");
+}
+
 /* The host memory of a dataset: what is held in memory and what is memory-mapped. */
-static int print_data_memory(const char *spec, const cli_image_opts *img) {
-    kc_dataset *d = NULL;
-    kc_status s = cli_open_data(spec, img, 0, &d);
-    if (s) return cli_fail(s, CLI_PHASE_LOAD);
+static int print_data_memory(const char *spec, const kc_dataset *d) {
     size_t resident = 0, mapped = 0;
     kc_dataset_memory(d, &resident, &mapped);
     char a[32], b[32], sh[64];
@@ -231,9 +244,7 @@ static int print_data_memory(const char *spec, const cli_image_opts *img) {
            cli_shape_str(&shape, false, sh, sizeof sh));
     printf("  %-40s %12s\n", "held in memory", fmt_mem(resident, a, sizeof a));
     printf("  %-40s %12s\n", "memory-mapped (read on demand)", fmt_mem(mapped, b, sizeof b));
-    if (kc_dataset_image_opts(d, NULL)) /* the decoded images are the in-memory cache */
-        printf("  %-40s %12s\n", "of which decoded images (float32)", fmt_mem(resident - (size_t)kc_dataset_size(d) * 4, a, sizeof a));
-    kc_dataset_destroy(d);
+    print_image_cache(d);
     return CLI_EXIT_OK;
 }
 
@@ -304,9 +315,12 @@ int cli_cmd_summary(int argc, char **argv) {
         kc_model_destroy(m);
         return cli_usage_error(a.cmd, "--grad-accum %ld is more than the batch size %ld", accum, batch);
     }
+    kc_dataset *d = NULL;
     rc = summarize(m);
-    if (!rc && batch) rc = print_memory(m, batch, accum, optimizer);
-    if (!rc && data) rc = print_data_memory(data, &img);
+    if (!rc && data && (s = cli_open_data(data, &img, 0, &d))) rc = cli_fail(s, CLI_PHASE_LOAD);
+    if (!rc && batch) rc = print_memory(m, batch, accum, optimizer, d);
+    if (!rc && data) rc = print_data_memory(data, d);
+    kc_dataset_destroy(d);
     kc_model_destroy(m);
     return rc;
 }

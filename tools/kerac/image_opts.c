@@ -48,6 +48,20 @@ static int parse_classes(cli_args *a, cli_image_opts *io) {
     return 0;
 }
 
+/* --cache (in memory), --cache FILE or --cache=FILE (in a file). The next argument is the
+ * file unless it is an option; a model file there is refused rather than overwritten. */
+static int parse_cache(cli_args *a, cli_image_opts *io) {
+    const char *f = a->inline_val;
+    if (!f && a->i + 1 < a->argc && a->argv[a->i + 1][0] && a->argv[a->i + 1][0] != '-') f = a->argv[++a->i];
+    io->o.cache = f ? KC_IMAGE_CACHE_FILE : KC_IMAGE_CACHE_MEMORY;
+    io->o.cache_file = f;
+    if (f && !*f) return cli_usage_error(a->cmd, "--cache= needs a file name (or --cache alone for memory)");
+    if (f && (cli_ends_with(f, ".keras") || cli_ends_with(f, ".h5")))
+        return cli_usage_error(a->cmd, "--cache '%s' looks like a model file; name the cache file (e.g. "
+                               "--cache images.cache) or put the model path before --cache", f);
+    return 0;
+}
+
 int cli_image_option(cli_args *a, cli_image_opts *io) {
     int rc, k = 0;
     long n = 0;
@@ -85,6 +99,11 @@ int cli_image_option(cli_args *a, cli_image_opts *io) {
         if (io->o.crop_to_aspect_ratio && io->o.pad_to_aspect_ratio)
             return cli_usage_error(a->cmd, "--crop-to-aspect-ratio and --pad-to-aspect-ratio cannot both be given");
         return 0;
+    }
+    if (cli_is(a, "--cache")) return parse_cache(a, io);
+    if (cli_is(a, "--no-cache")) {
+        io->o.cache = KC_IMAGE_CACHE_NONE;
+        return cli_flag(a);
     }
     if (cli_is(a, "--loader-threads")) {
         if ((rc = cli_int_value(a, 1, 256, &n))) return rc;

@@ -174,6 +174,7 @@ static void ctx_release(kc_cu_ctx *c) {
     }
     kc__cu_feed_shutdown(c);
     kc__cu_nccl_shutdown(c);
+    kc__cu_timing_shutdown(c);
     for (int i = 0; i < 2; i++) {
         if (c->stage[i].host) cudaFreeHost(c->stage[i].host);
         if (c->stage[i].done) cudaEventDestroy(c->stage[i].done);
@@ -575,6 +576,10 @@ static void set_ops(kc_backend *be) {
     be->coll_allreduce_sum = kc__cu_coll_allreduce_sum;
     be->coll_join = kc__cu_coll_join;
     be->coll_describe = kc__cu_coll_describe;
+
+    be->timing_begin = kc__cu_timing_begin;
+    be->timing_mark = kc__cu_timing_mark;
+    be->timing_read = kc__cu_timing_read;
 }
 
 __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,

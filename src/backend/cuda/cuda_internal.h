@@ -109,6 +109,8 @@ typedef struct kc_cu_host_block {
     bool pinned; /* cudaHostAlloc'd (else posix_memalign'd) */
 } kc_cu_host_block;
 
+#define KC_CU_TIMING_MARKS 4096 /* timing marks between two reads (two per layer and pass) */
+
 typedef struct kc_cu_ctx {
     kc_backend *be;
     int dev;
@@ -138,6 +140,10 @@ typedef struct kc_cu_ctx {
     kc_cu_host_block *host_blocks;
     int n_host_blocks, cap_host_blocks;
     bool warned_pageable;
+    /* device timing (cuda_timing.c): marks since the reference event */
+    cudaEvent_t tm_ref;
+    cudaEvent_t tm_ev[KC_CU_TIMING_MARKS];
+    int tm_n;
     /* options */
     bool benchmark, deterministic, tf32, debug_sync;
     size_t ws_limit;
@@ -149,6 +155,12 @@ typedef struct kc_cu_ctx {
 } kc_cu_ctx;
 
 static inline kc_cu_ctx *kc__cu(kc_backend *be) { return (kc_cu_ctx *)be->ctx; }
+
+/* ---- device timing (cuda_timing.c) */
+kc_status kc__cu_timing_begin(kc_backend *be);
+int kc__cu_timing_mark(kc_backend *be, int stream);
+kc_status kc__cu_timing_read(kc_backend *be, double *seconds, int n);
+void kc__cu_timing_shutdown(kc_cu_ctx *c);
 
 /* ---- errors (cuda_errors.c) */
 /* Set the error text (through the host) and return s. */
