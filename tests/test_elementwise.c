@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -445,6 +446,26 @@ static void test_activation_flavours(void **state) {
     assert_contains(kc_last_error(), "layer 'act' (Activation): activation 'gelu_approximate'");
     assert_int_equal(act_json("gelu_approximate", 3, &json), KC_STATUS_UNSUPPORTED);
     assert_contains(kc_last_error(), "activation 'gelu_approximate' cannot be written for Keras 3");
+    /* .h5: a model only Keras 3 can express is saved as Keras 3's own .h5 (which Keras 3
+     * reads and tf-keras refuses), and reads back the same; one no Keras can express is refused */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/kc_test_elementwise_%d.h5", (int)getpid());
+    assert_int_equal(kc_sequential("s", &m), KC_STATUS_OK);
+    kc_add(m, KC_INPUT(.shape = {4}));
+    kc_add(m, KC_ACTIVATION(.name = "act", .activation = "hard_silu"));
+    assert_int_equal(kc_model_save(m, path), KC_STATUS_OK);
+    kc_model_destroy(m);
+    assert_int_equal(kc_model_load(path, &m), KC_STATUS_OK);
+    predict4(m, x, y);
+    for (int i = 0; i < 4; i++) assert_float_equal(y[i], x[i] * fminf(fmaxf(x[i] + 3.0f, 0.0f), 6.0f) / 6.0f, 1e-6);
+    kc_model_destroy(m);
+    assert_int_equal(kc_sequential("s", &m), KC_STATUS_OK);
+    kc_add(m, KC_INPUT(.shape = {4}));
+    kc_add(m, KC_ACTIVATION(.name = "act", .activation = "gelu_approximate"));
+    assert_int_equal(kc_model_save(m, path), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "layer 'act' (Activation): activation 'gelu_approximate'");
+    kc_model_destroy(m);
+    remove(path);
     /* tf-keras 2.16 reads these (tf.nn's relu6 and log_softmax; swish for silu) */
     static const char *const k2_ok[][2] = {{"relu6", "relu6"}, {"log_softmax", "log_softmax"}, {"silu", "swish"}};
     for (size_t i = 0; i < KC_ARRAY_LEN(k2_ok); i++) {
