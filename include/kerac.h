@@ -289,12 +289,14 @@ typedef struct kc_custom_scale_opts { /* InceptionResNetV2's CustomScaleLayer: x
 /* elementwise helper: activation layers and operation nodes */
 typedef struct kc_leaky_relu_opts { /* LeakyReLU */
     const char *name;
-    float negative_slope;     /* 0 means Keras's default, 0.3 (Keras 2 calls it alpha) */
+    float negative_slope;     /* 0 means Keras's default, 0.3 (Keras 2 calls it alpha), unless: */
+    int negative_slope_given; /* non-zero: negative_slope as given, even 0 (a file's explicit 0) */
 } kc_leaky_relu_opts;
 
 typedef struct kc_elu_opts { /* ELU */
     const char *name;
-    float alpha;              /* 0 means Keras's default, 1.0 */
+    float alpha;              /* 0 means Keras's default, 1.0, unless: */
+    int alpha_given;          /* non-zero: alpha as given, even 0 (a file's explicit 0) */
 } kc_elu_opts;
 
 typedef struct kc_prelu_opts { /* PReLU: y = x > 0 ? x : alpha * x, alpha a weight */

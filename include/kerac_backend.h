@@ -60,6 +60,8 @@ typedef enum kc_act {
     KC_ACT_EXPONENTIAL,  /* exp(x) */
     KC_ACT_LOG_SOFTMAX,  /* over the last axis (rows of `cols`) */
     KC_ACT_GELU_TANH,    /* gelu(approximate=True): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    /* elementwise fixes block */
+    KC_ACT_HARD_SIGMOID_K2, /* clip(0.2 x + 0.5, 0, 1): tf-keras (Keras 2)'s hard_sigmoid */
     KC_ACT_COUNT
 } kc_act;
 

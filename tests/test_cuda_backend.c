@@ -686,7 +686,8 @@ static void test_batchnorm(void **state) {
 static void act_case(kc_act kind, float alpha, float beta, float gamma, int cols) {
     static const char *names[KC_ACT_COUNT] = {
         "linear", "relu", "sigmoid", "tanh", "softmax", "elu", "gelu", "leaky_relu", "silu", "relu_general",
-        "hard_sigmoid", "hard_silu", "softplus", "softsign", "selu", "mish", "exponential", "log_softmax", "gelu_tanh"};
+        "hard_sigmoid", "hard_silu", "softplus", "softsign", "selu", "mish", "exponential", "log_softmax", "gelu_tanh",
+        "hard_sigmoid_k2"};
     kc_act_params a = {.kind = kind, .alpha = alpha, .beta = beta, .gamma = gamma};
     const int64_t n = 64 * 1001;
     float *x = hrand(n, -4, 4), *y = hbuf(n), *dy = hrand(n, -1, 1), *dx = hbuf(n);
@@ -742,6 +743,7 @@ static void test_activations(void **state) {
     act_case(KC_ACT_LOG_SOFTMAX, 0, 0, 0, 1001);
     act_case(KC_ACT_LOG_SOFTMAX, 0, 0, 0, 7);
     act_case(KC_ACT_GELU_TANH, 0, 0, 0, 1);
+    act_case(KC_ACT_HARD_SIGMOID_K2, 0, 0, 0, 1); /* elementwise fixes */
 }
 
 /* ---------------------------------------------------------------- broadcasting (elementwise helper) */

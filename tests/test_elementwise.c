@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -192,6 +193,7 @@ static void test_activation_formulas(void **state) {
             {"relu6", fmin(fmax(x, 0), 6)},
             {"silu", x / (1 + exp(-x))},
             {"leaky_relu", x > 0 ? x : 0.2 * x},
+            {"hard_sigmoid_k2", fmin(fmax(0.2 * x + 0.5, 0), 1)}, /* tf-keras: clip(0.2 x + 0.5, 0, 1) */
         };
         for (size_t k = 0; k < KC_ARRAY_LEN(t); k++) {
             const double got = act_at(t[k].name, x);
@@ -343,6 +345,138 @@ static void test_op_node_json(void **state) {
     assert_contains(kc_last_error(), "alpha_regularizer");
 }
 
+/* ---------------------------------------------------------------- explicit zeros and flavours */
+
+#define SEQ3(layers)                                                                                               \
+    "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": "                \
+    "\"InputLayer\", \"config\": {\"batch_shape\": [null, 4], \"dtype\": \"float32\", \"sparse\": false, "     \
+    "\"name\": \"x\"}}, " layers "]}}"
+
+static void predict4(kc_model *m, const float x[4], float y[4]) {
+    assert_int_equal(kc_predict(m, x, 1, 1, y), KC_STATUS_OK);
+}
+
+/* LeakyReLU negative_slope 0 and ELU alpha 0 are what a file says, not Keras's defaults. */
+static void test_explicit_zero(void **state) {
+    (void)state;
+    static const char text[] = SEQ3(
+        "{\"class_name\": \"LeakyReLU\", \"config\": {\"name\": \"lr\", \"trainable\": true, \"dtype\": "
+        "\"float32\", \"negative_slope\": 0.0}}, {\"class_name\": \"ELU\", \"config\": {\"name\": \"e\", "
+        "\"trainable\": true, \"dtype\": \"float32\", \"alpha\": 0.0}}");
+    kc_model *m = NULL;
+    assert_int_equal(kc_model_from_json(text, strlen(text), &m), KC_STATUS_OK);
+    const float x[4] = {-2.0f, -1.0f, 1.0f, 2.0f};
+    float y[4];
+    predict4(m, x, y);
+    for (int i = 0; i < 4; i++) assert_true(y[i] == (x[i] > 0 ? x[i] : 0.0f));
+    char *json = NULL;
+    assert_int_equal(kc_model_to_json(m, 3, &json), KC_STATUS_OK);
+    assert_contains(json, "\"negative_slope\": 0.0");
+    assert_contains(json, "\"alpha\": 0.0");
+    free(json);
+    assert_int_equal(kc_model_to_json(m, 2, &json), KC_STATUS_OK);
+    assert_contains(json, "\"LeakyReLU\", \"config\": {\"name\": \"lr\", \"trainable\": true, \"dtype\": \"float32\", "
+                          "\"alpha\": 0.0}");
+    free(json);
+    kc_model_destroy(m);
+    /* the C API: 0 alone is Keras's default, 0 with the flag is 0 */
+    kc_layer *l = NULL;
+    kc_shape s = shp(1, 4, 0, 0);
+    const struct {
+        kc_layer_spec spec;
+        float want;
+    } t[] = {
+        {*KC_ELU(), 1.0f},
+        {*KC_ELU(.alpha_given = 1), 0.0f},
+        {*KC_ELU(.alpha = 0.5f), 0.5f},
+        {*KC_LEAKY_RELU(), 0.3f},
+        {*KC_LEAKY_RELU(.negative_slope_given = 1), 0.0f},
+        {*KC_LEAKY_RELU(.negative_slope = 0.1f), 0.1f},
+    };
+    for (size_t i = 0; i < KC_ARRAY_LEN(t); i++) {
+        assert_int_equal(make(&t[i].spec, 1, &s, &l), KC_STATUS_OK);
+        assert_true(((const kc__act_layer_cfg *)l->cfg)->act.alpha == t[i].want);
+        kc__layer_destroy(l);
+    }
+}
+
+/* Activation layers from a spec, written in one flavour: the JSON, or the save error. */
+static kc_status act_json(const char *act, int flavour, char **json) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_sequential("s", &m), KC_STATUS_OK);
+    kc_add(m, KC_INPUT(.shape = {4}));
+    kc_add(m, KC_ACTIVATION(.name = "act", .activation = act));
+    kc_status s = kc_model_to_json(m, flavour, json);
+    kc_model_destroy(m);
+    return s;
+}
+
+/* tf-keras's hard_sigmoid (clip(0.2 x + 0.5, 0, 1)) differs from Keras 3's; names one
+ * Keras cannot read are refused on save, naming the layer and the activation. */
+static void test_activation_flavours(void **state) {
+    (void)state;
+    char *json = NULL;
+    /* kerac's Keras 2 file of tf-keras's hard_sigmoid reads back as tf-keras's */
+    assert_int_equal(act_json("hard_sigmoid_k2", 2, &json), KC_STATUS_OK);
+    assert_contains(json, "\"activation\": \"hard_sigmoid\"");
+    assert_null(strstr(json, "_k2"));
+    kc_model *m = NULL;
+    assert_int_equal(kc_model_from_json(json, strlen(json), &m), KC_STATUS_OK);
+    free(json);
+    const float x[4] = {-3.0f, -1.0f, 0.5f, 2.0f};
+    float y[4];
+    predict4(m, x, y);
+    for (int i = 0; i < 4; i++) assert_float_equal(y[i], fminf(fmaxf(0.2f * x[i] + 0.5f, 0.0f), 1.0f), 1e-6);
+    assert_int_equal(kc_model_to_json(m, 3, &json), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "layer 'act' (Activation): activation 'hard_sigmoid_k2'");
+    kc_model_destroy(m);
+    /* a Keras 3 file's hard_sigmoid stays Keras 3's */
+    static const char k3[] = SEQ3("{\"class_name\": \"Activation\", \"config\": {\"name\": \"act\", "
+                                  "\"trainable\": true, \"dtype\": \"float32\", \"activation\": \"hard_sigmoid\"}}");
+    assert_int_equal(kc_model_from_json(k3, strlen(k3), &m), KC_STATUS_OK);
+    predict4(m, x, y);
+    for (int i = 0; i < 4; i++) assert_float_equal(y[i], fminf(fmaxf(x[i] + 3.0f, 0.0f), 6.0f) / 6.0f, 1e-6);
+    assert_int_equal(kc_model_to_json(m, 2, &json), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "layer 'act' (Activation): activation 'hard_sigmoid' cannot be written for Keras 2");
+    kc_model_destroy(m);
+    /* names tf-keras 2.16 does not know; gelu_approximate, which no Keras config has */
+    assert_int_equal(act_json("hard_silu", 2, &json), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "activation 'hard_silu'");
+    assert_int_equal(act_json("gelu_approximate", 2, &json), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "layer 'act' (Activation): activation 'gelu_approximate'");
+    assert_int_equal(act_json("gelu_approximate", 3, &json), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "activation 'gelu_approximate' cannot be written for Keras 3");
+    /* .h5: a model only Keras 3 can express is saved as Keras 3's own .h5 (which Keras 3
+     * reads and tf-keras refuses), and reads back the same; one no Keras can express is refused */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/kc_test_elementwise_%d.h5", (int)getpid());
+    assert_int_equal(kc_sequential("s", &m), KC_STATUS_OK);
+    kc_add(m, KC_INPUT(.shape = {4}));
+    kc_add(m, KC_ACTIVATION(.name = "act", .activation = "hard_silu"));
+    assert_int_equal(kc_model_save(m, path), KC_STATUS_OK);
+    kc_model_destroy(m);
+    assert_int_equal(kc_model_load(path, &m), KC_STATUS_OK);
+    predict4(m, x, y);
+    for (int i = 0; i < 4; i++) assert_float_equal(y[i], x[i] * fminf(fmaxf(x[i] + 3.0f, 0.0f), 6.0f) / 6.0f, 1e-6);
+    kc_model_destroy(m);
+    assert_int_equal(kc_sequential("s", &m), KC_STATUS_OK);
+    kc_add(m, KC_INPUT(.shape = {4}));
+    kc_add(m, KC_ACTIVATION(.name = "act", .activation = "gelu_approximate"));
+    assert_int_equal(kc_model_save(m, path), KC_STATUS_UNSUPPORTED);
+    assert_contains(kc_last_error(), "layer 'act' (Activation): activation 'gelu_approximate'");
+    kc_model_destroy(m);
+    remove(path);
+    /* tf-keras 2.16 reads these (tf.nn's relu6 and log_softmax; swish for silu) */
+    static const char *const k2_ok[][2] = {{"relu6", "relu6"}, {"log_softmax", "log_softmax"}, {"silu", "swish"}};
+    for (size_t i = 0; i < KC_ARRAY_LEN(k2_ok); i++) {
+        assert_int_equal(act_json(k2_ok[i][0], 2, &json), KC_STATUS_OK);
+        char want[64];
+        snprintf(want, sizeof want, "\"activation\": \"%s\"", k2_ok[i][1]);
+        assert_contains(json, want);
+        free(json);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     return kc_backend_cpu_create(&B) == KC_STATUS_OK ? 0 : -1;
@@ -359,6 +493,7 @@ int main(void) {
         cmocka_unit_test(test_broadcast_kernels), cmocka_unit_test(test_scalar_kernels),
         cmocka_unit_test(test_activation_formulas), cmocka_unit_test(test_merge_shapes),
         cmocka_unit_test(test_prelu_and_ops),       cmocka_unit_test(test_op_node_json),
+        cmocka_unit_test(test_explicit_zero),       cmocka_unit_test(test_activation_flavours),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

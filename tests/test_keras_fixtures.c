@@ -66,6 +66,8 @@ static const fixture_model k_models[] = {
     {"augment", "augment_small", 143},
     /* convolutions: Keras 3 and tf-keras */
     {"convs", "convs_small", 6888},
+    /* elementwise fixes, Keras 3 and tf-keras: hard_sigmoid as each defines it, LeakyReLU/ELU with 0 */
+    {"ew_hsig", "ew_hsig", 779},
 };
 
 /* The entry of k_models with this stem. */
@@ -395,6 +397,9 @@ static void test_convolutions(void **state) {
     npy_free(&a);
     npy_free(&b);
 }
+/* the same config names hard_sigmoid: Keras 3's relu6(x + 3) / 6 in the Keras 3 files,
+ * tf-keras's clip(0.2 x + 0.5, 0, 1) in the tf-keras ones; LeakyReLU(0) and ELU(0) stay 0 */
+static void test_ew_hsig(void **state) { run_model(model_by_stem("ew_hsig")); }
 
 /* The Keras 3 and Keras 2 fixtures come from separate training runs: their predictions
  * must differ (else the y2/y3 files could be mixed up without any test noticing). */
@@ -579,6 +584,7 @@ int main(void) {
         cmocka_unit_test(test_frozen_base),
         cmocka_unit_test(test_custom_scale),
         cmocka_unit_test(test_augment_layers), /* augment block */
+        cmocka_unit_test(test_ew_hsig),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),
         cmocka_unit_test(test_resample),

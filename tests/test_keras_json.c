@@ -116,6 +116,7 @@ static void same_opts(const kc_layer_ops *ops, const kc__layer_opts *a, const kc
         case KC_F_INT2:
         case KC_F_POOL_STRIDES: assert_memory_equal(pa, pb, 2 * sizeof(int)); break;
         case KC_F_FLOAT:
+        case KC_F_FLOAT_GIVEN:
         case KC_F_MAX_VALUE: assert_true(*(const float *)pa == *(const float *)pb); break;
         case KC_F_NAME:
         case KC_F_STR:

@@ -492,13 +492,14 @@ static kc_status write_h5_file(kc_model *m, const char *path, bool big_attrs,
 
 typedef struct legacy_ctx {
     const char *config;      /* model_config JSON */
+    int flavour;             /* of the config: 2 (tf-keras's file), or 3 (Keras 3's legacy .h5) */
 } legacy_ctx;
 
 static kc_status fill_legacy(kc_model *m, hid_t root, void *ctx) {
     const legacy_ctx *c = ctx;
     /* Keras 2's model_metadata: str attributes (h5py: variable-length UTF-8), then the
      * config as bytes (fixed-length) */
-    KC_TRY(kc__h5_put_vlen_string(root, "keras_version", KC_KERAS2_VERSION));
+    KC_TRY(kc__h5_put_vlen_string(root, "keras_version", c->flavour == 3 ? KC_KERAS3_VERSION : KC_KERAS2_VERSION));
     KC_TRY(kc__h5_put_vlen_string(root, "backend", "tensorflow"));
     KC_TRY(kc__h5_put_fixed_string(root, "model_config", c->config));
     hid_t g = H5I_INVALID_HID;
@@ -508,11 +509,11 @@ static kc_status fill_legacy(kc_model *m, hid_t root, void *ctx) {
     return s;
 }
 
-/* model.get_config() as Keras 2 writes it into model_config: {"class_name", "config"}
+/* model.get_config() as Keras 2 (or 3) writes it into model_config: {"class_name", "config"}
  * (to_json's keras_version and backend keys are not part of it). */
-static kc_status legacy_config(kc_model *m, char **out) {
+static kc_status legacy_config(kc_model *m, int flavour, char **out) {
     char *text = NULL;
-    KC_TRY(kc__model_to_json_flags(m, 2, 0, &text));
+    KC_TRY(kc__model_to_json_flags(m, flavour, 0, &text));
     json_t *root = json_loads(text, 0, NULL);
     free(text);
     if (!root) return kc__fail(KC_STATUS_INTERNAL, "model '%s': the Keras 2 JSON writer produced unreadable JSON", m->name);
@@ -524,10 +525,21 @@ static kc_status legacy_config(kc_model *m, char **out) {
     return KC_STATUS_OK;
 }
 
+/* Keras 2's file, which tf-keras and Keras 3 read; a model with an option only Keras 3 has
+ * (hard_silu, Keras 3's hard_sigmoid: the Keras 2 writer refuses them) as Keras 3's own
+ * legacy .h5 (its config flavour and keras_version), which Keras 3 reads and tf-keras refuses. */
 kc_status kc__legacy_h5_save(kc_model *m, const char *path) {
-    legacy_ctx c = {NULL};
+    legacy_ctx c = {NULL, 2};
     char *config = NULL;
-    kc_status s = legacy_config(m, &config);
+    kc_status s = legacy_config(m, 2, &config);
+    char why[512];
+    snprintf(why, sizeof why, "%s", s == KC_STATUS_OK ? "" : kc_last_error());
+    if (s == KC_STATUS_UNSUPPORTED && legacy_config(m, 3, &config) == KC_STATUS_OK) {
+        kc__log(KC_LOG_INFO, "saving '%s': written as Keras 3's .h5 (tf-keras cannot read this model): %s", path, why);
+        c.flavour = 3, s = KC_STATUS_OK;
+    } else if (s != KC_STATUS_OK) {
+        s = kc__fail(s, "%s", why); /* the Keras 2 writer's reason */
+    }
     if (s != KC_STATUS_OK) return kc__wrap(s, "saving '%s': ", path);
     c.config = config;
     /* a config over HDF5's 64 KiB object-header limit needs the HDF5 1.8 file format */

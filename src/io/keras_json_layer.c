@@ -350,8 +350,10 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
         if (json_is_null(v)) return KC_STATUS_OK; /* Keras: strides = pool_size */
         return get_int2(pl, key, v, (int *)dst);
     case KC_F_FLOAT:
+    case KC_F_FLOAT_GIVEN:
         if (!json_is_number(v)) return kc__json_bad_type(pl, key, "a number", v);
         *(float *)dst = (float)json_number_value(v);
+        if (f->kind == KC_F_FLOAT_GIVEN) *(int *)((char *)&pl->opts + f->given_off) = 1;
         return KC_STATUS_OK;
     case KC_F_MAX_VALUE:
         if (json_is_null(v)) return KC_STATUS_OK;

@@ -31,7 +31,36 @@ typedef struct reader {
     kc_status (*before_alloc)(kc_model *m, void *user); /* set on the model before its build */
     void *before_alloc_user;
     bool frozen;               /* the model's "trainable": false */
+    int flavour;               /* 2: written by Keras 2 (tf-keras), 3: by Keras 3 (file_flavour) */
 } reader;
+
+/* Which Keras wrote the config: its keras_version when it has one (to_json), else Keras 2's
+ * "batch_input_shape" (Keras 3 writes "batch_shape") on any layer; Keras 3 otherwise. */
+static int file_flavour(const json_t *root) {
+    const char *version = json_string_value(json_object_get(root, "keras_version"));
+    if (version && (version[0] == '1' || version[0] == '2') && version[1] == '.') return 2;
+    if (version && version[0] >= '3' && version[0] <= '9') return 3;
+    const json_t *config = json_object_get(root, "config");
+    const json_t *layers = json_is_array(config) ? config : json_object_get(config, "layers");
+    size_t i;
+    const json_t *entry;
+    json_array_foreach((json_t *)layers, i, entry) {
+        if (json_object_get(json_object_get(entry, "config"), "batch_input_shape")) return 2;
+    }
+    return 3;
+}
+
+/* Activation names whose meaning differs between the flavours: a Keras 2 file's
+ * "hard_sigmoid" is tf-keras's clip(0.2 x + 0.5, 0, 1), kerac's "hard_sigmoid_k2". */
+static void keras2_activations(const reader *r, parsed_layer *pl) {
+    if (r->flavour != 2 || !pl->ops) return;
+    for (int i = 0; i < pl->ops->n_keras_keys; i++) {
+        const kc__field *f = &pl->ops->keras_keys[i];
+        if (f->kind != KC_F_ACT || f->off == KC_F_NO_OFFSET) continue;
+        const char **a = (const char **)((char *)&pl->opts + f->off);
+        if (*a && strcmp(*a, "hard_sigmoid") == 0) *a = "hard_sigmoid_k2";
+    }
+}
 
 static kc_layer_spec spec_of(const parsed_layer *pl) { return (kc_layer_spec){pl->ops->class_name, &pl->opts}; }
 
@@ -86,6 +115,7 @@ static kc_status read_sequential(reader *r, const json_t *config) {
     json_array_foreach((json_t *)layers, i, entry) {
         parsed_layer pl;
         KC_TRY(kc__json_parse_layer(entry, (int)i, &pl));
+        keras2_activations(r, &pl);
         bool input = kc__keras_is_input(pl.ops);
         if (i == 0 && !input) {
             /* Keras 2 puts the input shape on the first layer; Keras 3 in build_input_shape */
@@ -335,6 +365,7 @@ static kc_status read_functional(reader *r, const json_t *config) {
         const bool op_node = kc__json_is_op_node(entry);
         if (op_node) KC_TRY(parse_op_node(entry, i, &pl, refs, &n));
         else KC_TRY(kc__json_parse_layer(entry, i, &pl));
+        keras2_activations(r, &pl);
         if (!r->names[i])
             return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no name; a Functional model refers to layers by name",
                             pl.label);
@@ -410,6 +441,7 @@ static kc_status read_model(reader *r, const json_t *root) {
     if (!config) return kc__fail(KC_STATUS_BAD_FILE, PFX "the %s model has no \"config\"", cls);
     const char *version = json_string_value(json_object_get(root, "keras_version"));
     if (version) kc__log(KC_LOG_DEBUG, PFX "written by Keras %s", version);
+    r->flavour = file_flavour(root);
     if (strcmp(cls, "Sequential") == 0) {
         /* the bare-list form has no per-layer axis bookkeeping array yet */
         size_t n = json_is_array(config) ? json_array_size(config) : json_array_size(json_object_get(config, "layers"));

@@ -19,6 +19,7 @@ typedef struct writer {
     const kc_model *m;
     int flavour;               /* 2 or 3 */
     bool ok;                   /* false once an allocation failed */
+    kc_status err;             /* a layer option this flavour cannot express (act_name's error) */
 } writer;
 
 static void put(writer *w, json_t *obj, const char *key, json_t *v) {
@@ -76,6 +77,34 @@ static json_t *initializer(writer *w, const char *name) {
     return o;
 }
 
+/* The activation name the flavour's Keras reads with kerac's meaning, else an error naming
+ * the layer (w->err) and NULL: never a file that Keras reads differently or not at all.
+ * tf-keras 2.16 reads relu6, log_softmax and leaky_relu (tf.nn's), swish for silu. */
+static const char *act_name(writer *w, const kc_layer *l, const char *s) {
+    if (!s) return NULL;
+    const char *why = NULL;
+    if (strcmp(s, "gelu_approximate") == 0)
+        why = "Keras serialises only the exact gelu (gelu(approximate=True) has no name in a config); use \"gelu\"";
+    else if (w->flavour == 2 && strcmp(s, "silu") == 0)
+        return "swish"; /* tf-keras's name */
+    else if (w->flavour == 2 && strcmp(s, "hard_sigmoid_k2") == 0)
+        return "hard_sigmoid";
+    else if (w->flavour == 2 && strcmp(s, "hard_sigmoid") == 0)
+        why = "tf-keras's hard_sigmoid is clip(0.2 x + 0.5, 0, 1), not Keras 3's relu6(x + 3) / 6; save in the Keras 3 "
+              "flavour (.keras)";
+    else if (w->flavour == 2 && strcmp(s, "hard_silu") == 0)
+        why = "tf-keras has no hard_silu (hard_swish); save in the Keras 3 flavour (.keras)";
+    else if (w->flavour == 3 && strcmp(s, "hard_sigmoid_k2") == 0)
+        why = "it is tf-keras's hard_sigmoid, clip(0.2 x + 0.5, 0, 1), which Keras 3 does not have; save in the "
+              "Keras 2 flavour (.h5)";
+    if (!why) return s;
+    if (w->err == KC_STATUS_OK)
+        w->err = kc__fail(KC_STATUS_UNSUPPORTED, "model JSON: layer '%s' (%s): activation '%s' cannot be written for "
+                                                 "Keras %d: %s",
+                          l->name, l->ops->class_name, s, w->flavour, why);
+    return NULL;
+}
+
 static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o, const kc__field *f) {
     const void *src = f->off == KC_F_NO_OFFSET ? NULL : (const char *)o + f->off;
     switch (f->kind) {
@@ -96,9 +125,11 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
         if (!a[0]) return int_pair(w, p0, p1);
         return int_pair(w, a[0], a[1] ? a[1] : a[0]);
     }
-    case KC_F_FLOAT: {
+    case KC_F_FLOAT:
+    case KC_F_FLOAT_GIVEN: {
         float v = *(const float *)src;
-        return jfloat(v == 0.0f ? (float)f->def : v);
+        bool given = f->kind == KC_F_FLOAT_GIVEN && *(const int *)((const char *)o + f->given_off);
+        return jfloat(v == 0.0f && !given ? (float)f->def : v);
     }
     case KC_F_MAX_VALUE: {
         float v = *(const float *)src;
@@ -109,7 +140,7 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
     case KC_F_STR:
     case KC_F_ACT: {
         const char *s = *(const char *const *)src;
-        if (f->kind == KC_F_ACT && w->flavour == 2 && s && strcmp(s, "silu") == 0) s = "swish"; /* tf-keras's name */
+        if (f->kind == KC_F_ACT && s && *s && !(s = act_name(w, l, s))) return json_null();
         return json_string(s && *s ? s : f->lit);
     }
     case KC_F_INIT: {
@@ -303,6 +334,10 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
         if (l->frozen) put(w, cfg, "trainable", json_false()); /* in place: the key keeps its position */
     }
     put_fields(w, cfg, l, &o, l->ops->keras_keys, l->ops->n_keras_keys);
+    if (w->err != KC_STATUS_OK) {
+        json_decref(cfg);
+        return w->err;
+    }
     json_t *e = json_object();
     if (w->flavour == 3) put(w, e, "module", json_string(l->ops->keras_module ? l->ops->keras_module : "keras.layers"));
     put(w, e, "class_name", json_string(l->ops->class_name));
@@ -390,7 +425,7 @@ kc_status kc__model_to_json_flags(kc_model *m, int flavour, size_t flags, char *
                         "kc_model_to_json: flavour %d is not 2 (Keras 2, \"batch_input_shape\") or 3 (Keras 3)",
                         flavour);
     KC_TRY(kc_model_build(m)); /* final names and shapes */
-    writer w = {m, flavour, true};
+    writer w = {m, flavour, true, KC_STATUS_OK};
     json_t *root = NULL;
     KC_TRY(model_json(&w, &root));
     /* 15 significant digits print each shortest-float decimal back as it was */

@@ -10,11 +10,12 @@ static const char *const k_act_names[KC_ACT_COUNT] = {
     [KC_ACT_RELU_GENERAL] = "relu", [KC_ACT_HARD_SIGMOID] = "hard_sigmoid", [KC_ACT_HARD_SILU] = "hard_silu",
     [KC_ACT_SOFTPLUS] = "softplus", [KC_ACT_SOFTSIGN] = "softsign", [KC_ACT_SELU] = "selu", [KC_ACT_MISH] = "mish",
     [KC_ACT_EXPONENTIAL] = "exponential", [KC_ACT_LOG_SOFTMAX] = "log_softmax", [KC_ACT_GELU_TANH] = "gelu_approximate",
+    [KC_ACT_HARD_SIGMOID_K2] = "hard_sigmoid_k2",
 };
 
 #define KC_ACT_SUPPORTED                                                                                           \
     "linear, relu, relu6, sigmoid, tanh, softmax, log_softmax, elu, selu, gelu, leaky_relu, silu (swish), "      \
-    "hard_sigmoid, hard_silu (hard_swish), softplus, softsign, mish, exponential"
+    "hard_sigmoid, hard_sigmoid_k2, hard_silu (hard_swish), softplus, softsign, mish, exponential"
 
 /* Names that map to one kind with no parameters (Keras 3's spellings and aliases). */
 static const struct {
@@ -30,6 +31,9 @@ static const struct {
     /* gelu(approximate=True) has no Keras name (Keras serialises only the exact "gelu"):
      * kerac's own, for the C API */
     {"gelu_approximate", KC_ACT_GELU_TANH},
+    /* tf-keras's hard_sigmoid, clip(0.2 x + 0.5, 0, 1): the Keras JSON reader maps a Keras 2
+     * file's "hard_sigmoid" to it, and the Keras 2 writer writes it back as "hard_sigmoid" */
+    {"hard_sigmoid_k2", KC_ACT_HARD_SIGMOID_K2},
 };
 
 kc_status kc__act_parse(const char *name, kc_act_params *out) {
@@ -59,7 +63,8 @@ const char *kc__act_name(const kc_act_params *a) {
 bool kc__act_needs_input(kc_act kind) {
     switch (kind) {
     case KC_ACT_GELU: case KC_ACT_SILU: case KC_ACT_HARD_SIGMOID: case KC_ACT_HARD_SILU: case KC_ACT_SOFTPLUS:
-    case KC_ACT_SOFTSIGN: case KC_ACT_SELU: case KC_ACT_MISH: case KC_ACT_GELU_TANH: return true;
+    case KC_ACT_SOFTSIGN: case KC_ACT_SELU: case KC_ACT_MISH: case KC_ACT_GELU_TANH: case KC_ACT_HARD_SIGMOID_K2:
+        return true;
     default: return false;
     }
 }
@@ -76,7 +81,7 @@ int64_t kc__act_flops(kc_act kind) {
     case KC_ACT_SOFTMAX: return 5;
     case KC_ACT_SILU: return 5;
     case KC_ACT_GELU: return 8;
-    case KC_ACT_HARD_SIGMOID: return 3;
+    case KC_ACT_HARD_SIGMOID: case KC_ACT_HARD_SIGMOID_K2: return 3;
     case KC_ACT_HARD_SILU: return 4;
     case KC_ACT_SOFTSIGN: return 3;
     case KC_ACT_SOFTPLUS: case KC_ACT_SELU: case KC_ACT_EXPONENTIAL: return 4;

@@ -7,7 +7,7 @@
 static kc_status elu_init(kc_layer *l, const void *opts_) {
     const kc_elu_opts *o = opts_;
     kc__act_layer_cfg *c = l->cfg;
-    c->act = (kc_act_params){KC_ACT_ELU, o->alpha == 0.0f ? 1.0f : o->alpha, 0.0f, 0.0f};
+    c->act = (kc_act_params){KC_ACT_ELU, o->alpha_given || o->alpha != 0.0f ? o->alpha : 1.0f, 0.0f, 0.0f};
     if (!isfinite(c->act.alpha))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: alpha must be finite, got %g", kc__layer_label(l),
                         (double)o->alpha);
@@ -16,12 +16,12 @@ static kc_status elu_init(kc_layer *l, const void *opts_) {
 
 static void elu_get_opts(const kc_layer *l, void *opts_) {
     const kc__act_layer_cfg *c = l->cfg;
-    *(kc_elu_opts *)opts_ = (kc_elu_opts){.name = l->name, .alpha = c->act.alpha};
+    *(kc_elu_opts *)opts_ = (kc_elu_opts){.name = l->name, .alpha = c->act.alpha, .alpha_given = 1};
 }
 
 /* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
 static const kc__field k_elu_keys[] = {
-    {"alpha", KC_F_FLOAT, KC_F_W, offsetof(kc_elu_opts, alpha), NULL, 1.0},
+    {"alpha", KC_F_FLOAT_GIVEN, KC_F_W, offsetof(kc_elu_opts, alpha), NULL, 1.0, offsetof(kc_elu_opts, alpha_given)},
 };
 
 const kc_layer_ops kc__elu_ops = {

@@ -41,6 +41,9 @@ typedef enum kc__field_kind {
     KC_F_FLOAT_PAIR,  /* float[2]: [a, b]; `lit` (JSON) written for (0, 0) */
     /* convolutions */
     KC_F_OPT_INT2,    /* kc_opt_int2: null (set 0), or n / [a, b] >= 0 (set 1) */
+    /* elementwise fixes block */
+    KC_F_FLOAT_GIVEN, /* float that may be 0 on purpose: reading sets the int at `given_off`;
+                         written as is when that flag is set, else as KC_F_FLOAT */
     KC_F__END,        /* one past the last kind (keep last) */
 } kc__field_kind;
 
@@ -60,6 +63,7 @@ typedef struct kc__field {
     size_t off;             /* offset inside the kind's public kc_*_opts (KC_F_NO_OFFSET: none) */
     const char *lit;        /* FIXED: JSON text of the accepted value; STR: default; FIXED_INIT: name */
     double def;             /* INT2 / FLOAT / BOOL: Keras's default */
+    size_t given_off;       /* FLOAT_GIVEN: offset of the int flag "given" in the same struct */
 } kc__field;
 
 /* Helpers for the tables. FIXED: the only value kerac accepts (JSON text; alternatives

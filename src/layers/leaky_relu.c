@@ -6,7 +6,7 @@
 static kc_status leaky_relu_init(kc_layer *l, const void *opts_) {
     const kc_leaky_relu_opts *o = opts_;
     kc__act_layer_cfg *c = l->cfg;
-    const float s = o->negative_slope == 0.0f ? 0.3f : o->negative_slope;
+    const float s = o->negative_slope_given || o->negative_slope != 0.0f ? o->negative_slope : 0.3f;
     if (!(s >= 0.0f))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: negative_slope must be >= 0 (Keras's rule), got %g",
                         kc__layer_label(l), (double)o->negative_slope);
@@ -16,13 +16,16 @@ static kc_status leaky_relu_init(kc_layer *l, const void *opts_) {
 
 static void leaky_relu_get_opts(const kc_layer *l, void *opts_) {
     const kc__act_layer_cfg *c = l->cfg;
-    *(kc_leaky_relu_opts *)opts_ = (kc_leaky_relu_opts){.name = l->name, .negative_slope = c->act.alpha};
+    *(kc_leaky_relu_opts *)opts_ = (kc_leaky_relu_opts){.name = l->name, .negative_slope = c->act.alpha,
+                                                          .negative_slope_given = 1};
 }
 
 /* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
 static const kc__field k_leaky_keys[] = {
-    {"negative_slope", KC_F_FLOAT, KC_F_W3, offsetof(kc_leaky_relu_opts, negative_slope), NULL, 0.3},
-    {"alpha", KC_F_FLOAT, KC_F_W2, offsetof(kc_leaky_relu_opts, negative_slope), NULL, 0.3},
+    {"negative_slope", KC_F_FLOAT_GIVEN, KC_F_W3, offsetof(kc_leaky_relu_opts, negative_slope), NULL, 0.3,
+     offsetof(kc_leaky_relu_opts, negative_slope_given)},
+    {"alpha", KC_F_FLOAT_GIVEN, KC_F_W2, offsetof(kc_leaky_relu_opts, negative_slope), NULL, 0.3,
+     offsetof(kc_leaky_relu_opts, negative_slope_given)},
 };
 
 const kc_layer_ops kc__leaky_relu_ops = {

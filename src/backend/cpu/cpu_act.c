@@ -23,7 +23,7 @@ static const char *act_name(kc_act k) {
     static const char *names[KC_ACT_COUNT] = {
         "linear", "relu",     "sigmoid",  "tanh", "softmax",     "elu",         "gelu",        "leaky_relu",
         "silu",   "relu (general)", "hard_sigmoid", "hard_silu", "softplus", "softsign", "selu", "mish",
-        "exponential", "log_softmax", "gelu (tanh)"};
+        "exponential", "log_softmax", "gelu (tanh)", "hard_sigmoid (tf-keras)"};
     return (k >= 0 && k < KC_ACT_COUNT) ? names[k] : "unknown";
 }
 
@@ -53,6 +53,11 @@ static inline float hard_sigmoid(float x) { /* relu6(x + 3) / 6 */
     const float t = x + 3.0f;
     return (t <= 0.0f ? 0.0f : (t >= 6.0f ? 6.0f : t)) * (1.0f / 6.0f);
 }
+
+static inline float hard_sigmoid_k2(float x) { /* clip(0.2 x + 0.5, 0, 1) (tf-keras) */
+    const float t = 0.2f * x + 0.5f;
+    return t <= 0.0f ? 0.0f : (t >= 1.0f ? 1.0f : t);
+}
 static inline float softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 static inline float gelu_tanh_u(float x) { return KC_SQRT_2_PI * (x + 0.044715f * x * x * x); }
 
@@ -81,6 +86,7 @@ kc_status kc__cpu_act_forward(kc_backend *be, kc_act_params a, const float *x, f
     case KC_ACT_SILU: EW_LOOP(y[i] = x[i] / (1.0f + expf(-x[i]))); break;
     case KC_ACT_RELU_GENERAL: EW_LOOP(y[i] = relu_general_forward(x[i], alpha, beta, gamma)); break;
     case KC_ACT_HARD_SIGMOID: EW_LOOP(y[i] = hard_sigmoid(x[i])); break;
+    case KC_ACT_HARD_SIGMOID_K2: EW_LOOP(y[i] = hard_sigmoid_k2(x[i])); break;
     case KC_ACT_HARD_SILU: EW_LOOP(y[i] = x[i] * hard_sigmoid(x[i])); break;
     case KC_ACT_SOFTPLUS: EW_LOOP(y[i] = softplus(x[i])); break;
     case KC_ACT_SOFTSIGN: EW_LOOP(y[i] = x[i] / (1.0f + fabsf(x[i]))); break;
@@ -145,6 +151,7 @@ static kc_status act_backward_more(kc_act_params a, const float *x, const float 
                                    int64_t n, int cols, int par) {
     switch (a.kind) {
     case KC_ACT_HARD_SIGMOID: EW_LOOP(dx[i] = x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f); break;
+    case KC_ACT_HARD_SIGMOID_K2: EW_LOOP(dx[i] = x[i] > -2.5f && x[i] < 2.5f ? dy[i] * 0.2f : 0.0f); break;
     case KC_ACT_HARD_SILU:
         EW_LOOP(const float v = x[i];
                 dx[i] = v <= -3.0f ? 0.0f : (v >= 3.0f ? dy[i] : dy[i] * (2.0f * v + 3.0f) * (1.0f / 6.0f)));
@@ -186,6 +193,7 @@ kc_status kc__cpu_act_backward(kc_backend *be, kc_act_params a, const float *x, 
     const int needs_x = a.kind == KC_ACT_GELU || a.kind == KC_ACT_SILU || a.kind == KC_ACT_HARD_SILU ||
                         a.kind == KC_ACT_SOFTPLUS || a.kind == KC_ACT_SOFTSIGN || a.kind == KC_ACT_SELU ||
                         a.kind == KC_ACT_MISH || a.kind == KC_ACT_GELU_TANH || a.kind == KC_ACT_HARD_SIGMOID ||
+                        a.kind == KC_ACT_HARD_SIGMOID_K2 ||
                         (a.kind == KC_ACT_ELU && !(alpha > 0.0f)) || (a.kind == KC_ACT_LEAKY_RELU && alpha < 0.0f) ||
                         (a.kind == KC_ACT_RELU_GENERAL && (gamma < 0.0f || alpha < 0.0f));
     if (needs_x && !x)

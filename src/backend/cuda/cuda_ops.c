@@ -180,7 +180,7 @@ static const char *act_name(kc_act k) {
     static const char *names[KC_ACT_COUNT] = {
         "linear", "relu",     "sigmoid",  "tanh", "softmax",     "elu",         "gelu",        "leaky_relu",
         "silu",   "relu (general)", "hard_sigmoid", "hard_silu", "softplus", "softsign", "selu", "mish",
-        "exponential", "log_softmax", "gelu (tanh)"};
+        "exponential", "log_softmax", "gelu (tanh)", "hard_sigmoid (tf-keras)"};
     return ((int)k >= 0 && k < KC_ACT_COUNT) ? names[k] : "unknown";
 }
 
@@ -223,6 +223,7 @@ kc_status kc__cu_act_backward(kc_backend *be, kc_act_params a, const float *x, c
     const int needs_x = a.kind == KC_ACT_GELU || a.kind == KC_ACT_SILU || a.kind == KC_ACT_HARD_SILU ||
                         a.kind == KC_ACT_SOFTPLUS || a.kind == KC_ACT_SOFTSIGN || a.kind == KC_ACT_SELU ||
                         a.kind == KC_ACT_MISH || a.kind == KC_ACT_GELU_TANH || a.kind == KC_ACT_HARD_SIGMOID ||
+                        a.kind == KC_ACT_HARD_SIGMOID_K2 ||
                         (a.kind == KC_ACT_ELU && !(alpha > 0.0f)) ||
                         (a.kind == KC_ACT_LEAKY_RELU && alpha < 0.0f) ||
                         (a.kind == KC_ACT_RELU_GENERAL && (gamma < 0.0f || alpha < 0.0f));

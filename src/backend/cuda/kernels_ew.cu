@@ -84,6 +84,7 @@ __global__ void k_act_forward(int kind, float alpha, float beta, float gamma, co
         case KC_ACT_SILU: r = v / (1.0f + expf(-v)); break;
         case KC_ACT_RELU_GENERAL: r = relu_general_forward(v, alpha, beta, gamma); break;
         case KC_ACT_HARD_SIGMOID: r = hard_sigmoid_f(v); break;
+        case KC_ACT_HARD_SIGMOID_K2: r = fminf(fmaxf(0.2f * v + 0.5f, 0.0f), 1.0f); break;
         case KC_ACT_HARD_SILU: r = v * hard_sigmoid_f(v); break;
         case KC_ACT_SOFTPLUS: r = softplus_f(v); break;
         case KC_ACT_SOFTSIGN: r = v / (1.0f + fabsf(v)); break;
@@ -147,6 +148,7 @@ __global__ void k_act_backward(int kind, float alpha, float beta, float gamma, c
             }
             break;
         case KC_ACT_HARD_SIGMOID: r = x[i] > -3.0f && x[i] < 3.0f ? g * (1.0f / 6.0f) : 0.0f; break;
+        case KC_ACT_HARD_SIGMOID_K2: r = x[i] > -2.5f && x[i] < 2.5f ? g * 0.2f : 0.0f; break;
         case KC_ACT_HARD_SILU: {
             const float v = x[i];
             r = v <= -3.0f ? 0.0f : (v >= 3.0f ? g : g * (2.0f * v + 3.0f) * (1.0f / 6.0f));
