@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,6 +288,67 @@ static void test_keras20_list(void **state) {
     assert_int_equal(d.use_bias, KC_FALSE);
     check_round_trip(m);
     kc_model_destroy(m);
+}
+
+/* EfficientNet's initializers: VarianceScaling with mode fan_out (2.0 truncated normal for
+ * the convolutions, 1/3 uniform for the head); the weights' spread follows the formula,
+ * and the writer gives the keys back. */
+static double weight_std(kc_model *m, int index) {
+    kc_weight_info wi;
+    assert_int_equal(kc_model_weight_info(m, index, &wi), KC_STATUS_OK);
+    float *w = malloc((size_t)wi.size * sizeof *w);
+    assert_non_null(w);
+    assert_int_equal(kc_model_get_weight(m, index, w, wi.size), KC_STATUS_OK);
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < wi.size; i++) s += w[i], s2 += (double)w[i] * w[i];
+    free(w);
+    double mean = s / (double)wi.size;
+    return sqrt(s2 / (double)wi.size - mean * mean);
+}
+
+static void test_variance_scaling_general(void **state) {
+    (void)state;
+    static const char text[] =
+        "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"vs\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 16, 16, 32], \"name\": \"in\"}},"
+        "{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"stem\", \"filters\": 96, \"kernel_size\": [3, 3],"
+        " \"kernel_initializer\": {\"module\": \"keras.initializers\", \"class_name\": \"VarianceScaling\","
+        " \"config\": {\"scale\": 2.0, \"mode\": \"fan_out\", \"distribution\": \"truncated_normal\", \"seed\": null},"
+        " \"registered_name\": null}}},"
+        "{\"class_name\": \"Flatten\", \"config\": {\"name\": \"flat\"}},"
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 500,"
+        " \"kernel_initializer\": {\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 0.3333333333333333,"
+        " \"mode\": \"fan_out\", \"distribution\": \"uniform\", \"seed\": null}}}}]}}";
+    kc_model *m = load_text(text);
+    const kc_layer *conv = kc__model_layer(m, 1);
+    kc_conv2d_opts o;
+    conv->ops->get_opts(conv, &o);
+    assert_string_equal(o.kernel_initializer, "variance_scaling(2,fan_out,truncated_normal)");
+    assert_int_equal(kc_model_build(m), KC_STATUS_OK);
+    /* conv: fan_out = 3 * 3 * 96; dense: fan_out = 500 (fan_in 14 * 14 * 96 would give 0.0024) */
+    double want_conv = sqrt(2.0 / (3 * 3 * 96)), want_dense = sqrt(1.0 / 3.0 / 500);
+    double got_conv = weight_std(m, 0), got_dense = weight_std(m, 2);
+    if (fabs(got_conv / want_conv - 1) > 0.05 || fabs(got_dense / want_dense - 1) > 0.05)
+        fail_msg("VarianceScaling spreads %g (want %g) and %g (want %g)", got_conv, want_conv, got_dense, want_dense);
+    for (int flavour = 2; flavour <= 3; flavour++) {
+        char *j = to_json(m, flavour);
+        assert_non_null(strstr(j, "\"fan_out\""));
+        assert_non_null(strstr(j, "\"truncated_normal\""));
+        assert_non_null(strstr(j, "\"uniform\""));
+        kc_model *back = load_text(j);
+        const kc_layer *c2 = kc__model_layer(back, 1);
+        c2->ops->get_opts(c2, &o);
+        assert_string_equal(o.kernel_initializer, "variance_scaling(2,fan_out,truncated_normal)");
+        kc_model_destroy(back);
+        free(j);
+    }
+    kc_model_destroy(m);
+    char *bad = replace_first(text, "\"fan_out\"", "\"fan_sideways\"");
+    kc_model *mb = NULL;
+    assert_int_equal(kc_model_from_json(bad, strlen(bad), &mb), KC_STATUS_UNSUPPORTED);
+    assert_non_null(strstr(kc_last_error(), "fan_in, fan_out or fan_avg"));
+    assert_null(mb);
+    free(bad);
 }
 
 static void test_keras3_functional_resnet(void **state) {
@@ -691,6 +753,7 @@ int main(void) {
         cmocka_unit_test(test_keras2_sequential),
         cmocka_unit_test(test_keras3_sequential),
         cmocka_unit_test(test_keras20_list),
+        cmocka_unit_test(test_variance_scaling_general),
         cmocka_unit_test(test_keras3_functional_resnet),
         cmocka_unit_test(test_keras2_functional_concat),
         cmocka_unit_test(test_sequential_input_sources),

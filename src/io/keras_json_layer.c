@@ -217,6 +217,16 @@ static const kc__initializer *init_from_variance_scaling(const json_t *cfg) {
     return NULL;
 }
 
+/* A VarianceScaling object that is none of the named ones: kerac's general one, written
+ * back with the same keys (`why`: the reason when a key is not Keras's). */
+static const kc__initializer *init_general_variance_scaling(const json_t *cfg, const char **why) {
+    const json_t *scale = json_object_get(cfg, "scale");
+    *why = "its scale, mode and distribution must be given";
+    if (!json_is_number(scale)) return NULL;
+    return kc__init_variance_scaling(json_number_value(scale), json_string_value(json_object_get(cfg, "mode")),
+                                     json_string_value(json_object_get(cfg, "distribution")), why);
+}
+
 /* "glorot_uniform" or {"class_name": "GlorotUniform", "config": {"seed": null}}; null: the
  * layer's default (*out = NULL). */
 static kc_status read_init(const parsed_layer *pl, const char *key, const json_t *v, const char **out) {
@@ -245,11 +255,10 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
     const kc__initializer *k = NULL;
     bool variance_scaling = strcmp(cls, "VarianceScaling") == 0;
     if (variance_scaling) {
-        k = init_from_variance_scaling(cfg);
-        if (!k)
-            return kc__fail(KC_STATUS_UNSUPPORTED,
-                            PFX "%s: %s = %s is not supported; kerac implements the VarianceScaling variants %s",
-                            pl->label, key, kc__json_text(v, b, sizeof b), kc__init_supported);
+        const char *why = NULL;
+        if (!(k = init_from_variance_scaling(cfg)) && !(k = init_general_variance_scaling(cfg, &why)))
+            return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: %s = %s is not supported: %s", pl->label, key,
+                            kc__json_text(v, b, sizeof b), why);
     } else {
         k = kc__init_find(cls);
         if (!k)

@@ -69,6 +69,11 @@ static json_t *initializer(writer *w, const char *name) {
     const kc__initializer *k = kc__init_find(name);
     if (!k) return json_string(name); /* not reached: layers keep canonical names */
     json_t *o = json_object(), *cfg = json_object();
+    if (k->vs_mode) { /* a general VarianceScaling: its keys in Keras's order */
+        put(w, cfg, "scale", json_real(k->vs_scale));
+        put(w, cfg, "mode", json_string(k->vs_mode));
+        put(w, cfg, "distribution", json_string(k->vs_distribution));
+    }
     if (k->has_seed) put(w, cfg, "seed", json_null());
     if (w->flavour == 3) put(w, o, "module", json_string("keras.initializers"));
     put(w, o, "class_name", json_string(k->class_name));

@@ -38,7 +38,7 @@ kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bo
     kc_weight *w = &l->w[l->n_weights++];
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "%s", name);
-    snprintf(w->init, sizeof w->init, "%s", canon);
+    w->init = canon;
     w->shape = shape;
     w->size = size;
     w->trainable = trainable;

@@ -30,7 +30,7 @@ typedef struct kc_weight {
     kc_shape shape;         /* full shape, e.g. (3, 3, 1, 32) */
     int64_t size;
     bool trainable;
-    char init[24];          /* initializer name: "glorot_uniform", "zeros", "ones", ... */
+    const char *init;       /* initializer: its canonical name, static (kc__init_canonical) */
     int64_t fan_in, fan_out;
     float *data;            /* device pointer into the model's parameter slab */
     float *grad;            /* device pointer into the gradient slab (trainable only) */
@@ -166,7 +166,16 @@ int64_t kc__act_flops(kc_act kind); /* rough per-element cost, for summaries */
 typedef struct kc__initializer {
     const char *name, *class_name; /* "glorot_uniform", "GlorotUniform" */
     int has_seed;                  /* its Keras config is {"seed": null} (else {}) */
+    /* a general VarianceScaling (class_name "VarianceScaling"; NULL mode for the others):
+     * its Keras config keys, written back as they were read */
+    double vs_scale;
+    const char *vs_mode, *vs_distribution;
 } kc__initializer;
+/* A general VarianceScaling (EfficientNet's fan_out ones): its canonical name
+ * "variance_scaling(SCALE,MODE,DISTRIBUTION)", kept for the process's life (at most 64
+ * distinct ones); NULL with the reason in *why when a parameter is not Keras's. */
+const kc__initializer *kc__init_variance_scaling(double scale, const char *mode, const char *distribution,
+                                                 const char **why);
 /* By snake name, class name or Keras's short spelling ("zero", "one"); NULL if unknown. */
 const kc__initializer *kc__init_find(const char *name);
 /* "glorot_uniform, glorot_normal, ..., ones": every name, in the table's order. */
