@@ -71,6 +71,8 @@ enum {
     KC_LAYER_ALIAS = 1u << 1,   /* y is x's memory and dx is dy's (Flatten, Reshape) */
     KC_LAYER_ALIAS_INFERENCE = 1u << 2, /* outside training y is x's memory and forward is
                                            skipped (Dropout: the identity then) */
+    KC_LAYER_NO_TRAINABLE_KEY = 1u << 3, /* Keras's get_config() writes no "trainable" and its
+                                            constructor refuses one (SpatialDropout2D) */
 };
 
 typedef struct kc_layer_ops {

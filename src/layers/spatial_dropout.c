@@ -105,7 +105,7 @@ static kc_status sd2_build(kc_layer *l) {
 #define O(member) offsetof(kc_dropout_opts, member)
 static const kc__field k_sd2_keys[] = {
     {"rate", KC_F_FLOAT, KC_F_W, O(rate), NULL, 0},
-    KC_KEY_NULL("noise_shape", KC_F_W2),
+    KC_KEY_NULL("noise_shape", 0), /* tf-keras writes it; Keras 3 refuses it: read only */
     {"seed", KC_F_SEED, KC_F_W, O(seed), NULL, 0},
     KC_KEY_CHANNELS_LAST(KC_F_W),
 };
@@ -114,7 +114,7 @@ static const kc__field k_sd2_keys[] = {
 const kc_layer_ops kc__spatial_dropout2d_ops = {
     .class_name = "SpatialDropout2D",
     .snake_name = "spatial_dropout2d",
-    .flags = KC_LAYER_ALIAS_INFERENCE,
+    .flags = KC_LAYER_ALIAS_INFERENCE | KC_LAYER_NO_TRAINABLE_KEY,
     .cfg_size = sizeof(mask_dropout_cfg),
     .opts_size = sizeof(kc_dropout_opts),
     .min_inputs = 1,
