@@ -1326,6 +1326,8 @@ static const lcase k_layers[] = {
      .bound = 1e-7},
     {"StochasticDepth training", KC_STOCHASTIC_DEPTH(.drop_path_rate = 0.4f), 1, {S3(3, 3, 5)}, 16, .training = true,
      .bound = 1e-7},
+    {"LayerScale", KC_LAYER_SCALE(.init_values = 0.5f, .projection_dim = 6), 1, {S3(4, 5, 6)}, 4, .training = true,
+     .bound = 1e-6},
 };
 
 /* ---------------------------------------------------------------- training on both devices */

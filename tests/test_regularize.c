@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "kerac.h"
 #include "layers/layer.h"
 
 typedef struct run {
@@ -152,11 +153,41 @@ static void test_bad_options(void **state) {
     kc__layer_destroy(l);
 }
 
+/* LayerScale's gamma starts at init_values (Keras: Constant(init_values)), one per channel;
+ * projection_dim must be the input's last axis. */
+static void test_layer_scale_init(void **state) {
+    (void)state;
+    kc_model *m = NULL;
+    assert_int_equal(kc_sequential("ls", &m), KC_STATUS_OK);
+    assert_int_equal(kc_add(m, KC_INPUT(.shape = {2, 3, 6})), KC_STATUS_OK);
+    assert_int_equal(kc_add(m, KC_LAYER_SCALE(.name = "scale", .init_values = -0.375f, .projection_dim = 6)),
+                     KC_STATUS_OK);
+    if (kc_model_build(m) != KC_STATUS_OK) fail_msg("build: %s", kc_last_error());
+    assert_int_equal(kc_model_num_weights(m), 1);
+    kc_weight_info wi;
+    assert_int_equal(kc_model_weight_info(m, 0, &wi), KC_STATUS_OK);
+    assert_string_equal(wi.name, "gamma");
+    assert_int_equal(wi.size, 6);
+    assert_true(wi.trainable);
+    float g[6];
+    assert_int_equal(kc_model_get_weight(m, 0, g, 6), KC_STATUS_OK);
+    for (int i = 0; i < 6; i++) assert_float_equal(g[i], -0.375f, 0.0f);
+    kc_model_destroy(m);
+    /* a projection_dim that is not the channels */
+    assert_int_equal(kc_sequential("ls2", &m), KC_STATUS_OK);
+    assert_int_equal(kc_add(m, KC_INPUT(.shape = {2, 3, 6})), KC_STATUS_OK);
+    kc_add(m, KC_LAYER_SCALE(.name = "scale", .init_values = 1.0f, .projection_dim = 4));
+    assert_int_not_equal(kc_model_build(m), KC_STATUS_OK);
+    assert_non_null(strstr(kc_last_error(), "projection_dim is 4"));
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spatial_dropout_channels),
         cmocka_unit_test(test_stochastic_depth_examples),
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_layer_scale_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* init.c — Keras weight initializers (glorot/he/lecun, zeros, ones) on host memory. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
@@ -47,6 +48,14 @@ const char *kc__init_canonical(const char *name) {
 bool kc__init_known(const char *name) { return find_init(name) >= 0; }
 
 kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in, int64_t fan_out, kc_rng *rng) {
+    if (name && strncmp(name, KC_INIT_CONST, strlen(KC_INIT_CONST)) == 0) { /* a layer's own constant */
+        char *end = NULL;
+        float v = strtof(name + strlen(KC_INIT_CONST), &end);
+        if (!end || *end || n < 0 || (n > 0 && !dst))
+            return kc__fail(KC_STATUS_INTERNAL, "initializer '%s': not a constant", name);
+        for (int64_t j = 0; j < n; j++) dst[j] = v;
+        return KC_STATUS_OK;
+    }
     int i = find_init(name);
     if (i < 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "initializer '%s' is not supported; use one of %s",

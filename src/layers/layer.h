@@ -174,6 +174,9 @@ const kc__initializer *kc__init_find(const char *name);
 /* "glorot_uniform, glorot_normal, ..., ones": every name, in the table's order. */
 extern const char kc__init_supported[];
 bool kc__init_known(const char *name);
+/* A weight initializer "const:VALUE" (kc__layer_add_weight, kc__init_fill): every value is
+ * VALUE (LayerScale's init_values); not a name users give. */
+#define KC_INIT_CONST "const:"
 /* Fill n floats (host memory) following a Keras initializer. */
 kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in, int64_t fan_out,
                         kc_rng *rng);
