@@ -408,6 +408,17 @@ typedef struct kc_conv2d_transpose_opts { /* Conv2DTranspose; kernel (kh, kw, fi
     const char *bias_initializer;   /* default "zeros" */
 } kc_conv2d_transpose_opts;
 
+/* regularising layers (SpatialDropout2D shares kc_dropout_opts) */
+typedef struct kc_stochastic_depth_opts { /* ConvNeXt's StochasticDepth (drop path) */
+    const char *name;
+    float drop_path_rate;     /* in [0, 1); one draw per example, in training only */
+} kc_stochastic_depth_opts;
+typedef struct kc_layer_scale_opts { /* ConvNeXt's LayerScale: y = x * gamma (per channel) */
+    const char *name;
+    float init_values;        /* gamma's starting value (Keras: Constant(init_values)) */
+    int projection_dim;       /* the input's last axis; required */
+} kc_layer_scale_opts;
+
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
 typedef struct kc_layer_spec {
@@ -468,6 +479,10 @@ typedef struct kc_layer_spec {
 /* convolutions */
 #define KC_SEPARABLE_CONV2D(...) KC_LAYER_SPEC_("SeparableConv2D", kc_separable_conv2d_opts, __VA_ARGS__)
 #define KC_CONV2D_TRANSPOSE(...) KC_LAYER_SPEC_("Conv2DTranspose", kc_conv2d_transpose_opts, __VA_ARGS__)
+/* regularising layers */
+#define KC_SPATIAL_DROPOUT2D(...) KC_LAYER_SPEC_("SpatialDropout2D", kc_dropout_opts, __VA_ARGS__)
+#define KC_STOCHASTIC_DEPTH(...) KC_LAYER_SPEC_("StochasticDepth", kc_stochastic_depth_opts, __VA_ARGS__)
+#define KC_LAYER_SCALE(...) KC_LAYER_SPEC_("LayerScale", kc_layer_scale_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 

@@ -1321,6 +1321,13 @@ static const lcase k_layers[] = {
     {"Permute (2, 1)", KC_PERMUTE(.dims = {2, 1}), 1, {S2(9, 4)}, 3, .bound = 1e-7},
     {"RepeatVector", KC_REPEAT_VECTOR(.n = 4), 1, {S1(11)}, 5, .bound = 1e-6},
     {"Dense on (N, H, W, C)", KC_DENSE(.units = 7), 1, {{4, {3, 4, 5, 6}}}, 2, .bound = 1e-5},
+    /* regularising layers */
+    {"SpatialDropout2D training", KC_SPATIAL_DROPOUT2D(.rate = 0.3f), 1, {S3(5, 4, 12)}, 8, .training = true,
+     .bound = 1e-7},
+    {"StochasticDepth training", KC_STOCHASTIC_DEPTH(.drop_path_rate = 0.4f), 1, {S3(3, 3, 5)}, 16, .training = true,
+     .bound = 1e-7},
+    {"LayerScale", KC_LAYER_SCALE(.init_values = 0.5f, .projection_dim = 6), 1, {S3(4, 5, 6)}, 4, .training = true,
+     .bound = 1e-6},
 };
 
 /* ---------------------------------------------------------------- training on both devices */

@@ -626,6 +626,14 @@ static const gc_case k_cases[] = {
      .training = true, .seed = 12},
     {"RandomBrightness", KC_RANDOM_BRIGHTNESS(.factor = KC_FACTOR(0.3f), .value_range = {-10, 10}), 1, {S3(3, 4, 3)},
      3, .training = true, .seed = 13},
+    /* regularising layers: training with a fixed seed (the mask is the same in every evaluation) */
+    {"SpatialDropout2D training", KC_SPATIAL_DROPOUT2D(.rate = 0.4f), 1, {S3(3, 2, 4)}, 3, .training = true,
+     .seed = 21},
+    {"SpatialDropout2D rate 0", KC_SPATIAL_DROPOUT2D(), 1, {S3(2, 2, 3)}, 2, .training = true, .seed = 21},
+    {"StochasticDepth training", KC_STOCHASTIC_DEPTH(.drop_path_rate = 0.5f), 1, {S3(2, 3, 2)}, 4,
+     .training = true, .seed = 22},
+    {"LayerScale (N, H, W, C)", KC_LAYER_SCALE(.init_values = 0.5f, .projection_dim = 3), 1, {S3(2, 3, 3)}, 3},
+    {"LayerScale (N, C)", KC_LAYER_SCALE(.init_values = 1e-6f, .projection_dim = 5), 1, {S1(5)}, 4},
 };
 
 int main(void) {

@@ -68,6 +68,8 @@ static const fixture_model k_models[] = {
     {"convs", "convs_small", 6888},
     /* elementwise fixes, Keras 3 and tf-keras: hard_sigmoid as each defines it, LeakyReLU/ELU with 0 */
     {"ew_hsig", "ew_hsig", 779},
+    /* regularising layers: Keras 3 files */
+    {"regularize", "regularize_small", 843},
 };
 
 /* The entry of k_models with this stem. */
@@ -567,6 +569,34 @@ static void test_damaged_global_heap(void **state) {
     rmdir(dir);
 }
 
+/* regularising layers: SpatialDropout2D and ConvNeXt's StochasticDepth (module
+ * keras.src.applications.convnext), the identity in inference: Keras's predictions, which the
+ * generator checked equal the same model's without them. */
+static void test_regularize_layers(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("regularize");
+    assert_non_null(fm);
+    check_file(fm, ".keras", "_y3.npy", true);
+    check_file(fm, ".keras3.h5", "_y3.npy", false);
+    /* Keras's SpatialDropout2D refuses "trainable" and (Keras 3) "noise_shape": kerac writes neither */
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras"), &m), "regularize.keras");
+    for (int flavour = 2; flavour <= 3; flavour++) {
+        char *json = NULL;
+        must(kc_model_to_json(m, flavour, &json), "to_json");
+        const char *at = strstr(json, "\"SpatialDropout2D\"");
+        assert_non_null(at);
+        const char *open = strchr(at, '{'), *close = open ? strchr(open, '}') : NULL;
+        assert_non_null(close);
+        char cfg[512];
+        snprintf(cfg, sizeof cfg, "%.*s", (int)(close - open + 1), open);
+        if (strstr(cfg, "trainable") || strstr(cfg, "noise_shape") || !strstr(cfg, "\"rate\": 0.3"))
+            fail_msg("flavour %d: SpatialDropout2D config %s", flavour, cfg);
+        kc_free(json);
+    }
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const char *src = getenv("KERAC_SOURCE_DIR");
     snprintf(g_dir, sizeof g_dir, "%s/tests/fixtures/keras", src && *src ? src : "..");
@@ -592,6 +622,7 @@ int main(void) {
         cmocka_unit_test(test_damaged_global_heap),
         /* convolutions */
         cmocka_unit_test(test_convolutions),
+        cmocka_unit_test(test_regularize_layers), /* regularising layers */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,6 +202,10 @@ static const sample k_samples[] = {
                          .output_padding = {1, {1, 0}}, .activation = "tanh", .kernel_initializer = "he_normal",
                          .bias_initializer = "ones"),
      1},
+    /* regularising layers */
+    {&kc__spatial_dropout2d_ops, KC_SPATIAL_DROPOUT2D(.name = "sdrop", .rate = 0.25f, .seed = 7), 1},
+    {&kc__stochastic_depth_ops, KC_STOCHASTIC_DEPTH(.name = "sdepth", .drop_path_rate = 0.2f), 1},
+    {&kc__layer_scale_ops, KC_LAYER_SCALE(.name = "lscale", .init_values = 0.25f, .projection_dim = 3), 1},
 };
 
 static kc_model *sample_model(const sample *s) {

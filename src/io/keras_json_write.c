@@ -337,6 +337,7 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
         const kc__field *base = kc__keras_base_fields(&nb);
         put_fields(w, cfg, l, &o, base, nb);
         if (l->frozen) put(w, cfg, "trainable", json_false()); /* in place: the key keeps its position */
+        if (l->ops->flags & KC_LAYER_NO_TRAINABLE_KEY) json_object_del(cfg, "trainable");
     }
     put_fields(w, cfg, l, &o, l->ops->keras_keys, l->ops->n_keras_keys);
     if (w->err != KC_STATUS_OK) {

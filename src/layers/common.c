@@ -27,7 +27,9 @@ kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bo
     if (!name || strlen(name) >= sizeof l->w[0].name)
         return kc__fail(KC_STATUS_INTERNAL, "%s: weight name '%s' is empty or too long", kc__layer_label(l),
                         name ? name : "(null)");
-    const char *canon = kc__init_canonical(init);
+    /* "const:VALUE": a constant the layer sets itself (LayerScale's init_values) */
+    const char *canon = init && strncmp(init, KC_INIT_CONST, strlen(KC_INIT_CONST)) == 0 ? init
+                                                                                          : kc__init_canonical(init);
     if (!canon)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: weight '%s' has an unknown initializer '%s'",
                         kc__layer_label(l), name, init ? init : "(null)");

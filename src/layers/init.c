@@ -137,6 +137,14 @@ const char *kc__init_canonical(const char *name) {
 bool kc__init_known(const char *name) { return kc__init_find(name) != NULL; }
 
 kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in, int64_t fan_out, kc_rng *rng) {
+    if (name && strncmp(name, KC_INIT_CONST, strlen(KC_INIT_CONST)) == 0) { /* a layer's own constant */
+        char *end = NULL;
+        float v = strtof(name + strlen(KC_INIT_CONST), &end);
+        if (!end || *end || n < 0 || (n > 0 && !dst))
+            return kc__fail(KC_STATUS_INTERNAL, "initializer '%s': not a constant", name);
+        for (int64_t j = 0; j < n; j++) dst[j] = v;
+        return KC_STATUS_OK;
+    }
     int i = find_init(name);
     const kc__initializer *vs = i < 0 ? vs_find(name) : NULL;
     if (i < 0 && !vs)

@@ -30,7 +30,8 @@ typedef struct kc_weight {
     kc_shape shape;         /* full shape, e.g. (3, 3, 1, 32) */
     int64_t size;
     bool trainable;
-    const char *init;       /* initializer: its canonical name, static (kc__init_canonical) */
+    const char *init;       /* initializer: its canonical name, static (kc__init_canonical), or a
+                               layer's own KC_INIT_CONST string kept in its cfg */
     int64_t fan_in, fan_out;
     float *data;            /* device pointer into the model's parameter slab */
     float *grad;            /* device pointer into the gradient slab (trainable only) */
@@ -71,6 +72,8 @@ enum {
     KC_LAYER_ALIAS = 1u << 1,   /* y is x's memory and dx is dy's (Flatten, Reshape) */
     KC_LAYER_ALIAS_INFERENCE = 1u << 2, /* outside training y is x's memory and forward is
                                            skipped (Dropout: the identity then) */
+    KC_LAYER_NO_TRAINABLE_KEY = 1u << 3, /* Keras's get_config() writes no "trainable" and its
+                                            constructor refuses one (SpatialDropout2D) */
 };
 
 typedef struct kc_layer_ops {
@@ -181,6 +184,9 @@ const kc__initializer *kc__init_find(const char *name);
 /* "glorot_uniform, glorot_normal, ..., ones": every name, in the table's order. */
 extern const char kc__init_supported[];
 bool kc__init_known(const char *name);
+/* A weight initializer "const:VALUE" (kc__layer_add_weight, kc__init_fill): every value is
+ * VALUE (LayerScale's init_values); not a name users give. */
+#define KC_INIT_CONST "const:"
 /* Fill n floats (host memory) following a Keras initializer. */
 kc_status kc__init_fill(const char *name, float *dst, int64_t n, int64_t fan_in, int64_t fan_out,
                         kc_rng *rng);

@@ -64,6 +64,10 @@
     X(resizing, kc_resizing_opts)                      \
     /* convolutions */                                 \
     X(separable_conv2d, kc_separable_conv2d_opts)      \
-    X(conv2d_transpose, kc_conv2d_transpose_opts)
+    X(conv2d_transpose, kc_conv2d_transpose_opts)    \
+    /* regularising layers */                          \
+    X(spatial_dropout2d, kc_dropout_opts)              \
+    X(stochastic_depth, kc_stochastic_depth_opts)     \
+    X(layer_scale, kc_layer_scale_opts)
 
 #endif /* KC_LAYER_KINDS_H */
