@@ -70,6 +70,8 @@ static const fixture_model k_models[] = {
     {"ew_hsig", "ew_hsig", 779},
     /* regularising layers: Keras 3 files */
     {"regularize", "regularize_small", 843},
+    /* nested block: a Sequential and a frozen Functional called as layers (Keras 3 .keras) */
+    {"nested", "nested_small", 411},
 };
 
 /* The entry of k_models with this stem. */
@@ -422,6 +424,57 @@ static void test_fixtures_distinct(void **state) {
     }
 }
 
+/* ---------------------------------------------------------------- nested models */
+
+/* The layers of m, space-separated, and the frozen ones. */
+static void layer_names(kc_model *m, char *all, char *frozen, size_t n) {
+    all[0] = frozen[0] = '\0';
+    for (int i = 0, k = kc_model_num_layers(m); i < k; i++) {
+        kc_layer_info li;
+        must(kc_model_layer_info(m, i, &li), "layer_info");
+        snprintf(all + strlen(all), n - strlen(all), "%s ", li.name);
+        if (!li.trainable) snprintf(frozen + strlen(frozen), n - strlen(frozen), "%s ", li.name);
+    }
+}
+
+/* nested block: the augmentation Sequential and the frozen base Functional are inlined
+ * (their InputLayers dropped; the base's "conv" clashes with the head's and becomes
+ * "base_conv"), their weights read from model.weights.h5's nested groups (the sensitivity
+ * checks move the first kernel, aug_conv's, and the base's BatchNormalization statistics);
+ * kerac saves the flattened model, which it reads back with the same predictions. */
+static void test_nested_models(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("nested");
+    check_file(fm, ".keras", "_y3.npy", true);
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras"), &m), "nested.keras");
+    char all[512], frozen[512];
+    layer_names(m, all, frozen, sizeof all);
+    assert_string_equal(all, "input_layer_1 flip scale aug_conv base_conv bn relu conv pool head ");
+    assert_string_equal(frozen, "base_conv bn relu ");
+    char dir[] = "/tmp/kerac-nested-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/flat.keras", dir);
+    must(kc_model_save(m, path), "save");
+    kc_model *back = NULL;
+    must(kc_model_load(path, &back), "reload");
+    layer_names(back, all, frozen, sizeof all);
+    assert_string_equal(frozen, "base_conv bn relu ");
+    npy x, want;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    npy_load(fpath(fm->stem, "_y3.npy"), &want);
+    float *y = predict(back, &x, &want, path);
+    double d = max_abs_diff(y, want.data, want.size);
+    if (!(d <= TOL)) fail_msg("%s: the flattened model differs from Keras by %.3g", path, d);
+    free(y);
+    npy_free(&x);
+    npy_free(&want);
+    kc_model_destroy(back);
+    kc_model_destroy(m);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ---------------------------------------------------------------- a damaged global heap */
 
 static uint8_t *slurp(const char *path, size_t *len) {
@@ -623,6 +676,8 @@ int main(void) {
         /* convolutions */
         cmocka_unit_test(test_convolutions),
         cmocka_unit_test(test_regularize_layers), /* regularising layers */
+        /* nested block */
+        cmocka_unit_test(test_nested_models),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

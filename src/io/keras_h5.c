@@ -33,7 +33,7 @@
 typedef struct korder {
     int n;
     int *layer;              /* (n) model layer index, in Keras's model.layers order */
-    char (*path)[KC_NAME_MAX + 16]; /* (n) Keras 3 name: "conv2d", "conv2d_1", ... */
+    char (*path)[2 * KC_NAME_MAX + 16]; /* (n) Keras 3 name: "conv2d", "conv2d_1", ... */
 } korder;
 
 static void korder_free(korder *o) {
@@ -75,7 +75,10 @@ static void sort_by_depth(int *a, int n, const int *depth, const int *visit) {
     }
 }
 
-static kc_status keras_order(const kc_model *m, korder *o) {
+/* nested: the layers inlined from a nested model go by their path inside it (keras_path,
+ * as Keras 3 wrote the file being read) and the others are numbered without them;
+ * otherwise every layer is numbered as in the flattened model (what kerac writes). */
+static kc_status keras_order(const kc_model *m, korder *o, bool nested) {
     int nl = m->n_layers;
     memset(o, 0, sizeof *o);
     o->layer = kc__calloc((size_t)nl, sizeof *o->layer, "layer order");
@@ -119,10 +122,17 @@ static kc_status keras_order(const kc_model *m, korder *o) {
         free(depth);
     }
     for (int i = 0; i < o->n; i++) {
-        const char *stem = kc__model_layer(m, o->layer[i])->ops->snake_name;
+        const kc_layer *l = kc__model_layer(m, o->layer[i]);
+        if (nested && l->keras_path[0]) {
+            snprintf(o->path[i], sizeof o->path[i], "%s", l->keras_path);
+            continue;
+        }
+        const char *stem = l->ops->snake_name;
         int k = 0;
-        for (int j = 0; j < i; j++)
-            if (strcmp(kc__model_layer(m, o->layer[j])->ops->snake_name, stem) == 0) k++;
+        for (int j = 0; j < i; j++) {
+            const kc_layer *lj = kc__model_layer(m, o->layer[j]);
+            if (strcmp(lj->ops->snake_name, stem) == 0 && !(nested && lj->keras_path[0])) k++;
+        }
         if (k == 0) snprintf(o->path[i], sizeof o->path[i], "%s", stem);
         else snprintf(o->path[i], sizeof o->path[i], "%s_%d", stem, k);
     }
@@ -198,7 +208,7 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
     KC_TRY(kc_model_build(m));
     korder o;
     staging st = {0};
-    KC_TRY(keras_order(m, &o));
+    KC_TRY(keras_order(m, &o, false));
     kc_status s = staging_init(m, &st);
     if (s == KC_STATUS_OK) s = staging_fill(m, &st);
     hid_t g = H5I_INVALID_HID;
@@ -230,16 +240,25 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
 
 /* Every variable of every layer: shape-checked, and read into st (NULL: checked only). */
 static kc_status keras3_walk(kc_model *m, hid_t file, const char *label, staging *st) {
-    korder o;
-    KC_TRY(keras_order(m, &o));
-    kc_status s = KC_STATUS_OK;
     /* Keras 2.13 wrote the same tree under another name (Keras 3 remaps it too) */
     const char *base = "layers";
     if (!kc__h5_is_group(file, "layers") && kc__h5_is_group(file, "_layer_checkpoint_dependencies"))
         base = "_layer_checkpoint_dependencies";
+    /* a model read from a nested Keras 3 config: the nested layout when the file has it
+     * (as Keras wrote it), the flattened one otherwise (as kerac writes it) */
+    bool nested = false;
+    for (int i = 0; i < m->n_layers && !nested; i++) {
+        const kc_layer *l = kc__model_layer(m, i);
+        char g[3 * KC_NAME_MAX];
+        snprintf(g, sizeof g, "%s/%s", base, l->keras_path);
+        nested = l->keras_path[0] && kc__h5_is_group(file, g);
+    }
+    korder o;
+    KC_TRY(keras_order(m, &o, nested));
+    kc_status s = KC_STATUS_OK;
     for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
         const kc_layer *l = kc__model_layer(m, o.layer[i]);
-        char vars[KC_NAME_MAX + 96];
+        char vars[3 * KC_NAME_MAX + 96];
         snprintf(vars, sizeof vars, "%s/%s/vars", base, o.path[i]);
         int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
         int nw = layer_weights(m, o.layer[i], widx, gidx);
@@ -251,7 +270,7 @@ static kc_status keras3_walk(kc_model *m, hid_t file, const char *label, staging
             break;
         }
         for (int j = 0; j < nw && s == KC_STATUS_OK; j++) {
-            char path[KC_NAME_MAX + 112], what[KC_NAME_MAX + 160];
+            char path[3 * KC_NAME_MAX + 112], what[KC_NAME_MAX + 160];
             snprintf(path, sizeof path, "%s/%d", vars, j);
             snprintf(what, sizeof what, "layer '%s' (%s) weight '%s'", l->name, l->ops->class_name, l->w[widx[j]].name);
             s = kc__h5_read_weight(file, path, &l->w[widx[j]].shape, st ? staged(st, gidx[j]) : NULL, what);
@@ -292,7 +311,7 @@ static kc_status legacy_weights_write(kc_model *m, hid_t group) {
     KC_TRY(kc_model_build(m));
     korder o;
     staging st = {0};
-    KC_TRY(keras_order(m, &o));
+    KC_TRY(keras_order(m, &o, false));
     const char **names = calloc((size_t)o.n + 1, sizeof *names);
     const char ***sorted = calloc((size_t)o.n + 1, sizeof *sorted);
     kc_status s = names && sorted ? staging_init(m, &st) : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
@@ -368,7 +387,7 @@ static kc_status legacy_weights_read(kc_model *m, hid_t group, const char *gname
     staging st = {0};
     file_layer *fl = NULL;
     int n_fl = 0;
-    if (s == KC_STATUS_OK) s = keras_order(m, &o);
+    if (s == KC_STATUS_OK) s = keras_order(m, &o, false);
     if (s == KC_STATUS_OK) s = staging_init(m, &st);
     if (s == KC_STATUS_OK) {
         fl = calloc((size_t)names.n + 1, sizeof *fl);
@@ -638,7 +657,7 @@ kc_status kc__weights_h5_load(kc_model *m, const char *path) {
  * model.layers: checkpoints need the same order (declared in checkpoint.h). */
 kc_status kc__keras_layer_order(const kc_model *m, int *order, int *n) {
     korder o;
-    KC_TRY(keras_order(m, &o));
+    KC_TRY(keras_order(m, &o, false));
     memcpy(order, o.layer, (size_t)o.n * sizeof *order);
     *n = o.n;
     korder_free(&o);

@@ -32,6 +32,7 @@ typedef struct reader {
     void *before_alloc_user;
     bool frozen;               /* the model's "trainable": false */
     int flavour;               /* 2: written by Keras 2 (tf-keras), 3: by Keras 3 (file_flavour) */
+    json_t *paths;             /* inlined nested-model layer -> Keras 3 weight path, or NULL */
 } reader;
 
 /* Which Keras wrote the config: its keras_version when it has one (to_json), else Keras 2's
@@ -336,11 +337,12 @@ bad:
 
 static const char *const k_func_keys[] = {"name", "trainable", "layers", "input_layers", "output_layers"};
 
-static kc_status read_functional(reader *r, const json_t *config) {
+static kc_status read_functional(reader *r, json_t *config) {
     if (!json_is_object(config))
         return kc__fail(KC_STATUS_BAD_FILE, PFX "the Functional model's \"config\" is %s, not an object",
                         kc__json_type_name(config));
     KC_TRY(kc__json_check_keys(config, k_func_keys, KC_ARRAY_LEN(k_func_keys), "the Functional config"));
+    KC_TRY(kc__json_inline_nested(config, &r->paths));
     KC_TRY(check_model_header(config, "the Functional model", &r->frozen));
     const json_t *layers = json_object_get(config, "layers");
     if (!json_is_array(layers))
@@ -388,6 +390,8 @@ static kc_status read_functional(reader *r, const json_t *config) {
         if (y < 0) return builder_error(r->m, KC_STATUS_OK);
         r->nodes[i] = y;
         r->m->layers[y]->frozen = pl.frozen;
+        const char *path = json_string_value(json_object_get(r->paths, r->names[i]));
+        if (path) snprintf(r->m->layers[y]->keras_path, sizeof r->m->layers[y]->keras_path, "%s", path);
         note_axis(r, &pl, y);
     }
     tensor_ref refs[KC_MAX_INPUTS];
@@ -449,7 +453,7 @@ static kc_status read_model(reader *r, const json_t *root) {
         if (!r->axes) return KC_STATUS_OUT_OF_MEMORY;
         KC_TRY(read_sequential(r, config));
     } else if (strcmp(cls, "Functional") == 0 || strcmp(cls, "Model") == 0) {
-        KC_TRY(read_functional(r, config));
+        KC_TRY(read_functional(r, (json_t *)config));
     } else {
         return kc__fail(KC_STATUS_UNSUPPORTED,
                         PFX "model class '%s' is not supported; kerac reads Sequential and Functional models (a "
@@ -490,6 +494,7 @@ kc_status kc__model_from_json_hooked(const char *text, size_t len, const kc_devi
     }
     free(r.names);
     free(r.nodes);
+    json_decref(r.paths);
     free(r.axes);
     json_decref(root); /* after building: the layers copied what they keep */
     *out = r.m;

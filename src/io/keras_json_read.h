@@ -50,4 +50,9 @@ bool kc__json_is_op_node(const json_t *entry);
 kc_status kc__json_parse_op_node(const json_t *entry, int index, parsed_layer *pl, const json_t *targs[2],
                                  int *n_tensors);
 
+/* Nested models (keras_json_nested.c): inlines every Sequential/Functional entry of a
+ * Functional config's "layers" into it, in place; *paths (NULL when there was none) maps
+ * each inlined layer's name to its Keras 3 weight path ("functional/layers/conv2d"). */
+kc_status kc__json_inline_nested(json_t *config, json_t **paths);
+
 #endif /* KC_KERAS_JSON_READ_H */

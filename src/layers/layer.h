@@ -136,6 +136,9 @@ struct kc_layer {
      * gradient (w->grad is NULL: backward skips their gradient) and no optimizer state;
      * BatchNormalization then runs in inference mode, in training too (Keras 3). */
     bool frozen;
+    /* Where Keras 3 keeps this layer's weights when it came from a nested model and was
+     * inlined by the reader ("functional/layers/conv2d"); "" otherwise (keras_h5.c). */
+    char keras_path[2 * KC_NAME_MAX];
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
