@@ -475,6 +475,47 @@ static void test_nested_models(void **state) {
     rmdir(dir);
 }
 
+/* A Functional model whose nested Sequential "inner" (one Dense) is called on `args`, and
+ * the same nesting inside a Sequential outer model: clear errors, and a correct one loads. */
+#define NEST_T(h) "{\"class_name\": \"__keras_tensor__\", \"config\": {\"keras_history\": [\"" h "\", 0, 0]}}"
+#define NEST_INNER "\"class_name\": \"Sequential\", \"name\": \"inner\", \"config\": {\"name\": \"inner\", " \
+    "\"layers\": [{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}]}"
+#define NEST_FUNC(nodes) "{\"class_name\": \"Functional\", \"config\": {\"name\": \"outer\", \"layers\": [" \
+    "{\"class_name\": \"InputLayer\", \"name\": \"in\", \"config\": {\"name\": \"in\", \"batch_shape\": [null, 3]}}," \
+    "{" NEST_INNER ", \"inbound_nodes\": " nodes "}], " \
+    "\"input_layers\": [[\"in\", 0, 0]], \"output_layers\": [[\"inner\", 0, 0]]}}"
+
+static void test_nested_errors(void **state) {
+    (void)state;
+    static const struct {
+        const char *json, *want;
+        kc_status status;
+    } cases[] = {
+        {NEST_FUNC("[{\"args\": [" NEST_T("in") "], \"kwargs\": {}}]"), NULL, KC_STATUS_OK},
+        {NEST_FUNC("[{\"args\": [" NEST_T("in") "]}, {\"args\": [" NEST_T("in") "]}]"), "not called once",
+         KC_STATUS_UNSUPPORTED},
+        {NEST_FUNC("[{\"args\": [[" NEST_T("in") ", " NEST_T("in") "]]}]"), "not called once", KC_STATUS_UNSUPPORTED},
+        {"{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"InputLayer\", "
+         "\"config\": {\"name\": \"in\", \"batch_shape\": [null, 3]}}, {" NEST_INNER "}]}}",
+         "use a Functional outer model", KC_STATUS_UNSUPPORTED},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        kc_model *m = NULL;
+        kc_status s = kc_model_from_json(cases[c].json, strlen(cases[c].json), &m);
+        if (s != cases[c].status)
+            fail_msg("case %zu: %s, want %s: %s", c, kc_status_name(s), kc_status_name(cases[c].status), kc_last_error());
+        if (cases[c].want && !strstr(kc_last_error(), cases[c].want))
+            fail_msg("case %zu: the message lacks '%s': %s", c, cases[c].want, kc_last_error());
+        if (s == KC_STATUS_OK) {
+            kc_layer_info li;
+            must(kc_model_layer_info(m, 1, &li), "layer_info");
+            assert_string_equal(li.name, "d");
+            assert_int_equal(li.params, 8);
+        }
+        kc_model_destroy(m);
+    }
+}
+
 /* ---------------------------------------------------------------- a damaged global heap */
 
 static uint8_t *slurp(const char *path, size_t *len) {
@@ -678,6 +719,7 @@ int main(void) {
         cmocka_unit_test(test_regularize_layers), /* regularising layers */
         /* nested block */
         cmocka_unit_test(test_nested_models),
+        cmocka_unit_test(test_nested_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -606,6 +606,12 @@ kc_status kc__legacy_h5_load(const char *path, const kc_device_opts *dev, kc_mod
         s = kc_model_from_json_ex(config, strlen(config), dev, &m);
         if (s != KC_STATUS_OK) kc__wrap(s, "%s: model_config: ", label);
     }
+    for (int i = 0; s == KC_STATUS_OK && i < m->n_layers; i++) /* its model_config nests models */
+        if (kc__model_layer(m, i)->keras_path[0])
+            s = kc__fail(KC_STATUS_UNSUPPORTED,
+                         "%s: layer '%s' comes from a model nested inside model '%s'; kerac reads the weights of "
+                         "nested models from Keras 3 .keras files only: save the model as .keras in Keras",
+                         label, kc__model_layer(m, i)->name, m->name);
     if (s == KC_STATUS_OK && !kc__h5_is_group(f, "model_weights"))
         s = kc__fail(KC_STATUS_BAD_FILE, "%s has a model_config but no 'model_weights' group: the weights are missing", label);
     if (s == KC_STATUS_OK) {
