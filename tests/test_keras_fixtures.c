@@ -72,6 +72,7 @@ static const fixture_model k_models[] = {
     {"regularize", "regularize_small", 843},
     /* nested block: a Sequential and a frozen Functional called as layers (Keras 3 .keras) */
     {"nested", "nested_small", 411},
+    {"nested_seq", "nested_seq", 379},
 };
 
 /* The entry of k_models with this stem. */
@@ -437,6 +438,18 @@ static void layer_names(kc_model *m, char *all, char *frozen, size_t n) {
     }
 }
 
+/* Checks fixture fm's .keras against Keras, and its layers and frozen layers; the model. */
+static kc_model *load_nested(const fixture_model *fm, const char *want_all, const char *want_frozen) {
+    check_file(fm, ".keras", "_y3.npy", true);
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras"), &m), fm->stem);
+    char all[512], frozen[512];
+    layer_names(m, all, frozen, sizeof all);
+    assert_string_equal(all, want_all);
+    assert_string_equal(frozen, want_frozen);
+    return m;
+}
+
 /* nested block: the augmentation Sequential and the frozen base Functional are inlined
  * (their InputLayers dropped; the base's "conv" clashes with the head's and becomes
  * "base_conv"), their weights read from model.weights.h5's nested groups (the sensitivity
@@ -445,13 +458,9 @@ static void layer_names(kc_model *m, char *all, char *frozen, size_t n) {
 static void test_nested_models(void **state) {
     (void)state;
     const fixture_model *fm = model_by_stem("nested");
-    check_file(fm, ".keras", "_y3.npy", true);
-    kc_model *m = NULL;
-    must(kc_model_load(fpath(fm->stem, ".keras"), &m), "nested.keras");
+    kc_model *m = load_nested(fm, "input_layer_1 flip scale aug_conv base_conv bn relu conv pool head ",
+                              "base_conv bn relu ");
     char all[512], frozen[512];
-    layer_names(m, all, frozen, sizeof all);
-    assert_string_equal(all, "input_layer_1 flip scale aug_conv base_conv bn relu conv pool head ");
-    assert_string_equal(frozen, "base_conv bn relu ");
     char dir[] = "/tmp/kerac-nested-XXXXXX", path[64];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/flat.keras", dir);
@@ -475,8 +484,17 @@ static void test_nested_models(void **state) {
     rmdir(dir);
 }
 
+/* The same blocks in a Sequential outer model: read as the same Functional model (no name
+ * clash here: the base's "conv" keeps its name). */
+static void test_nested_in_sequential(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("nested_seq");
+    kc_model_destroy(load_nested(fm, "input_layer_1 flip scale aug_conv conv bn relu pool head ", "conv bn relu "));
+}
+
 /* A Functional model whose nested Sequential "inner" (one Dense) is called on `args`, and
- * the same nesting inside a Sequential outer model: clear errors, and a correct one loads. */
+ * the same nesting inside a Sequential outer model: the correct ones load (the Sequential as
+ * the same Functional model), the others are clear errors. */
 #define NEST_T(h) "{\"class_name\": \"__keras_tensor__\", \"config\": {\"keras_history\": [\"" h "\", 0, 0]}}"
 #define NEST_INNER "\"class_name\": \"Sequential\", \"name\": \"inner\", \"config\": {\"name\": \"inner\", " \
     "\"layers\": [{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}]}"
@@ -497,7 +515,9 @@ static void test_nested_errors(void **state) {
         {NEST_FUNC("[{\"args\": [[" NEST_T("in") ", " NEST_T("in") "]]}]"), "not called once", KC_STATUS_UNSUPPORTED},
         {"{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"InputLayer\", "
          "\"config\": {\"name\": \"in\", \"batch_shape\": [null, 3]}}, {" NEST_INNER "}]}}",
-         "use a Functional outer model", KC_STATUS_UNSUPPORTED},
+         NULL, KC_STATUS_OK},
+        {"{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{" NEST_INNER "}]}}",
+         "starts with no named InputLayer", KC_STATUS_UNSUPPORTED},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         kc_model *m = NULL;
@@ -720,6 +740,7 @@ int main(void) {
         /* nested block */
         cmocka_unit_test(test_nested_models),
         cmocka_unit_test(test_nested_errors),
+        cmocka_unit_test(test_nested_in_sequential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

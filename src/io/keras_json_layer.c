@@ -512,7 +512,7 @@ kc_status kc__json_parse_layer(const json_t *entry, int index, parsed_layer *pl)
         char list[1024]; /* every class name, with room for many more kinds */
         bool nested = strcmp(cls, "Sequential") == 0 || strcmp(cls, "Functional") == 0 || strcmp(cls, "Model") == 0;
         return kc__fail(KC_STATUS_UNSUPPORTED, PFX "layer '%s' has class '%s', which kerac does not support%s; supported: %s",
-                        name ? name : "?", cls, nested ? " here (kerac inlines models nested in a Functional model, not in a Sequential one: use a Functional outer model)" : "",
+                        name ? name : "?", cls, nested ? " here (kerac inlines nested models in a Functional model or in a Sequential model starting with its InputLayer)" : "",
                         kc__layer_class_list(list, sizeof list));
     }
     snprintf(pl->label, sizeof pl->label, "layer '%s' (%s)", name ? name : "?", pl->ops->class_name);

@@ -191,14 +191,42 @@ static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *pr
     return s;
 }
 
+bool kc__json_has_nested(const json_t *layers) {
+    size_t i;
+    json_t *e;
+    json_array_foreach((json_t *)layers, i, e) if (is_nested(e)) return true;
+    return false;
+}
+
+kc_status kc__json_sequential_as_functional(const json_t *config, json_t **out) {
+    const json_t *first = json_array_get(json_object_get(config, "layers"), 0);
+    const char *model = json_string_value(json_object_get(config, "name"));
+    const char *in = kc__json_entry_name(first);
+    if (!is_input(first) || !in)
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        PFX "Sequential model '%s' nests models but starts with no named InputLayer; kerac inlines "
+                            "the nested models of a Sequential built on keras.Input",
+                        model ? model : "?");
+    json_t *ls = NULL;
+    const char *last = NULL;
+    KC_TRY(seq_as_layers(config, model ? model : "?", in, &ls, &last));
+    json_t *entry = json_deep_copy(first);
+    json_object_set_new(entry, "name", json_string(in));
+    json_object_set_new(entry, "inbound_nodes", json_array());
+    json_array_insert_new(ls, 0, entry);
+    *out = json_pack("{s:o,s:[[sii]],s:[[sii]]}", "layers", ls, "input_layers", in, 0, 0, "output_layers", last, 0, 0);
+    if (model) json_object_set_new(*out, "name", json_string(model));
+    const json_t *t = json_object_get(config, "trainable");
+    if (t) json_object_set(*out, "trainable", (json_t *)t);
+    return KC_STATUS_OK;
+}
+
 kc_status kc__json_inline_nested(json_t *config, json_t **paths) {
     *paths = NULL;
     json_t *layers = json_object_get(config, "layers");
     size_t i;
     json_t *e;
-    bool any = false;
-    json_array_foreach(layers, i, e) any = any || is_nested(e);
-    if (!any) return KC_STATUS_OK;
+    if (!kc__json_has_nested(layers)) return KC_STATUS_OK;
     flat f = {json_array(), json_object(), json_object()};
     json_array_foreach(layers, i, e) {
         const char *n = kc__json_entry_name(e);

@@ -33,6 +33,7 @@ typedef struct reader {
     bool frozen;               /* the model's "trainable": false */
     int flavour;               /* 2: written by Keras 2 (tf-keras), 3: by Keras 3 (file_flavour) */
     json_t *paths;             /* inlined nested-model layer -> Keras 3 weight path, or NULL */
+    json_t *owned;             /* a config made here (a Sequential nesting models, as Functional) */
 } reader;
 
 /* Which Keras wrote the config: its keras_version when it has one (to_json), else Keras 2's
@@ -446,7 +447,13 @@ static kc_status read_model(reader *r, const json_t *root) {
     const char *version = json_string_value(json_object_get(root, "keras_version"));
     if (version) kc__log(KC_LOG_DEBUG, PFX "written by Keras %s", version);
     r->flavour = file_flavour(root);
-    if (strcmp(cls, "Sequential") == 0) {
+    if (strcmp(cls, "Sequential") == 0 && kc__json_has_nested(json_object_get(config, "layers"))) {
+        json_t *func = NULL; /* models nested in a Sequential: read as the same Functional model */
+        KC_TRY(kc__json_sequential_as_functional(config, &func));
+        kc_status s = read_functional(r, func);
+        r->owned = func;
+        KC_TRY(s);
+    } else if (strcmp(cls, "Sequential") == 0) {
         /* the bare-list form has no per-layer axis bookkeeping array yet */
         size_t n = json_is_array(config) ? json_array_size(config) : json_array_size(json_object_get(config, "layers"));
         r->axes = kc__calloc(n + 1, sizeof *r->axes, "layer axes");
@@ -495,6 +502,7 @@ kc_status kc__model_from_json_hooked(const char *text, size_t len, const kc_devi
     free(r.names);
     free(r.nodes);
     json_decref(r.paths);
+    json_decref(r.owned);
     free(r.axes);
     json_decref(root); /* after building: the layers copied what they keep */
     *out = r.m;

@@ -54,5 +54,9 @@ kc_status kc__json_parse_op_node(const json_t *entry, int index, parsed_layer *p
  * Functional config's "layers" into it, in place; *paths (NULL when there was none) maps
  * each inlined layer's name to its Keras 3 weight path ("functional/layers/conv2d"). */
 kc_status kc__json_inline_nested(json_t *config, json_t **paths);
+/* Whether a "layers" list has a nested model; a Sequential config (starting with its
+ * InputLayer) as the equivalent Functional config (*out, new), to inline its nested models. */
+bool kc__json_has_nested(const json_t *layers);
+kc_status kc__json_sequential_as_functional(const json_t *config, json_t **out);
 
 #endif /* KC_KERAS_JSON_READ_H */
