@@ -209,7 +209,11 @@ kc_status kc__json_sequential_as_functional(const json_t *config, json_t **out) 
                         model ? model : "?");
     json_t *ls = NULL;
     const char *last = NULL;
-    KC_TRY(seq_as_layers(config, model ? model : "?", in, &ls, &last));
+    kc_status s = seq_as_layers(config, model ? model : "?", in, &ls, &last);
+    if (s != KC_STATUS_OK) {
+        json_decref(ls);
+        return s;
+    }
     json_t *entry = json_deep_copy(first);
     json_object_set_new(entry, "name", json_string(in));
     json_object_set_new(entry, "inbound_nodes", json_array());
