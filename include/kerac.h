@@ -173,10 +173,18 @@ typedef struct kc_reshape_opts {
     int target_shape[KC_MAX_RANK]; /* per-example; -1 once to infer; trailing zeros end it */
 } kc_reshape_opts;
 
+/* Dropout's noise_shape (Keras): the mask's shape, counted with the batch axis; an axis
+ * of size 1 shares one draw along it (EfficientNet's (None, 1, 1, 1): one per example). */
+typedef struct kc_noise_shape {
+    int n;                    /* 0: null (a draw per value) */
+    int v[KC_MAX_RANK + 1];   /* per axis: 0 = None (the input's size), else the size */
+} kc_noise_shape;
+
 typedef struct kc_dropout_opts {
     const char *name;
     float rate;
     uint64_t seed;            /* 0: derived from the model seed */
+    kc_noise_shape noise_shape; /* Dropout only */
 } kc_dropout_opts;
 
 typedef struct kc_batchnorm_opts {

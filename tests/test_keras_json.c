@@ -631,7 +631,7 @@ static const err_case k_errors[] = {
      KC_STATUS_UNSUPPORTED, {"'conv2d'", "dtype", "float16"}},
     {"mixed precision policy", K3SEQ, "\"name\": \"float32\"", "\"name\": \"mixed_float16\"", KC_STATUS_UNSUPPORTED,
      {"Sequential model", "dtype", "mixed_float16"}},
-    {"noise_shape", K2SEQ, "\"noise_shape\": null", "\"noise_shape\": [null, 1]", KC_STATUS_UNSUPPORTED,
+    {"noise_shape", K2SEQ, "\"noise_shape\": null", "\"noise_shape\": [1, null]", KC_STATUS_UNSUPPORTED,
      {"'dropout'", "noise_shape"}},
     {"sparse input", K2SEQ, "\"sparse\": false", "\"sparse\": true", KC_STATUS_UNSUPPORTED, {"'input_1'", "sparse"}},
     {"unknown initializer", K2SEQ, "\"GlorotUniform\"", "\"Orthogonal\"", KC_STATUS_UNSUPPORTED,

@@ -136,6 +136,37 @@ static void test_stochastic_depth_examples(void **state) {
     teardown_run(&r);
 }
 
+/* Dropout's noise_shape: (None, 1, 1, None) draws per (example, channel) as
+ * SpatialDropout2D, (None, 1, 1, 1) per example as EfficientNet's blocks; sizes other than
+ * None, 1 and the input's are refused at build. */
+static void test_dropout_noise_shape(void **state) {
+    (void)state;
+    const float rate = 0.3f;
+    run r;
+    setup_run(&r, KC_DROPOUT(.rate = rate, .noise_shape = {4, {0, 1, 1, 0}}), (kc_shape){3, {4, 5, 16}}, 200);
+    forward(&r, true, 11);
+    backward(&r);
+    double frac = check_groups(&r, 20, 16, rate);
+    if (fabs(frac - rate) > 0.041) fail_msg("(None, 1, 1, None): dropped fraction %g, want %g", frac, (double)rate);
+    forward(&r, false, 11);
+    assert_memory_equal(r.x, r.y, (size_t)r.n * sizeof(float));
+    teardown_run(&r);
+    setup_run(&r, KC_DROPOUT(.rate = 0.25f, .noise_shape = {4, {0, 1, 1, 1}}), (kc_shape){3, {3, 2, 4}}, 2000);
+    forward(&r, true, 12);
+    backward(&r);
+    frac = check_groups(&r, 24, 1, 0.25f);
+    if (fabs(frac - 0.25) > 0.049) fail_msg("(None, 1, 1, 1): dropped fraction %g, want 0.25", frac);
+    teardown_run(&r);
+    kc_layer *l = NULL;
+    assert_int_equal(kc__layer_create(KC_DROPOUT(.name = "d", .rate = 0.5f, .noise_shape = {4, {0, 2, 1, 1}}), &l),
+                     KC_STATUS_OK);
+    l->in_shape[0] = (kc_shape){3, {4, 5, 16}};
+    l->n_in = 1;
+    assert_int_equal(l->ops->build(l), KC_STATUS_SHAPE);
+    assert_non_null(strstr(kc_last_error(), "noise_shape"));
+    kc__layer_destroy(l);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     kc_layer *l = NULL;
@@ -186,6 +217,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spatial_dropout_channels),
         cmocka_unit_test(test_stochastic_depth_examples),
+        cmocka_unit_test(test_dropout_noise_shape),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_layer_scale_init),
     };

@@ -419,6 +419,8 @@ static kc_status read_field(parsed_layer *pl, const kc__field *f, const char *ke
         return kc__json_read_consts(pl, key, v, dst);
     case KC_F_AXES:
         return kc__json_read_axes(pl, key, v, dst);
+    case KC_F_NOISE_SHAPE:
+        return kc__json_read_noise_shape(pl, key, v, dst);
     case KC_F_CROP2: /* as PAD2, zeros allowed */
     case KC_F_PAD2:
         return read_pad2(pl, f, key, v, dst);

@@ -91,3 +91,30 @@ json_t *kc__json_write_axes(const kc_axes *x) {
         }
     return a;
 }
+
+kc_status kc__json_read_noise_shape(const parsed_layer *pl, const char *key, const json_t *v, kc_noise_shape *out) {
+    *out = (kc_noise_shape){0};
+    if (json_is_null(v)) return KC_STATUS_OK;
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n < 1 || n > KC_MAX_RANK + 1) return kc__json_bad_type(pl, key, "null or a list of null / sizes (with the batch axis)", v);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        if (json_is_null(e)) continue;
+        if (!json_is_integer(e) || json_integer_value(e) < 1 || json_integer_value(e) > INT32_MAX)
+            return kc__json_bad_type(pl, key, "a list of null or positive sizes", v);
+        out->v[i] = (int)json_integer_value(e);
+    }
+    out->n = (int)n;
+    return KC_STATUS_OK;
+}
+
+json_t *kc__json_write_noise_shape(const kc_noise_shape *x) {
+    if (x->n == 0) return json_null();
+    json_t *a = json_array();
+    for (int i = 0; a && i < x->n; i++)
+        if (json_array_append_new(a, x->v[i] ? json_integer(x->v[i]) : json_null()) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}

@@ -196,6 +196,8 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
         return kc__json_write_consts(src, jfloat);
     case KC_F_AXES:
         return kc__json_write_axes(src);
+    case KC_F_NOISE_SHAPE:
+        return kc__json_write_noise_shape(src);
     case KC_F_CROP2: {
         const int(*p)[2] = src;
         json_t *a = json_array();

@@ -44,6 +44,7 @@ typedef enum kc__field_kind {
     /* elementwise fixes block */
     KC_F_FLOAT_GIVEN, /* float that may be 0 on purpose: reading sets the int at `given_off`;
                          written as is when that flag is set, else as KC_F_FLOAT */
+    KC_F_NOISE_SHAPE, /* kc_noise_shape: null or a list of null / sizes */
     KC_F__END,        /* one past the last kind (keep last) */
 } kc__field_kind;
 
