@@ -291,8 +291,8 @@ static void test_keras20_list(void **state) {
 }
 
 /* EfficientNet's initializers: VarianceScaling with mode fan_out (2.0 truncated normal for
- * the convolutions, 1/3 uniform for the head); the weights' spread follows the formula,
- * and the writer gives the keys back. */
+ * the convolutions, 1/3 uniform for the head) and Constant; the weights follow the
+ * formula, and the writer gives the keys back. */
 static double weight_std(kc_model *m, int index) {
     kc_weight_info wi;
     assert_int_equal(kc_model_weight_info(m, index, &wi), KC_STATUS_OK);
@@ -318,7 +318,8 @@ static void test_variance_scaling_general(void **state) {
         "{\"class_name\": \"Flatten\", \"config\": {\"name\": \"flat\"}},"
         "{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 500,"
         " \"kernel_initializer\": {\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 0.3333333333333333,"
-        " \"mode\": \"fan_out\", \"distribution\": \"uniform\", \"seed\": null}}}}]}}";
+        " \"mode\": \"fan_out\", \"distribution\": \"uniform\", \"seed\": null}},"
+        " \"bias_initializer\": {\"class_name\": \"Constant\", \"config\": {\"value\": 0.25}}}}]}}";
     kc_model *m = load_text(text);
     const kc_layer *conv = kc__model_layer(m, 1);
     kc_conv2d_opts o;
@@ -330,8 +331,12 @@ static void test_variance_scaling_general(void **state) {
     double got_conv = weight_std(m, 0), got_dense = weight_std(m, 2);
     if (fabs(got_conv / want_conv - 1) > 0.05 || fabs(got_dense / want_dense - 1) > 0.05)
         fail_msg("VarianceScaling spreads %g (want %g) and %g (want %g)", got_conv, want_conv, got_dense, want_dense);
+    float bias[500]; /* Constant(0.25), EfficientNetV2's head bias */
+    assert_int_equal(kc_model_get_weight(m, 3, bias, 500), KC_STATUS_OK);
+    for (int i = 0; i < 500; i++) assert_true(bias[i] == 0.25f);
     for (int flavour = 2; flavour <= 3; flavour++) {
         char *j = to_json(m, flavour);
+        assert_non_null(strstr(j, "\"Constant\""));
         assert_non_null(strstr(j, "\"fan_out\""));
         assert_non_null(strstr(j, "\"truncated_normal\""));
         assert_non_null(strstr(j, "\"uniform\""));

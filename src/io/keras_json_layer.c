@@ -259,6 +259,14 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
         if (!(k = init_from_variance_scaling(cfg)) && !(k = init_general_variance_scaling(cfg, &why)))
             return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: %s = %s is not supported: %s", pl->label, key,
                             kc__json_text(v, b, sizeof b), why);
+    } else if (strcmp(cls, "Constant") == 0) { /* {"value": v}: kerac's interned constant */
+        const json_t *val = cfg ? json_object_get(cfg, "value") : NULL;
+        if (!json_is_number(val))
+            return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: %s = %s: kerac implements Constant with a number value",
+                            pl->label, key, kc__json_text(v, b, sizeof b));
+        if (!(k = kc__init_constant(json_number_value(val))))
+            return kc__fail(KC_STATUS_UNSUPPORTED, PFX "%s: %s: more than 64 distinct Constant or VarianceScaling "
+                            "initializers in one process", pl->label, key);
     } else {
         k = kc__init_find(cls);
         if (!k)
@@ -280,6 +288,7 @@ static kc_status read_init(const parsed_layer *pl, const char *key, const json_t
         if (variance_scaling && (strcmp(ckey, "scale") == 0 || strcmp(ckey, "mode") == 0 ||
                                  strcmp(ckey, "distribution") == 0))
             continue;
+        if (k->is_constant && strcmp(ckey, "value") == 0) continue;
         /* Keras 3.15+ writes fan axes for the variance-scaling family; null means the
          * default fan computation, which is what kerac does */
         if ((strcmp(ckey, "input_axes") == 0 || strcmp(ckey, "output_axes") == 0) && json_is_null(cv)) continue;

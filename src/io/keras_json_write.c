@@ -69,6 +69,7 @@ static json_t *initializer(writer *w, const char *name) {
     const kc__initializer *k = kc__init_find(name);
     if (!k) return json_string(name); /* not reached: layers keep canonical names */
     json_t *o = json_object(), *cfg = json_object();
+    if (k->is_constant) put(w, cfg, "value", json_real(k->vs_scale));
     if (k->vs_mode) { /* a general VarianceScaling: its keys in Keras's order */
         put(w, cfg, "scale", json_real(k->vs_scale));
         put(w, cfg, "mode", json_string(k->vs_mode));

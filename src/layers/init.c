@@ -27,7 +27,7 @@ static const struct {
 };
 
 const char kc__init_supported[] = "glorot_uniform, glorot_normal, he_uniform, he_normal, lecun_uniform, "
-                                  "lecun_normal, zeros, ones, VarianceScaling (any scale > 0; mode fan_in, "
+                                  "lecun_normal, zeros, ones, Constant (any value), VarianceScaling (any scale > 0; mode fan_in, "
                                   "fan_out or fan_avg; distribution truncated_normal, untruncated_normal or uniform)";
 
 /* ---- general VarianceScaling: interned once per distinct (scale, mode, distribution), so
@@ -80,10 +80,34 @@ const kc__initializer *kc__init_variance_scaling(double scale, const char *mode,
     return out;
 }
 
-/* "variance_scaling(SCALE,MODE,DIST)" -> its entry (interned on first sight); NULL if the
- * name is not of that form. */
+const kc__initializer *kc__init_constant(double value) {
+    char name[96];
+    snprintf(name, sizeof name, "constant(%.17g)", value);
+    const kc__initializer *out = NULL;
+    pthread_mutex_lock(&k_vs_mu);
+    for (int i = 0; i < k_vs_n && !out; i++)
+        if (strcmp(k_vs[i].name, name) == 0) out = &k_vs[i].info;
+    if (!out && k_vs_n < KC_VS_MAX) {
+        int i = k_vs_n;
+        memcpy(k_vs[i].name, name, sizeof name);
+        k_vs[i].info = (kc__initializer){.name = k_vs[i].name, .class_name = "Constant", .vs_scale = value,
+                                         .is_constant = 1};
+        k_vs_n = i + 1;
+        out = &k_vs[i].info;
+    }
+    pthread_mutex_unlock(&k_vs_mu);
+    return out;
+}
+
+/* "variance_scaling(SCALE,MODE,DIST)" or "constant(VALUE)" -> its entry (interned on first
+ * sight); NULL if the name is of neither form. */
 static const kc__initializer *vs_find(const char *name) {
-    static const char pfx[] = "variance_scaling(";
+    static const char pfx[] = "variance_scaling(", cpfx[] = "constant(";
+    if (name && strncmp(name, cpfx, sizeof cpfx - 1) == 0) {
+        char *end;
+        double v = strtod(name + sizeof cpfx - 1, &end);
+        return end != name + sizeof cpfx - 1 && end[0] == ')' && !end[1] ? kc__init_constant(v) : NULL;
+    }
     if (!name || strncmp(name, pfx, sizeof pfx - 1) != 0) return NULL;
     char buf[96], *mode, *dist, *end;
     snprintf(buf, sizeof buf, "%s", name + sizeof pfx - 1);
@@ -99,6 +123,10 @@ static const kc__initializer *vs_find(const char *name) {
 }
 
 static kc_status vs_fill(const kc__initializer *k, float *dst, int64_t n, double fi, double fo, kc_rng *rng) {
+    if (k->is_constant) {
+        for (int64_t j = 0; j < n; j++) dst[j] = (float)k->vs_scale;
+        return KC_STATUS_OK;
+    }
     if (n > 0 && !rng) return kc__fail(KC_STATUS_INTERNAL, "initializer '%s' needs a random generator", k->name);
     double fan = strcmp(k->vs_mode, "fan_in") == 0 ? fi : strcmp(k->vs_mode, "fan_out") == 0 ? fo : (fi + fo) / 2.0;
     double var = k->vs_scale / (fan < 1.0 ? 1.0 : fan);

@@ -176,7 +176,11 @@ typedef struct kc__initializer {
      * its Keras config keys, written back as they were read */
     double vs_scale;
     const char *vs_mode, *vs_distribution;
+    int is_constant;               /* Keras's Constant: every value vs_scale */
 } kc__initializer;
+/* Keras's Constant(value): its canonical name "constant(VALUE)", interned as the general
+ * VarianceScaling ones (NULL when 64 distinct ones are already kept). */
+const kc__initializer *kc__init_constant(double value);
 /* A general VarianceScaling (EfficientNet's fan_out ones): its canonical name
  * "variance_scaling(SCALE,MODE,DISTRIBUTION)", kept for the process's life (at most 64
  * distinct ones); NULL with the reason in *why when a parameter is not Keras's. */
