@@ -224,7 +224,7 @@ typedef struct kc_merge_opts { /* Add, Concatenate */
     int axis;                 /* Concatenate: only -1 (channels); 0 means -1 */
 } kc_merge_opts;
 
-/* ---- normalisation, scaling, resampling and shape layers (normresample block) */
+/* ---- normalisation, scaling, resampling and shape layers */
 #define KC_MAX_CONSTS 64
 typedef struct kc_consts {    /* a number, or a list of numbers (one per channel) */
     int n;                    /* values in v; 0: not given (Keras's default, or null) */
@@ -288,13 +288,13 @@ typedef struct kc_repeat_vector_opts { /* RepeatVector: (F) -> (n, F) */
     const char *name;
     int n;
 } kc_repeat_vector_opts;
-/* ---- graph helper's block: the custom layers keras.applications registers */
+/* ---- the custom layers keras.applications registers */
 typedef struct kc_custom_scale_opts { /* InceptionResNetV2's CustomScaleLayer: x0 + x1 * scale */
     const char *name;
     float scale;              /* required by Keras (no default): 0 means 0 */
 } kc_custom_scale_opts;
 
-/* elementwise helper: activation layers and operation nodes */
+/* broadcasting and activations: activation layers and operation nodes */
 typedef struct kc_leaky_relu_opts { /* LeakyReLU */
     const char *name;
     float negative_slope;     /* 0 means Keras's default, 0.3 (Keras 2 calls it alpha), unless: */
@@ -322,7 +322,7 @@ typedef struct kc_tensor_op_opts {
     int scalar_side;          /* 0: two tensors; 1: tensor op scalar; 2: scalar op tensor */
     float scalar;
 } kc_tensor_op_opts;
-/* augment block: image augmentation (random in training, the identity in inference) and
+/* augmentation: image augmentation (random in training, the identity in inference) and
  * preprocessing (Resizing, CenterCrop: always applied) layers, with Keras 3's options. */
 /* A Keras augmentation factor: not given (Keras's null), a number f, or a pair (lower, upper). */
 typedef struct kc_factor {
@@ -452,7 +452,7 @@ typedef struct kc_layer_spec {
 #define KC_ZEROPAD2D(...) KC_LAYER_SPEC_("ZeroPadding2D", kc_zeropad2d_opts, __VA_ARGS__)
 #define KC_ADD(...) KC_LAYER_SPEC_("Add", kc_merge_opts, __VA_ARGS__)
 #define KC_CONCATENATE(...) KC_LAYER_SPEC_("Concatenate", kc_merge_opts, __VA_ARGS__)
-/* normresample block */
+/* normalisation and resampling */
 #define KC_RESCALING(...) KC_LAYER_SPEC_("Rescaling", kc_rescaling_opts, __VA_ARGS__)
 #define KC_NORMALIZATION(...) KC_LAYER_SPEC_("Normalization", kc_normalization_opts, __VA_ARGS__)
 #define KC_LAYERNORM(...) KC_LAYER_SPEC_("LayerNormalization", kc_layernorm_opts, __VA_ARGS__)
@@ -462,7 +462,7 @@ typedef struct kc_layer_spec {
 #define KC_GLOBALMAXPOOL2D(...) KC_LAYER_SPEC_("GlobalMaxPooling2D", kc_global_pool_opts, __VA_ARGS__)
 #define KC_PERMUTE(...) KC_LAYER_SPEC_("Permute", kc_permute_opts, __VA_ARGS__)
 #define KC_REPEAT_VECTOR(...) KC_LAYER_SPEC_("RepeatVector", kc_repeat_vector_opts, __VA_ARGS__)
-/* elementwise helper */
+/* broadcasting and activations */
 #define KC_MULTIPLY(...) KC_LAYER_SPEC_("Multiply", kc_merge_opts, __VA_ARGS__)
 #define KC_SUBTRACT(...) KC_LAYER_SPEC_("Subtract", kc_merge_opts, __VA_ARGS__)
 #define KC_AVERAGE(...) KC_LAYER_SPEC_("Average", kc_merge_opts, __VA_ARGS__)
@@ -472,9 +472,9 @@ typedef struct kc_layer_spec {
 #define KC_ELU(...) KC_LAYER_SPEC_("ELU", kc_elu_opts, __VA_ARGS__)
 #define KC_PRELU(...) KC_LAYER_SPEC_("PReLU", kc_prelu_opts, __VA_ARGS__)
 #define KC_TENSOR_OP(...) KC_LAYER_SPEC_("TensorOp", kc_tensor_op_opts, __VA_ARGS__)
-/* graph helper's block */
+/* transfer learning */
 #define KC_CUSTOM_SCALE(...) KC_LAYER_SPEC_("CustomScaleLayer", kc_custom_scale_opts, __VA_ARGS__)
-/* augment block */
+/* augmentation */
 #define KC_RANDOM_FLIP(...) KC_LAYER_SPEC_("RandomFlip", kc_random_flip_opts, __VA_ARGS__)
 #define KC_RANDOM_ROTATION(...) KC_LAYER_SPEC_("RandomRotation", kc_random_rotation_opts, __VA_ARGS__)
 #define KC_RANDOM_ZOOM(...) KC_LAYER_SPEC_("RandomZoom", kc_random_zoom_opts, __VA_ARGS__)

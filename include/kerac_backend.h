@@ -50,7 +50,7 @@ typedef enum kc_act {
     KC_ACT_LEAKY_RELU, /* alpha = negative slope */
     KC_ACT_SILU,
     KC_ACT_RELU_GENERAL, /* ReLU layer: alpha = negative_slope, beta = max_value (0: none), gamma = threshold */
-    /* elementwise helper: Keras 3's other activations (keras/src/activations/activations.py) */
+    /* broadcasting and activations: Keras 3's other activations (keras/src/activations/activations.py) */
     KC_ACT_HARD_SIGMOID, /* relu6(x + 3) / 6 (Keras 3's definition) */
     KC_ACT_HARD_SILU,    /* x * relu6(x + 3) / 6 (hard_swish) */
     KC_ACT_SOFTPLUS,     /* log(1 + exp(x)) */
@@ -82,7 +82,7 @@ typedef struct kc_conv2d_desc {
                               the backward passes ignore it */
 } kc_conv2d_desc;
 
-/* Broadcasting binary operations (elementwise helper): y = a op b. */
+/* Broadcasting binary operations: y = a op b. */
 typedef enum kc_binop {
     KC_BIN_ADD = 0,
     KC_BIN_SUB,
@@ -115,7 +115,7 @@ typedef struct kc_pool2d_desc {
     int oh, ow;
 } kc_pool2d_desc;
 
-/* UpSampling2D (normresample block) */
+/* UpSampling2D */
 typedef struct kc_resample2d_desc {
     int n, h, w, c;        /* input (N, H, W, C) */
     int sh, sw;            /* integer factors: output (N, H * sh, W * sw, C) */
@@ -150,7 +150,7 @@ static inline const char *kc_loss_name(kc_loss_kind k) {
     }
 }
 
-/* augment block: image resampling (RandomFlip/Rotation/Zoom/Translation/Crop, Resizing,
+/* augmentation: image resampling (RandomFlip/Rotation/Zoom/Translation/Crop, Resizing,
  * CenterCrop). Output pixel (oy, ox) of image i reads the canvas at the point
  *     x = m[0] * ox + m[1] * oy + m[2],   y = m[3] * ox + m[4] * oy + m[5]
  * (pixel indices, as Keras's affine_transform), m being image i's six numbers (mats, a
@@ -175,7 +175,7 @@ typedef struct kc_sample2d_desc {
     float m[6];                /* the transform of every image when mats is NULL */
 } kc_sample2d_desc;
 
-/* augment block: per-image colour changes (RandomContrast, RandomBrightness). Image i has
+/* augmentation: per-image colour changes (RandomContrast, RandomBrightness). Image i has
  * params[2i] = f, params[2i + 1] = d (a device array of n * 2):
  *     contrast:  y = (x - mean) * f + mean + d, mean over the image's pixels, per channel
  *     otherwise: y = x * f + d
@@ -230,12 +230,12 @@ typedef enum kc_op {
     KC_OP_LOSS,            /* loss_forward_backward, count_correct */
     KC_OP_OPTIMIZER,       /* optimizer_step, sum_squares */
     KC_OP_DEPTHWISE,       /* depthwise_forward, _backward_data, _backward_filter */
-    /* normresample block */
+    /* normalisation and resampling */
     KC_OP_NORM,            /* channel_affine, normalize, groupnorm_forward, groupnorm_backward */
     KC_OP_RESAMPLE,        /* upsample2d_forward, upsample2d_backward, permute */
-    /* elementwise helper */
+    /* broadcasting and activations */
     KC_OP_BROADCAST,       /* binary_forward, binary_backward, scalar_forward, scalar_backward */
-    /* augment block: image augmentation and resampling layers */
+    /* augmentation: image augmentation and resampling layers */
     KC_OP_SAMPLE2D,        /* sample2d_forward, sample2d_backward */
     KC_OP_COLOR2D,         /* color2d_forward, color2d_backward */
     /* convolutions */
@@ -423,7 +423,7 @@ struct kc_backend {
     kc_status (*depthwise_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                            const float *dy, float *dw, float *db);
 
-    /* ---- normalisation and resampling (normresample block), all channels-last.
+    /* ---- normalisation and resampling, all channels-last.
      * channel_affine: y[r, k] = x[r, k] * scale[k] + shift[k] over rows x c values; scale or
      * shift may be NULL (1, 0); y may be x.
      * normalize (Keras's Normalization): s[k] = max(sqrt(var[k]), 1e-7);
@@ -455,7 +455,7 @@ struct kc_backend {
      * at y's index j (perm counts from 0, without the batch axis); rank <= KC_MAX_RANK */
     kc_status (*permute)(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims,
                          const int *perm);
-    /* ---- broadcasting elementwise (elementwise helper: Multiply, Subtract, Average,
+    /* ---- broadcasting elementwise (broadcasting and activations: Multiply, Subtract, Average,
      * Maximum, Minimum, Add, PReLU, operation nodes). The broadcast operand is read in
      * place, never materialised.
      * binary_forward: y (d->dims) = a op b.
@@ -472,7 +472,7 @@ struct kc_backend {
                                 int64_t n);
     kc_status (*scalar_backward)(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
                                  const float *dy, float *dx, int64_t n);
-    /* ---- augment block: image resampling and colour (kc_sample2d_desc, kc_color2d_desc).
+    /* ---- augmentation: image resampling and colour (kc_sample2d_desc, kc_color2d_desc).
      * sample2d_backward overwrites dx with the adjoint of the forward resampling (each tap's
      * weight times dy, summed into the input pixel it read). color2d_backward: dx from y (the
      * clipped output: no gradient where y is at lo or hi) and dy; dx may alias dy. */

@@ -431,7 +431,7 @@ static void test_depthwise(void **state) {
     dfree(g);
 }
 
-/* ---------------------------------------------------------------- augment block: resampling, colour */
+/* ---------------------------------------------------------------- augmentation: resampling, colour */
 
 /* One resampling on both devices: forward and the adjoint, per-image transforms. */
 static void sample_case(const char *name, kc_sample2d_desc d, bool per_image) {
@@ -732,7 +732,7 @@ static void test_activations(void **state) {
     act_case(KC_ACT_LEAKY_RELU, 0.3f, 0, 0, 1);
     act_case(KC_ACT_SILU, 0, 0, 0, 1);
     act_case(KC_ACT_RELU_GENERAL, 0.1f, 1.5f, 0.5f, 1);
-    /* elementwise helper */
+    /* broadcasting and activations */
     act_case(KC_ACT_HARD_SIGMOID, 0, 0, 0, 1);
     act_case(KC_ACT_HARD_SILU, 0, 0, 0, 1);
     act_case(KC_ACT_SOFTPLUS, 0, 0, 0, 1);
@@ -746,7 +746,7 @@ static void test_activations(void **state) {
     act_case(KC_ACT_HARD_SIGMOID_K2, 0, 0, 0, 1); /* elementwise fixes */
 }
 
-/* ---------------------------------------------------------------- broadcasting (elementwise helper) */
+/* ---------------------------------------------------------------- broadcasting */
 
 /* y = a op b over dims with a's and b's shapes (1 where broadcast, rank-aligned), forward
  * and both gradients, GPU against CPU. */
@@ -1296,7 +1296,7 @@ static const lcase k_layers[] = {
     {"Add 3 inputs", KC_ADD(), 3, {S2(5, 7), S2(5, 7), S2(5, 7)}, 3, .bound = 1e-7},
     {"Concatenate 2 inputs", KC_CONCATENATE(), 2, {S3(4, 4, 6), S3(4, 4, 2)}, 3, .bound = 1e-7},
     {"Concatenate 3 inputs", KC_CONCATENATE(), 3, {S1(3), S1(8), S1(5)}, 5, .bound = 1e-7},
-    /* normresample block: GPU-vs-CPU parity of the normalisation and resampling kernels */
+    /* normalisation and resampling: GPU-vs-CPU parity of the normalisation and resampling kernels */
     {"Rescaling per channel", KC_RESCALING(.scale = {3, 1, {2.0f, -0.5f, 1.5f}}, .offset = {3, 1, {1, 2, 3}}), 1,
      {S3(9, 7, 3)}, 4, .bound = 1e-6},
     {"Normalization config invert", KC_NORMALIZATION(.mean = {1, 0, {0.5f}}, .variance = {1, 0, {2.0f}},
@@ -1449,7 +1449,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_depthwise),
-        cmocka_unit_test(test_augment), /* augment block */
+        cmocka_unit_test(test_augment), /* augmentation */
         /* convolutions */
         cmocka_unit_test(test_conv_grouped_transposed),
         cmocka_unit_test(test_pooling),

@@ -1,5 +1,5 @@
 /* test_elementwise.c — the broadcasting merges, PReLU, the activation layers and Keras 3's
- * operation nodes (elementwise helper):
+ * operation nodes:
  *   - the CPU backend's broadcasting kernels (cpu_bcast.c) against a plain reference written
  *     here (one output at a time, gradients by their definition in double), for every
  *     operation and the shapes that matter, small and large enough to run on all threads;

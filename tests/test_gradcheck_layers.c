@@ -488,7 +488,7 @@ static const gc_case k_cases[] = {
     {"Concatenate 2 inputs", KC_CONCATENATE(), 2, {S3(2, 2, 3), S3(2, 2, 1)}, 2},
     {"Concatenate 3 rank-1 inputs", KC_CONCATENATE(), 3, {S1(2), S1(5), S1(3)}, 3},
 
-    /* normresample block: normalisation, scaling, resampling and shape */
+    /* normalisation and resampling: normalisation, scaling, resampling and shape */
     {"Rescaling scalar", KC_RESCALING(.scale = {1, 0, {0.5f}}, .offset = {1, 0, {-1.0f}}), 1, {S3(2, 3, 2)}, 2},
     {"Rescaling per channel", KC_RESCALING(.scale = {3, 1, {2.0f, -0.5f, 1.5f}}, .offset = {3, 1, {1, 2, 3}}), 1,
      {S3(2, 2, 3)}, 2},
@@ -527,7 +527,7 @@ static const gc_case k_cases[] = {
     {"RepeatVector", KC_REPEAT_VECTOR(.n = 3), 1, {S1(4)}, 2},
     {"RepeatVector 1", KC_REPEAT_VECTOR(.n = 1), 1, {S1(4)}, 2},
     {"Dense rank-4 input (N, H, W, C)", KC_DENSE(.units = 3), 1, {{4, {2, 2, 2, 3}}}, 2},
-    /* elementwise helper: Keras 3's other activations, fused and as layers */
+    /* broadcasting and activations: Keras 3's other activations, fused and as layers */
     EW_ACT_CASES("Dense", DENSE_ACT, S1(6), 3),
     EW_ACT_CASES("Conv2D", CONV_ACT, S3(4, 4, 2), 2),
     {"Activation relu6", ACTL("relu6"), 1, {S2(3, 4)}, 2, .eps = 1e-3f, .input = IN_AWAY, .range = 8.0f,
@@ -589,10 +589,10 @@ static const gc_case k_cases[] = {
     {"TensorOp a / b broadcast", KC_TENSOR_OP(.op = "true_divide"), 2, {S3(2, 2, 3), S3(1, 1, 3)}, 2,
      .input = IN_AWAY, .n_kinks = 1, .margin = 0.7f},
     {"TensorOp a - b broadcast", KC_TENSOR_OP(.op = "subtract"), 2, {S3(2, 1, 3), S3(2, 2, 3)}, 2},
-    /* graph helper's block */
+    /* transfer learning */
     {"CustomScaleLayer", KC_CUSTOM_SCALE(.scale = 0.17f), 2, {S3(2, 2, 3), S3(2, 2, 3)}, 2},
     {"CustomScaleLayer negative scale", KC_CUSTOM_SCALE(.scale = -1.5f), 2, {S2(3, 4), S2(3, 4)}, 2},
-    /* augment block: the resampling is linear in x for the step's parameters (fixed by the
+    /* augmentation: the resampling is linear in x for the step's parameters (fixed by the
      * seed), so its adjoint is checked for every fill mode and interpolation; the colour
      * layers away from their clipping (a wide value_range) */
     {"RandomFlip training", KC_RANDOM_FLIP(), 1, {S3(4, 5, 2)}, 4, .training = true, .seed = 5},

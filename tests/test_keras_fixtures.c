@@ -50,19 +50,19 @@ static const fixture_model k_models[] = {
     /* Keras 3 only: .keras and .keras3.h5 */
     {"depthwise", "depthwise_small", 299},
     {"dropout_func", "dropout_functional", 339},
-    /* normresample block: Keras 3 and tf-keras, all four files */
+    /* normalisation and resampling: Keras 3 and tf-keras, all four files */
     {"normscale", "normscale_small", 621},
     {"resample", "resample_small", 329},
-    /* elementwise helper (Keras 3 only): merges with broadcasting, every activation, operation nodes */
+    /* broadcasting and activations (Keras 3 only): merges with broadcasting, every activation, operation nodes */
     {"ew_merges", "ew_merges", 506},
     {"ew_acts", "ew_acts", 1771},
     {"ew_mnv3", "ew_mnv3", 455},
-    /* elementwise helper, Keras 3 and tf-keras */
+    /* broadcasting and activations, Keras 3 and tf-keras */
     {"ew_k2", "ew_k2", 544},
     /* transfer learning (graph): Keras 3 files and a tf-keras .h5 */
     {"frozen_base", "frozen_base", 691},
     {"custom_scale", "custom_scale", 183},
-    /* augment block: Keras 3 .keras only (Keras 3.15 cannot write these layers to .h5) */
+    /* augmentation: Keras 3 .keras only (Keras 3.15 cannot write these layers to .h5) */
     {"augment", "augment_small", 143},
     /* convolutions: Keras 3 and tf-keras */
     {"convs", "convs_small", 6888},
@@ -299,7 +299,7 @@ static void test_dropout_functional(void **state) {
     check_file(model_by_stem("dropout_func"), ".keras3.h5", "_y3.npy", false);
 }
 
-/* normresample block. Rescaling (per channel and scalar), Normalization (adapted weights
+/* normalisation and resampling. Rescaling (per channel and scalar), Normalization (adapted weights
  * mean/variance/count, config mean/variance, invert), LayerNormalization (last axis, axes
  * [1, 2, 3], center/scale off), GroupNormalization (groups 4, -1, 2; center/scale off),
  * BatchNormalization with center or scale off, Dense on (N, H, W, C), GlobalMaxPooling2D. */
@@ -315,7 +315,7 @@ static void test_resample(void **state) {
     (void)state;
     run_model(model_by_stem("resample"));
 }
-/* elementwise helper: Multiply, Subtract, Average, Maximum, Minimum and Add with Keras's
+/* broadcasting and activations: Multiply, Subtract, Average, Maximum, Minimum and Add with Keras's
  * broadcasting ((N,1,1,C) x (N,H,W,C), (N,H,W,1), (N,C) against rank 4); every activation by
  * name and as a layer (PReLU's alpha weights, LeakyReLU, ELU, ReLU's options); and a
  * MobileNetV3Small-style block whose hard-swish, hard-sigmoid and arithmetic are Keras 3
@@ -367,7 +367,7 @@ static void test_custom_scale(void **state) {
     check_file(fm, ".keras3.h5", "_y3.npy", false);
 }
 
-/* augment block: every augmentation / preprocessing kind (the random ones are the identity
+/* augmentation: every augmentation / preprocessing kind (the random ones are the identity
  * in inference; three Resizing set-ups, CenterCrop and RandomCrop change the images). */
 static void test_augment_layers(void **state) {
     (void)state;
@@ -727,7 +727,7 @@ int main(void) {
         cmocka_unit_test(test_ew_k2),
         cmocka_unit_test(test_frozen_base),
         cmocka_unit_test(test_custom_scale),
-        cmocka_unit_test(test_augment_layers), /* augment block */
+        cmocka_unit_test(test_augment_layers), /* augmentation */
         cmocka_unit_test(test_ew_hsig),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_normscale),

@@ -141,7 +141,7 @@ static const sample k_samples[] = {
                          .depth_multiplier = 2, .activation = "relu", .use_bias = KC_FALSE,
                          .depthwise_initializer = "he_uniform", .bias_initializer = "ones"),
      1},
-    /* normresample block */
+    /* normalisation and resampling */
     {&kc__rescaling_ops, KC_RESCALING(.name = "rs", .scale = {3, 1, {0.5f, 2.0f, -1.0f}}, .offset = {1, 0, {0.25f}}), 1},
     {&kc__normalization_ops,
      KC_NORMALIZATION(.name = "norm", .mean = {3, 1, {1.0f, 2.0f, 3.0f}}, .variance = {3, 1, {4.0f, 0.25f, 1.0f}},
@@ -154,7 +154,7 @@ static const sample k_samples[] = {
     {&kc__global_maxpool2d_ops, KC_GLOBALMAXPOOL2D(.name = "gmp", .keepdims = KC_TRUE), 1},
     {&kc__permute_ops, KC_PERMUTE(.name = "perm", .dims = {2, 1, 3}), 1},
     {&kc__repeat_vector_ops, KC_REPEAT_VECTOR(.name = "rep", .n = 3), 1},
-    /* elementwise helper */
+    /* broadcasting and activations */
     {&kc__multiply_ops, KC_MULTIPLY(.name = "prod"), 3},
     {&kc__subtract_ops, KC_SUBTRACT(.name = "diff"), 2},
     {&kc__average_ops, KC_AVERAGE(.name = "mean"), 3},
@@ -164,9 +164,9 @@ static const sample k_samples[] = {
     {&kc__elu_ops, KC_ELU(.name = "elu_l", .alpha = 0.5f), 1},
     {&kc__prelu_ops, KC_PRELU(.name = "prelu", .alpha_initializer = "ones", .shared_axes = {.n = 2, .list = 1, .v = {1, 2}}), 1},
     {&kc__tensor_op_ops, KC_TENSOR_OP(.name = "plus3", .op = "add", .scalar_side = 1, .scalar = 3.0f), 1},
-    /* graph helper's block */
+    /* transfer learning */
     {&kc__custom_scale_ops, KC_CUSTOM_SCALE(.name = "scale", .scale = 0.17f), 2},
-    /* augment block */
+    /* augmentation */
     {&kc__random_flip_ops, KC_RANDOM_FLIP(.name = "flip", .mode = "horizontal", .seed = 11), 1},
     {&kc__random_rotation_ops,
      KC_RANDOM_ROTATION(.name = "rot", .factor = KC_FACTOR_PAIR(-0.25f, 0.125f), .fill_mode = "constant",

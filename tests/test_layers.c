@@ -59,7 +59,7 @@ static void test_registry(void **state) {
                                         "GlobalAveragePooling2D", "Flatten", "Reshape", "Dropout",
                                         "BatchNormalization", "Activation", "ReLU", "Softmax", "ZeroPadding2D",
                                         "Add", "Concatenate", "DepthwiseConv2D",
-                                        /* normresample block */
+                                        /* normalisation and resampling */
                                         "Rescaling", "Normalization", "LayerNormalization",
                                         "GroupNormalization", "UpSampling2D", "Cropping2D",
                                         "GlobalMaxPooling2D", "Permute", "RepeatVector",
@@ -586,7 +586,7 @@ static void test_activations(void **state) {
         {"softmax", "softmax", KC_ACT_SOFTMAX, 0, false}, {"elu", "elu", KC_ACT_ELU, 1.0f, false},
         {"gelu", "gelu", KC_ACT_GELU, 0, true},          {"leaky_relu", "leaky_relu", KC_ACT_LEAKY_RELU, 0.2f, false},
         {"silu", "silu", KC_ACT_SILU, 0, true},          {"swish", "silu", KC_ACT_SILU, 0, true},
-        /* elementwise helper */
+        /* broadcasting and activations */
         {"relu6", "relu6", KC_ACT_RELU_GENERAL, 0, false},
         {"hard_sigmoid", "hard_sigmoid", KC_ACT_HARD_SIGMOID, 0, true},
         {"hard_silu", "hard_silu", KC_ACT_HARD_SILU, 0, true}, {"hard_swish", "hard_silu", KC_ACT_HARD_SILU, 0, true},

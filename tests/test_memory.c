@@ -56,7 +56,7 @@ static kc_model *residual(void) {
     return m;
 }
 
-/* normresample block: every normalisation and resampling kind in one graph */
+/* normalisation and resampling: every normalisation and resampling kind in one graph */
 static kc_model *norm_resample(void) {
     kc_model *m = NULL;
     kc_functional("normresample", &m);

@@ -334,7 +334,7 @@ static kc_status read_pad2(const parsed_layer *pl, const kc__field *f, const cha
 }
 
 
-/* augment block: a factor (null, a number or [a, b]) or a pair of numbers. */
+/* augmentation: a factor (null, a number or [a, b]) or a pair of numbers. */
 static kc_status read_number_pair(parsed_layer *pl, const kc__field *f, const char *key, const json_t *v, void *dst) {
     bool factor = f->kind == KC_F_FACTOR;
     const json_t *a = json_array_get(v, 0), *b = json_array_get(v, 1);

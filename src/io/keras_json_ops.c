@@ -1,4 +1,4 @@
-/* keras_json_ops.c — Keras 3 operation nodes in a Functional config (elementwise helper).
+/* keras_json_ops.c — Keras 3 operation nodes in a Functional config.
  *
  * Keras 3 records arithmetic on symbolic tensors (`x + 3.0`, `x * (1.0 / 6.0)`, `2.0 - x`,
  * `inputs + layer(x)`, keras.ops.multiply(a, b)) as entries of a keras.src.ops class:

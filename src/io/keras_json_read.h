@@ -43,7 +43,7 @@ kc_status kc__json_batch_shape(const parsed_layer *pl, const char *key, const js
 /* "float32" or a float32 DTypePolicy. */
 kc_status kc__json_check_dtype(const parsed_layer *pl, const char *key, const json_t *v);
 
-/* Keras 3 operation nodes (keras_json_ops.c; elementwise helper): whether an entry of
+/* Keras 3 operation nodes (keras_json_ops.c): whether an entry of
  * "layers" is one (its module is keras.src.ops...), and the entry as a TensorOp layer with
  * its tensor arguments (targs: the JSON keras tensors, n_tensors of them, in order). */
 bool kc__json_is_op_node(const json_t *entry);

@@ -1,4 +1,4 @@
-/* keras_json_values.c — config values that are numbers or lists (normresample block):
+/* keras_json_values.c — config values that are numbers or lists:
  * kc_consts (Rescaling's scale and offset, Normalization's mean and variance: null, a
  * number, a list of numbers, or the {"class_name": "__numpy__" | "__tensor__", "config":
  * {"value": ...}} Keras 3 writes for arrays) and kc_axes (null, an axis or a list), read

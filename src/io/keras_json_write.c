@@ -206,7 +206,7 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
         push(w, a, int_pair(w, p[1][0], p[1][1]));
         return a;
     }
-    case KC_F_FACTOR: { /* augment block */
+    case KC_F_FACTOR: { /* augmentation */
         const kc_factor *k = src;
         if (k->given == 1) return jfloat(k->lower);
         if (k->given != 2) return json_null();

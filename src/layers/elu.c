@@ -1,5 +1,5 @@
 /* elu.c — ELU: y = x > 0 ? x : alpha * (exp(x) - 1) (Keras's default alpha 1), through the
- * shared activation-layer functions (elementwise helper). */
+ * shared activation-layer functions. */
 #include <math.h>
 
 #include "layer.h"

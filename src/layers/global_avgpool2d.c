@@ -51,7 +51,7 @@ static int64_t gap_flops(const kc_layer *l) {
     return (int64_t)c->hw * c->c;
 }
 
-/* ---- GlobalMaxPooling2D (normresample block) */
+/* ---- GlobalMaxPooling2D */
 
 static kc_pool2d_desc gmp_desc(const gap_cfg *c, int batch) {
     return (kc_pool2d_desc){.kind = KC_POOL_MAX, .n = batch, .h = c->h, .w = c->w, .c = c->c, .kh = c->h,

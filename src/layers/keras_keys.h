@@ -32,11 +32,11 @@ typedef enum kc__field_kind {
     KC_F_FIXED_INIT,  /* an initializer kerac does not configure: must be `lit` */
     KC_F_DTYPE,       /* "float32" or {"class_name": "DTypePolicy", "config": {"name": "float32"}} */
     KC_F_IGNORE,      /* accepted with any value, never written */
-    /* normresample block */
+    /* normalisation and resampling */
     KC_F_CONSTS,      /* kc_consts: null, a number, a list of numbers or Keras's {"class_name": "__numpy__"} */
     KC_F_AXES,        /* kc_axes: null, an integer or a list of integers */
     KC_F_CROP2,       /* int[2][2] as KC_F_PAD2, zeros allowed (and the default) */
-    /* augment block */
+    /* augmentation */
     KC_F_FACTOR,      /* kc_factor: null, a number or [lower, upper] */
     KC_F_FLOAT_PAIR,  /* float[2]: [a, b]; `lit` (JSON) written for (0, 0) */
     /* convolutions */

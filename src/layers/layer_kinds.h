@@ -30,7 +30,7 @@
     X(add, kc_merge_opts)                              \
     X(concatenate, kc_merge_opts)                      \
     X(depthwise_conv2d, kc_depthwise_conv2d_opts)     \
-    /* normresample block */                        \
+    /* normalisation and resampling */                        \
     X(rescaling, kc_rescaling_opts)                  \
     X(normalization, kc_normalization_opts)          \
     X(layernorm, kc_layernorm_opts)                  \

@@ -1,5 +1,5 @@
 /* merge_ew.c — the elementwise merges with Keras's broadcasting: Add (add.c), Subtract,
- * Multiply, Average, Maximum, Minimum share this code (elementwise helper).
+ * Multiply, Average, Maximum, Minimum share this code.
  *
  * Keras's rule (keras/src/layers/merging/base_merge.py): the per-example shapes are
  * aligned at their last axis (a lower-rank input is expanded after the batch axis), and

@@ -138,7 +138,7 @@ kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *
 kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                             float *dw, float *db);
 
-/* ---- cpu_bcast.c (elementwise helper) */
+/* ---- cpu_bcast.c */
 kc_status kc__cpu_binary_forward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
                                  const float *b, float *y);
 kc_status kc__cpu_binary_backward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
@@ -213,7 +213,7 @@ kc_status kc__cpu_pad2d_backward(kc_backend *be, const float *dy, float *dx, int
                                  int top, int bottom, int left, int right);
 kc_status kc__cpu_sum_squares(kc_backend *be, const float *x, int64_t n, float *out);
 
-/* ---- cpu_groupnorm.c, cpu_resample.c (normresample block; kerac_backend.h says what they do) */
+/* ---- cpu_groupnorm.c, cpu_resample.c (kerac_backend.h says what they do) */
 kc_status kc__cpu_channel_affine(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *scale,
                                  const float *shift);
 kc_status kc__cpu_normalize(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *mean,
@@ -229,7 +229,7 @@ kc_status kc__cpu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *
 kc_status kc__cpu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
 /* Bilinear upsampling's two source indices along an axis and the second one's weight. */
 void kc__cpu_bilinear_tap(int o, int factor, int in, int *i0, int *i1, float *frac);
-/* ---- cpu_augment.c (augment block): resampling and colour of the augmentation layers */
+/* ---- cpu_augment.c: resampling and colour of the augmentation layers */
 kc_status kc__cpu_sample2d_forward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *x,
                                    float *y);
 kc_status kc__cpu_sample2d_backward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *dy,

@@ -541,18 +541,18 @@ static void set_ops(kc_backend *be) {
     be->depthwise_forward = kc__cu_depthwise_forward;
     be->depthwise_backward_data = kc__cu_depthwise_backward_data;
     be->depthwise_backward_filter = kc__cu_depthwise_backward_filter;
-    be->channel_affine = kc__cu_channel_affine; /* normresample block */
+    be->channel_affine = kc__cu_channel_affine; /* normalisation and resampling */
     be->normalize = kc__cu_normalize;
     be->groupnorm_forward = kc__cu_groupnorm_forward;
     be->groupnorm_backward = kc__cu_groupnorm_backward;
     be->upsample2d_forward = kc__cu_upsample2d_forward;
     be->upsample2d_backward = kc__cu_upsample2d_backward;
     be->permute = kc__cu_permute;
-    be->binary_forward = kc__cu_binary_forward; /* elementwise helper */
+    be->binary_forward = kc__cu_binary_forward; /* broadcasting and activations */
     be->binary_backward = kc__cu_binary_backward;
     be->scalar_forward = kc__cu_scalar_forward;
     be->scalar_backward = kc__cu_scalar_backward;
-    /* augment block */
+    /* augmentation */
     be->sample2d_forward = kc__cu_sample2d_forward;
     be->sample2d_backward = kc__cu_sample2d_backward;
     be->color2d_forward = kc__cu_color2d_forward;

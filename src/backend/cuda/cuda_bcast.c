@@ -1,4 +1,4 @@
-/* cuda_bcast.c — the broadcasting entries of the CUDA backend's table (elementwise helper):
+/* cuda_bcast.c — the broadcasting entries of the CUDA backend's table:
  * arguments checked as cpu_bcast.c checks them, then the kernels of kernels_bcast.cu. */
 #include "cuda_internal.h"
 

@@ -19,7 +19,7 @@ kc_status kc__cu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_
         [KC_OP_OPTIMIZER] = "fused optimizer update", [KC_OP_DEPTHWISE] = "depthwise conv",
         [KC_OP_NORM] = "group/layer norm", [KC_OP_RESAMPLE] = "upsampling and permute",
         [KC_OP_BROADCAST] = "broadcasting elementwise",
-        /* augment block */
+        /* augmentation */
         [KC_OP_SAMPLE2D] = "image resampling", [KC_OP_COLOR2D] = "image colour",
         [KC_OP_GROUPED_CONV] = "grouped conv",
     };

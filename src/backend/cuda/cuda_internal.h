@@ -279,7 +279,7 @@ kc_status kc__cu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d
 kc_status kc__cu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                            float *dw, float *db);
 
-/* ---- cuda_nr.c (normresample block) */
+/* ---- cuda_nr.c */
 kc_status kc__cu_channel_affine(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *scale,
                                 const float *shift);
 kc_status kc__cu_normalize(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *mean,
@@ -293,7 +293,7 @@ kc_status kc__cu_groupnorm_backward(kc_backend *be, const float *x, const float 
 kc_status kc__cu_upsample2d_forward(kc_backend *be, const kc_resample2d_desc *d, const float *x, float *y);
 kc_status kc__cu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *d, const float *dy, float *dx);
 kc_status kc__cu_permute(kc_backend *be, const float *x, float *y, int n, int rank, const int *dims, const int *perm);
-/* ---- cuda_bcast.c (elementwise helper) */
+/* ---- cuda_bcast.c */
 kc_status kc__cu_binary_forward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a, const float *b,
                                 float *y);
 kc_status kc__cu_binary_backward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a, const float *b,
@@ -302,7 +302,7 @@ kc_status kc__cu_scalar_forward(kc_backend *be, kc_binop op, const float *x, flo
                                 int64_t n);
 kc_status kc__cu_scalar_backward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
                                  const float *dy, float *dx, int64_t n);
-/* ---- cuda_augment.c (augment block) */
+/* ---- cuda_augment.c */
 kc_status kc__cu_sample2d_forward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *x,
                                   float *y);
 kc_status kc__cu_sample2d_backward(kc_backend *be, const kc_sample2d_desc *d, const float *mats, const float *dy,

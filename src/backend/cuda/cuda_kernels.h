@@ -47,7 +47,7 @@ cudaError_t kc__k_act_forward(const kc_cu_launch *L, int kind, float alpha, floa
                                const float *x, float *y, int64_t n);
 cudaError_t kc__k_act_backward(const kc_cu_launch *L, int kind, float alpha, float beta, float gamma,
                                 const float *x, const float *y, const float *dy, float *dx, int64_t n);
-/* log_softmax over rows of cols (one thread per row; elementwise helper); y may alias x */
+/* log_softmax over rows of cols (one thread per row); y may alias x */
 cudaError_t kc__k_log_softmax_forward(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int cols);
 cudaError_t kc__k_log_softmax_backward(const kc_cu_launch *L, const float *y, const float *dy, float *dx,
                                        int64_t rows, int cols);
@@ -138,7 +138,7 @@ cudaError_t kc__k_dw_backward_data(const kc_cu_launch *L, const kc_conv2d_desc *
 cudaError_t kc__k_dw_backward_filter(const kc_cu_launch *L, const kc_conv2d_desc *d, const float *x, const float *dy,
                                      float *dw, float *db);
 
-/* ---- kernels_nr.cu: normalisation and resampling (normresample block; see cpu_groupnorm.c
+/* ---- kernels_nr.cu: normalisation and resampling (see cpu_groupnorm.c
  * and cpu_resample.c; NULL gamma/beta/scale/shift/mean/dx/dgamma/dbeta as there) */
 cudaError_t kc__k_channel_affine(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int c,
                                  const float *scale, const float *shift);
@@ -155,7 +155,7 @@ cudaError_t kc__k_upsample2d_backward(const kc_cu_launch *L, const kc_resample2d
 cudaError_t kc__k_permute(const kc_cu_launch *L, const float *x, float *y, int n, int rank, const int *dims,
                           const int *perm);
 /* ---- kernels_bcast.cu: broadcasting binary operations and tensor-scalar operations (see
- * cpu_bcast.c; elementwise helper). da/db may be NULL; a/b may be NULL where the op's
+ * cpu_bcast.c). da/db may be NULL; a/b may be NULL where the op's
  * gradient does not read them. */
 cudaError_t kc__k_binary_forward(const kc_cu_launch *L, int op, const kc_bcast_desc *d, const float *a,
                                  const float *b, float *y);
@@ -165,7 +165,7 @@ cudaError_t kc__k_scalar_forward(const kc_cu_launch *L, int op, const float *x, 
                                  int64_t n);
 cudaError_t kc__k_scalar_backward(const kc_cu_launch *L, int op, const float *x, float s, int scalar_first,
                                   const float *dy, float *dx, int64_t n);
-/* ---- kernels_aug.cu (augment block): resampling and colour (see cpu_augment.c) */
+/* ---- kernels_aug.cu: resampling and colour (see cpu_augment.c) */
 cudaError_t kc__k_sample2d_forward(const kc_cu_launch *L, const kc_sample2d_desc *d, const float *mats,
                                    const float *x, float *y);
 cudaError_t kc__k_sample2d_backward(const kc_cu_launch *L, const kc_sample2d_desc *d, const float *mats,

@@ -1,5 +1,5 @@
 /* cuda_nr.c — the normalisation and resampling entries of the CUDA backend's table
- * (normresample block: Rescaling, Normalization, LayerNormalization, GroupNormalization,
+ * (Rescaling, Normalization, LayerNormalization, GroupNormalization,
  * UpSampling2D, Permute), through the module's own kernels (kernels_nr.cu): arguments
  * checked as the CPU backend checks them, then the launches. */
 #include "cuda_internal.h"

@@ -1,5 +1,5 @@
 // kernels_bcast.cu — broadcasting binary operations and tensor-scalar operations, formula
-// for formula as cpu_bcast.c (elementwise helper). Forward: one thread per output element,
+// for formula as cpu_bcast.c. Forward: one thread per output element,
 // its index split over the descriptor's axes. Backward: one thread per element of the
 // operand's gradient, summing over the axes it is broadcast along (no atomics, so the sum
 // runs in the same order on every call).

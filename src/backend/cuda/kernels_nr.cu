@@ -1,4 +1,4 @@
-// kernels_nr.cu — normalisation and resampling kernels (normresample block), mirroring
+// kernels_nr.cu — normalisation and resampling kernels, mirroring
 // cpu_groupnorm.c and cpu_resample.c formula for formula:
 //   channel_affine, normalize   one thread per value
 //   groupnorm forward / dx      one block per (example, group): 256 threads sum its values
