@@ -9,25 +9,47 @@
  * Each rank's dy is its own batch-mean loss's (size times the global one's share), so
  * after the ranks' mean every gradient is exactly the global batch's.
  * The arithmetic runs on the host in double precision: the buffers are copied through
- * to_host / to_device (cheap on the CPU backend; a GPU pays two copies per layer). */
+ * to_host / to_device (cheap on the CPU backend; a GPU pays two copies per layer) into the
+ * model's host scratch (kc_fwd.scratch), allocated once, not on every call. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "batchnorm_sync.h"
 
-/* Host copies of n floats of each device buffer given (NULL: skipped). */
-static kc_status host_copy(kc_backend *be, const float *dev, int64_t n, float **out) {
+/* One call's host memory, carved from the model's scratch (kc_fwd.scratch), which grows to
+ * the largest layer's need on the first step and is reused after that: 2c + (2c + 1)
+ * doubles, then the floats (2 * rows * c + 6c). */
+typedef struct bn_host {
+    double *d;
+    float *f;
+} bn_host;
+
+static kc_status host_scratch(kc__host_scratch *sc, const kc__bn_sync_args *b, bn_host *out) {
+    size_t nd = (size_t)(4 * b->c + 1), nf = (size_t)(2 * b->rows * b->c + 6 * b->c);
+    size_t bytes = nd * sizeof(double) + nf * sizeof(float);
+    if (!sc) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "synchronised BatchNormalization: no host scratch given");
+    if (sc->cap < bytes) {
+        void *p = realloc(sc->p, bytes);
+        if (!p)
+            return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory for synchronised BatchNormalization "
+                            "(%zu bytes)", bytes);
+        sc->p = p;
+        sc->cap = bytes;
+    }
+    memset(sc->p, 0, nd * sizeof(double));
+    out->d = sc->p;
+    out->f = (float *)(out->d + nd);
+    return KC_STATUS_OK;
+}
+
+/* n floats of a device buffer into *cur (NULL device buffer: *out NULL); *cur moves on. */
+static kc_status host_copy(kc_backend *be, const float *dev, int64_t n, float **cur, float **out) {
     *out = NULL;
     if (!dev) return KC_STATUS_OK;
-    float *h = kc__calloc((size_t)n, sizeof(float), "synchronised BatchNormalization");
-    if (!h) return KC_STATUS_OUT_OF_MEMORY;
-    kc_status s = be->to_host(be, h, dev, (size_t)n * sizeof(float));
-    if (s != KC_STATUS_OK) {
-        free(h);
-        return s;
-    }
-    *out = h;
-    return KC_STATUS_OK;
+    *out = *cur;
+    *cur += n;
+    return be->to_host(be, *out, dev, (size_t)n * sizeof(float));
 }
 
 /* v (2c + 1) summed over the ranks. */
@@ -40,11 +62,10 @@ static kc_status sum_ranks(const kc_collective *c, double *v, int n) {
                     c->rank, c->size, why && *why ? why : "?");
 }
 
-static kc_status forward_stats(const kc_fwd *a, const kc__bn_sync_args *b, const float *x, double *mean,
+/* v: 2c + 1 zeroed doubles of scratch */
+static kc_status forward_stats(const kc_fwd *a, const kc__bn_sync_args *b, const float *x, double *v, double *mean,
                                double *var) {
     int c = b->c;
-    double *v = kc__calloc((size_t)(2 * c + 1), sizeof(double), "synchronised BatchNormalization");
-    if (!v) return KC_STATUS_OUT_OF_MEMORY;
     for (int64_t r = 0; r < b->rows; r++)
         for (int j = 0; j < c; j++) {
             double t = x[r * c + j];
@@ -57,7 +78,6 @@ static kc_status forward_stats(const kc_fwd *a, const kc__bn_sync_args *b, const
         mean[j] = v[j] / v[2 * c];
         var[j] = fmax(v[c + j] / v[2 * c] - mean[j] * mean[j], 0.0);
     }
-    free(v);
     return s;
 }
 
@@ -66,15 +86,16 @@ kc_status kc__bn_sync_forward(const kc_fwd *a, const kc__bn_sync_args *b) {
     int c = b->c;
     int64_t n = b->rows * c;
     float *x = NULL, *mm = NULL, *mv = NULL, *g = NULL, *bt = NULL;
-    double *mean = kc__calloc((size_t)c, 2 * sizeof(double), "synchronised BatchNormalization");
-    float *st = kc__calloc((size_t)c, 2 * sizeof(float), "synchronised BatchNormalization");
-    kc_status s = mean && st ? host_copy(be, a->x[0], n, &x) : KC_STATUS_OUT_OF_MEMORY;
-    if (s == KC_STATUS_OK) s = host_copy(be, b->moving_mean, c, &mm);
-    if (s == KC_STATUS_OK) s = host_copy(be, b->moving_var, c, &mv);
-    if (s == KC_STATUS_OK) s = host_copy(be, b->gamma, c, &g);
-    if (s == KC_STATUS_OK) s = host_copy(be, b->beta, c, &bt);
-    double *var = mean ? mean + c : NULL;
-    if (s == KC_STATUS_OK) s = forward_stats(a, b, x, mean, var);
+    bn_host h;
+    KC_TRY(host_scratch(a->scratch, b, &h));
+    double *mean = h.d, *var = h.d + c;
+    float *st = h.f, *cur = h.f + 2 * c;
+    kc_status s = host_copy(be, a->x[0], n, &cur, &x);
+    if (s == KC_STATUS_OK) s = host_copy(be, b->moving_mean, c, &cur, &mm);
+    if (s == KC_STATUS_OK) s = host_copy(be, b->moving_var, c, &cur, &mv);
+    if (s == KC_STATUS_OK) s = host_copy(be, b->gamma, c, &cur, &g);
+    if (s == KC_STATUS_OK) s = host_copy(be, b->beta, c, &cur, &bt);
+    if (s == KC_STATUS_OK) s = forward_stats(a, b, x, h.d + 2 * c, mean, var);
     if (s == KC_STATUS_OK) {
         for (int j = 0; j < c; j++) {
             st[j] = (float)mean[j];
@@ -92,13 +113,6 @@ kc_status kc__bn_sync_forward(const kc_fwd *a, const kc__bn_sync_args *b) {
     if (s == KC_STATUS_OK) s = be->to_device(be, b->save_inv_std, st + c, (size_t)c * sizeof(float));
     if (s == KC_STATUS_OK && mm) s = be->to_device(be, b->moving_mean, mm, (size_t)c * sizeof(float));
     if (s == KC_STATUS_OK && mv) s = be->to_device(be, b->moving_var, mv, (size_t)c * sizeof(float));
-    free(mean);
-    free(st);
-    free(x);
-    free(mm);
-    free(mv);
-    free(g);
-    free(bt);
     return s;
 }
 
@@ -119,13 +133,15 @@ kc_status kc__bn_sync_backward(const kc_bwd *a, const kc__bn_sync_args *b, float
     int c = b->c;
     int64_t n = b->rows * c;
     float *x = NULL, *dy = NULL, *g = NULL, *mean = NULL, *inv = NULL;
-    double *v = kc__calloc((size_t)(2 * c + 1), sizeof(double), "synchronised BatchNormalization");
-    float *loc = kc__calloc((size_t)c, 2 * sizeof(float), "synchronised BatchNormalization");
-    kc_status s = v && loc ? host_copy(be, a->x[0], n, &x) : KC_STATUS_OUT_OF_MEMORY;
-    if (s == KC_STATUS_OK) s = host_copy(be, a->dy, n, &dy);
-    if (s == KC_STATUS_OK) s = host_copy(be, b->gamma, c, &g);
-    if (s == KC_STATUS_OK) s = host_copy(be, b->save_mean, c, &mean);
-    if (s == KC_STATUS_OK) s = host_copy(be, b->save_inv_std, c, &inv);
+    bn_host h;
+    KC_TRY(host_scratch(a->scratch, b, &h));
+    double *v = h.d;
+    float *loc = h.f, *cur = h.f + 2 * c;
+    kc_status s = host_copy(be, a->x[0], n, &cur, &x);
+    if (s == KC_STATUS_OK) s = host_copy(be, a->dy, n, &cur, &dy);
+    if (s == KC_STATUS_OK) s = host_copy(be, b->gamma, c, &cur, &g);
+    if (s == KC_STATUS_OK) s = host_copy(be, b->save_mean, c, &cur, &mean);
+    if (s == KC_STATUS_OK) s = host_copy(be, b->save_inv_std, c, &cur, &inv);
     if (s == KC_STATUS_OK) {
         for (int64_t i = 0; i < n; i++) {
             int j = (int)(i % c);
@@ -145,12 +161,5 @@ kc_status kc__bn_sync_backward(const kc_bwd *a, const kc__bn_sync_args *b, float
         backward_dx(b, v, x, dy, g, mean, inv);
         s = be->to_device(be, dx, x, (size_t)n * sizeof(float));
     }
-    free(v);
-    free(loc);
-    free(x);
-    free(dy);
-    free(g);
-    free(mean);
-    free(inv);
     return s;
 }

@@ -37,6 +37,13 @@ typedef struct kc_weight {
     float *grad;            /* device pointer into the gradient slab (trainable only) */
 } kc_weight;
 
+/* issue 13: host memory a layer reuses from call to call (synchronised BatchNormalization's
+ * host copies), owned by the model: grown to the largest need, freed with the model. */
+typedef struct kc__host_scratch {
+    void *p;
+    size_t cap;
+} kc__host_scratch;
+
 /* Arguments of one forward call. x[i]: (batch, in_shape[i]); y: (batch, out_shape). */
 typedef struct kc_fwd {
     kc_backend *be;
@@ -50,6 +57,7 @@ typedef struct kc_fwd {
     uint64_t seed;          /* per-step, per-layer seed (dropout) */
     /* issue 13: data-parallel with sync_batchnorm: the ranks' collective (else NULL) */
     const kc_collective *sync;
+    kc__host_scratch *scratch; /* issue 13: the model's host scratch (with sync) */
 } kc_fwd;
 
 /* Arguments of one backward call. dx[i] is NULL when input i needs no gradient.
@@ -65,6 +73,7 @@ typedef struct kc_bwd {
     void *ws;
     size_t ws_bytes;
     const kc_collective *sync; /* issue 13: as kc_fwd's */
+    kc__host_scratch *scratch; /* issue 13: as kc_fwd's */
 } kc_bwd;
 
 enum {

@@ -107,6 +107,7 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
         kc_layer *l = m->layers[i];
         if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, training)) continue;
         kc_fwd a = {.be = m->be, .batch = batch, .training = training, .y = AT(p->y_off[i]), .sync = m->sync_bn,
+                    .scratch = &m->host_scratch,
                     .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),
                     .ws_bytes = p->ws_off[i] == KC_PLAN_NONE ? 0 : p->workspace_bytes,
                     .seed = kc__hash64(step_seed ^ l->seed)};
@@ -156,6 +157,7 @@ static kc_status backward(kc_model *m, int batch) {
         if (p->dy_off[j] == KC_PLAN_NONE) continue; /* nothing downstream needs it */
         if (!p->needs_grad[j]) continue;             /* frozen, and nothing above it trains */
         kc_bwd a = {.be = m->be, .batch = batch, .y = AT(p->y_off[j]), .dy = AT(p->dy_off[j]), .sync = m->sync_bn,
+                    .scratch = &m->host_scratch,
                     .aux = AT_OR_NULL(p->aux_off[j]), .ws = AT_OR_NULL(p->ws_off[j]),
                     .ws_bytes = p->ws_off[j] == KC_PLAN_NONE ? 0 : p->workspace_bytes};
         for (int k = 0; k < l->n_in; k++) {

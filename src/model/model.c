@@ -63,6 +63,7 @@ void kc_model_destroy(kc_model *m) {
     kc__observe_free(m);
     free(m->dist_host);
     kc__dist_ov_free(m->dist_ov);
+    free(m->host_scratch.p);
     free(m);
 }
 

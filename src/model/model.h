@@ -107,6 +107,7 @@ struct kc_model {
     int64_t dist_bucket_bytes; /* kc_fit_opts.bucket_bytes of the run */
     bool dist_device;        /* the gradients are summed by the backend's collective (NCCL) */
     const kc_collective *sync_bn; /* data-parallel with sync_batchnorm: BatchNormalization's statistics */
+    kc__host_scratch host_scratch; /* the layers' host scratch (kc_fwd.scratch), freed with the model */
     const float *batch_targets; /* targets of the rows being computed, (batch, target width),
                                    device memory of the input feed (feed.h) */
 
