@@ -395,11 +395,11 @@ static void dw_case(const char *name, kc_conv2d_desc d, bool bias) {
     OK(C->depthwise_forward(C, &d, x, w, bias ? b : NULL, y));
     OK(G->depthwise_forward(G, &d, gx, gw, bias ? gb : NULL, gy));
     snprintf(what, sizeof what, "depthwise %s forward", name);
-    check_dev(what, gy, y, yn, 1e-6, 0);
+    check_dev(what, gy, y, yn, 2e-5, 0); /* cuDNN's grouped convolution: other summation orders */
     OK(C->depthwise_backward_data(C, &d, dy, w, dx));
     OK(G->depthwise_backward_data(G, &d, gdy, gw, gdx));
     snprintf(what, sizeof what, "depthwise %s backward-data", name);
-    check_dev(what, gdx, dx, xn, 1e-6, 0);
+    check_dev(what, gdx, dx, xn, 2e-5, 0);
     OK(C->depthwise_backward_filter(C, &d, x, dy, dw, bias ? db : NULL));
     OK(G->depthwise_backward_filter(G, &d, gx, gdy, gdw, bias ? gdb : NULL));
     snprintf(what, sizeof what, "depthwise %s backward-filter", name);

@@ -63,7 +63,8 @@ static const char *dir_name[3] = {"forward", "backward-data", "backward-filter"}
 typedef kc_cu_dir conv_dir; /* cuda_rules.h */
 
 struct kc_cu_conv {
-    kc_conv2d_desc d; /* the key */
+    kc_conv2d_desc d; /* the key, with groups */
+    int groups;       /* 1, or a grouped convolution's (cudnnSetConvolutionGroupCount) */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -169,9 +170,9 @@ static kc_status make_descriptors(kc_backend *be, kc_cu_conv *e) {
     DNN(e, "cudnnCreateConvolutionDescriptor", cudnnCreateConvolutionDescriptor(&e->cd));
     DNN(e, "cudnnSetTensor4dDescriptor (output)",
         cudnnSetTensor4dDescriptor(e->yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, d->n, d->f, d->oh, d->ow));
-    /* KRSC: (F, KH, KW, C) */
+    /* KRSC: (F, KH, KW, C / groups) */
     DNN(e, "cudnnSetFilter4dDescriptor",
-        cudnnSetFilter4dDescriptor(e->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, d->f, d->c, d->kh, d->kw));
+        cudnnSetFilter4dDescriptor(e->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, d->f, d->c / e->groups, d->kh, d->kw));
     for (int attempt = 0; attempt < 2; attempt++) {
         e->padded = attempt == 1;
         int h = d->h, w = d->w, ph = d->pad_top, pw = d->pad_left;
@@ -185,6 +186,8 @@ static kc_status make_descriptors(kc_backend *be, kc_cu_conv *e) {
         DNN(e, "cudnnSetConvolution2dDescriptor",
             cudnnSetConvolution2dDescriptor(e->cd, ph, pw, d->sh, d->sw, d->dh, d->dw, CUDNN_CROSS_CORRELATION,
                                             CUDNN_DATA_FLOAT));
+        if (e->groups > 1)
+            DNN(e, "cudnnSetConvolutionGroupCount", cudnnSetConvolutionGroupCount(e->cd, e->groups));
         int on = 0, oc = 0, oh = 0, ow = 0;
         cudnnStatus_t st = cudnnGetConvolution2dForwardOutputDim(e->cd, e->xd, e->wd, &on, &oc, &oh, &ow);
         if (st == CUDNN_STATUS_SUCCESS && on == d->n && oc == d->f && oh == d->oh && ow == d->ow) return KC_STATUS_OK;
@@ -350,8 +353,9 @@ static kc_status choose(kc_backend *be, kc_cu_conv *e) {
                               skipped_ws ? "; some need more workspace than KERAC_CUDNN_WORKSPACE_LIMIT allows" : "");
     }
     const kc_conv2d_desc *d = &e->d;
-    e->off_pad = kc__cu_conv_fixed(d->n, d->c, d->f, d->kh, d->kw, false, 0, 0);
-    e->off_algo = kc__cu_conv_fixed(d->n, d->c, d->f, d->kh, d->kw, e->padded, e->hp, e->wp);
+    /* the kernel slice holds (F, KH, KW, C / groups); the padded input all C channels */
+    e->off_pad = kc__cu_conv_fixed(d->n, d->c / e->groups, d->f, d->kh, d->kw, false, 0, 0);
+    e->off_algo = e->off_pad + kc__cu_conv_fixed(d->n, d->c, 0, d->kh, d->kw, e->padded, e->hp, e->wp);
     update_total(c, e);
     log_choice(be, e, c->benchmark ? "cuDNN heuristics, measured at the first run (KERAC_CUDNN_BENCHMARK)"
                                    : "cuDNN heuristics");
@@ -384,23 +388,29 @@ static kc_status entry_room(kc_backend *be) {
     return KC_STATUS_OK;
 }
 
+static kc_cu_conv *entry_find(kc_cu_ctx *c, const kc_conv2d_desc *d, int groups) {
+    for (int i = 0; i < c->n_conv; i++)
+        if (c->conv[i]->groups == groups && memcmp(&c->conv[i]->d, d, sizeof *d) == 0) return c->conv[i];
+    return NULL;
+}
+
 /* The entry for a shape: found, or made and its algorithms chosen. */
-static kc_status entry_get(kc_backend *be, const kc_conv2d_desc *d, kc_cu_conv **out) {
+static kc_status entry_get(kc_backend *be, const kc_conv2d_desc *d, int groups, kc_cu_conv **out) {
     kc_cu_ctx *c = kc__cu(be);
     *out = NULL;
-    for (int i = 0; i < c->n_conv; i++)
-        if (memcmp(&c->conv[i]->d, d, sizeof *d) == 0) {
-            kc_cu_conv *e = c->conv[i];
-            e->last_use = ++c->conv_clock;
-            if (e->status != KC_STATUS_OK) return kc__cu_fail(be, e->status, "%s", e->msg);
-            *out = e;
-            return KC_STATUS_OK;
-        }
+    kc_cu_conv *e = entry_find(c, d, groups);
+    if (e) {
+        e->last_use = ++c->conv_clock;
+        if (e->status != KC_STATUS_OK) return kc__cu_fail(be, e->status, "%s", e->msg);
+        *out = e;
+        return KC_STATUS_OK;
+    }
     KC_TRY(entry_room(be));
     KC_TRY(kc__cu_enter(be));
-    kc_cu_conv *e = calloc(1, sizeof *e);
+    e = calloc(1, sizeof *e);
     if (!e) return kc__cu_fail(be, KC_STATUS_OUT_OF_MEMORY, "out of host memory caching convolution shapes");
     e->d = *d;
+    e->groups = groups;
     e->last_use = ++c->conv_clock;
     c->conv[c->n_conv++] = e; /* kept when set-up fails: the failure is remembered ... */
     kc_status s = make_descriptors(be, e);
@@ -419,7 +429,7 @@ size_t kc__cu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
         d->oh <= 0 || d->ow <= 0)
         return 0;
     kc_cu_conv *e = NULL;
-    kc_status s = entry_get(be, d, &e);
+    kc_status s = entry_get(be, d, 1, &e);
     if (s == KC_STATUS_OK) {
         e->plan_stamp = ++kc__cu(be)->plan_clock; /* the batch size a measurement is for */
         return e->total;
@@ -448,7 +458,7 @@ static kc_status borrow(kc_backend *be, conv_call *cc, int which, size_t bytes, 
     kc__cu_free(be, cc->borrowed[which]);
     cc->borrowed[which] = NULL;
     KC_TRY(kc__cu_alloc(be, KC_CU_MAX(bytes, (size_t)1), &cc->borrowed[which]));
-    if (!cc->e->warned_borrow) {
+    if (!cc->e->warned_borrow && cc->e->groups == 1) { /* grouped calls have no planned workspace */
         char b[32];
         cc->e->warned_borrow = true;
         kc__cu_log(be, KC_LOG_WARNING,
@@ -467,9 +477,10 @@ static void call_end(kc_backend *be, conv_call *cc) {
 /* The entry and the workspace slices of a call; the caller's workspace when it holds the
  * transposed kernel and the padded input, else (a plan made before the set-up could ask
  * cuDNN) a block from the allocator. */
-static kc_status call_begin(kc_backend *be, const kc_conv2d_desc *d, void *ws, size_t ws_bytes, conv_call *cc) {
+static kc_status call_begin(kc_backend *be, const kc_conv2d_desc *d, int groups, void *ws, size_t ws_bytes,
+                            conv_call *cc) {
     memset(cc, 0, sizeof *cc);
-    KC_TRY(entry_get(be, d, &cc->e));
+    KC_TRY(entry_get(be, d, groups, &cc->e));
     kc_cu_conv *e = cc->e;
     char *base = ws ? (char *)(((uintptr_t)ws + KC_CU_ALIGN - 1) & ~(uintptr_t)(KC_CU_ALIGN - 1)) : NULL;
     size_t fixed = base ? (size_t)(base - (char *)ws) + e->off_algo : SIZE_MAX;
@@ -535,7 +546,7 @@ static bool measure_now(kc_cu_ctx *c, const kc_cu_conv *e, int dir) {
     if (!c->benchmark || e->dir[dir].measured) return false;
     uint64_t newest = 0;
     for (int i = 0; i < c->n_conv; i++)
-        if (same_geometry(&c->conv[i]->d, &e->d)) newest = KC_CU_MAX(newest, c->conv[i]->plan_stamp);
+        if (c->conv[i]->groups == e->groups && same_geometry(&c->conv[i]->d, &e->d)) newest = KC_CU_MAX(newest, c->conv[i]->plan_stamp);
     return kc__cu_find_now(c->benchmark, e->dir[dir].measured, e->plan_stamp, newest);
 }
 
@@ -582,14 +593,13 @@ static kc_status run_dir(kc_backend *be, conv_call *cc, int dir, const void *in0
                            cudaSuccess);
 }
 
-kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                const float *b, float *y, void *ws, size_t ws_bytes) {
-    KC_TRY(conv_check(be, d, "conv2d_forward"));
-    if (!x || !w || !y) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_forward: NULL x, kernel or y");
+/* The three directions, for groups 1 (conv2d_*) and grouped convolutions (below). */
+static kc_status conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x, const float *w,
+                              const float *b, float *y, void *ws, size_t ws_bytes) {
     conv_call cc;
-    KC_TRY(call_begin(be, d, ws, ws_bytes, &cc));
+    KC_TRY(call_begin(be, d, groups, ws, ws_bytes, &cc));
     const kc_cu_launch *L = &kc__cu(be)->L;
-    const int kdim = d->kh * d->kw * d->c;
+    const int kdim = d->kh * d->kw * (d->c / groups);
     kc_status s = kc__cu_launched(be, "conv2d forward: kernel transpose", kc__k_transpose(L, w, cc.wt, kdim, d->f));
     const float *xin = x;
     if (s == KC_STATUS_OK && cc.e->padded) {
@@ -607,15 +617,12 @@ kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const f
     return KC_STATUS_OK;
 }
 
-kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                      float *dx, void *ws, size_t ws_bytes) {
-    KC_TRY(conv_check(be, d, "conv2d_backward_data"));
-    if (!dy || !w || !dx)
-        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_data: NULL dy, kernel or dx");
+static kc_status conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                    const float *w, float *dx, void *ws, size_t ws_bytes) {
     conv_call cc;
-    KC_TRY(call_begin(be, d, ws, ws_bytes, &cc));
+    KC_TRY(call_begin(be, d, groups, ws, ws_bytes, &cc));
     const kc_cu_launch *L = &kc__cu(be)->L;
-    const int kdim = d->kh * d->kw * d->c;
+    const int kdim = d->kh * d->kw * (d->c / groups);
     kc_status s = kc__cu_launched(be, "conv2d backward-data: kernel transpose",
                                   kc__k_transpose(L, w, cc.wt, kdim, d->f));
     if (s == KC_STATUS_OK) s = run_dir(be, &cc, DIR_BWD_DATA, cc.wt, dy, cc.e->padded ? (void *)cc.pad : (void *)dx);
@@ -627,13 +634,10 @@ kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, c
     return s;
 }
 
-kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                        float *dw, float *db, void *ws, size_t ws_bytes) {
-    KC_TRY(conv_check(be, d, "conv2d_backward_filter"));
-    if (!x || !dy || !dw)
-        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_filter: NULL x, dy or dw");
+static kc_status conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                      const float *dy, float *dw, float *db, void *ws, size_t ws_bytes) {
     conv_call cc;
-    KC_TRY(call_begin(be, d, ws, ws_bytes, &cc));
+    KC_TRY(call_begin(be, d, groups, ws, ws_bytes, &cc));
     const kc_cu_launch *L = &kc__cu(be)->L;
     const float *xin = x;
     kc_status s = KC_STATUS_OK;
@@ -644,7 +648,7 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
         xin = cc.pad;
     }
     if (s == KC_STATUS_OK) s = run_dir(be, &cc, DIR_BWD_FILTER, xin, dy, cc.wt);
-    const int kdim = d->kh * d->kw * d->c;
+    const int kdim = d->kh * d->kw * (d->c / groups);
     /* dW (K, F) = dW^T (F, K) transposed */
     if (s == KC_STATUS_OK)
         s = kc__cu_launched(be, "conv2d backward-filter: kernel transpose", kc__k_transpose(L, cc.wt, dw, d->f, kdim));
@@ -654,13 +658,84 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
     return KC_STATUS_OK;
 }
 
+kc_status kc__cu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
+                                const float *b, float *y, void *ws, size_t ws_bytes) {
+    KC_TRY(conv_check(be, d, "conv2d_forward"));
+    if (!x || !w || !y) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_forward: NULL x, kernel or y");
+    return conv_forward(be, d, 1, x, w, b, y, ws, ws_bytes);
+}
+
+kc_status kc__cu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
+                                      float *dx, void *ws, size_t ws_bytes) {
+    KC_TRY(conv_check(be, d, "conv2d_backward_data"));
+    if (!dy || !w || !dx)
+        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_data: NULL dy, kernel or dx");
+    return conv_backward_data(be, d, 1, dy, w, dx, ws, ws_bytes);
+}
+
+kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
+                                        float *dw, float *db, void *ws, size_t ws_bytes) {
+    KC_TRY(conv_check(be, d, "conv2d_backward_filter"));
+    if (!x || !dy || !dw)
+        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda conv2d_backward_filter: NULL x, dy or dw");
+    return conv_backward_filter(be, d, 1, x, dy, dw, db, ws, ws_bytes);
+}
+
+/* ---------------------------------------------------------------- grouped convolutions
+ * Conv2D with groups > 1 and DepthwiseConv2D (groups = C) through cuDNN's group count, the
+ * arguments checked by the callers (cuda_conv_grouped.c, cuda_depthwise.c). Their backend
+ * entries take no workspace, so the slices and cuDNN's part come from the allocator for
+ * each call (stream-ordered blocks, no warning). A shape cuDNN cannot run (set-up refused,
+ * no usable algorithm, every one refused at run time) answers KC_STATUS_UNSUPPORTED, is
+ * remembered (later calls answer at once) and logged once at debug level: the caller runs
+ * the module's own kernels (kernels_grouped.cu). Out of memory is returned as it is.
+ * KERAC_CUDNN_GROUPED=0 (read at start-up) sends every shape to the module's kernels. */
+static kc_status grouped_gate(kc_backend *be, const kc_conv2d_desc *d, int groups) {
+    kc_cu_ctx *c = kc__cu(be);
+    if (!c->dnn_grouped) return KC_STATUS_UNSUPPORTED;
+    const kc_cu_conv *e = entry_find(c, d, groups);
+    return e && e->status != KC_STATUS_OK && e->status != KC_STATUS_OUT_OF_MEMORY ? KC_STATUS_UNSUPPORTED
+                                                                                  : KC_STATUS_OK;
+}
+
+static kc_status grouped_done(kc_backend *be, const kc_conv2d_desc *d, int groups, kc_status s) {
+    if (s == KC_STATUS_OK || s == KC_STATUS_OUT_OF_MEMORY) return s;
+    kc_cu_conv *e = entry_find(kc__cu(be), d, groups);
+    if (e && e->status == KC_STATUS_OK) { /* refused at run time: remembered too */
+        e->status = KC_STATUS_UNSUPPORTED;
+        snprintf(e->msg, sizeof e->msg, "%s", kc__cu_last_error());
+    }
+    kc__cu_log(be, KC_LOG_DEBUG, "%s: grouped convolution N=%d %dx%dx%d -> %dx%dx%d (%d groups, kernel %dx%d) runs on "
+               "kerac's own kernels: %s", be->device, d->n, d->h, d->w, d->c, d->oh, d->ow, d->f, groups, d->kh, d->kw,
+               kc__cu_last_error());
+    return KC_STATUS_UNSUPPORTED;
+}
+
+kc_status kc__cu_dnn_grouped_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                     const float *w, const float *b, float *y) {
+    KC_TRY(grouped_gate(be, d, groups));
+    return grouped_done(be, d, groups, conv_forward(be, d, groups, x, w, b, y, NULL, 0));
+}
+
+kc_status kc__cu_dnn_grouped_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                           const float *w, float *dx) {
+    KC_TRY(grouped_gate(be, d, groups));
+    return grouped_done(be, d, groups, conv_backward_data(be, d, groups, dy, w, dx, NULL, 0));
+}
+
+kc_status kc__cu_dnn_grouped_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                             const float *dy, float *dw, float *db) {
+    KC_TRY(grouped_gate(be, d, groups));
+    return grouped_done(be, d, groups, conv_backward_filter(be, d, groups, x, dy, dw, db, NULL, 0));
+}
+
 /* describe for KC_OP_CONV2D: per direction, the algorithm a call with ws_bytes of workspace
  * (from an aligned start) runs — the one run_dir takes (kc__cu_pick) — with its math type
  * and workspace. */
 kc_status kc__cu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n) {
     KC_TRY(conv_check(be, d, "conv2d describe"));
     kc_cu_conv *e = NULL;
-    KC_TRY(entry_get(be, d, &e));
+    KC_TRY(entry_get(be, d, 1, &e));
     const kc_cu_ctx *c = kc__cu(be);
     const size_t avail = ws_bytes > e->off_algo ? ws_bytes - e->off_algo : 0;
     size_t used = (size_t)snprintf(buf, n, "cuDNN");

@@ -1,6 +1,7 @@
 /* cuda_depthwise.c — the depthwise convolution entries of the CUDA backend's table
- * (DepthwiseConv2D), through the module's own kernels (kernels_dw.cu): arguments checked
- * as cpu_depthwise.c checks them, then one launch each. */
+ * (DepthwiseConv2D): arguments checked as cpu_depthwise.c checks them, then cuDNN's grouped
+ * convolution with C groups (cuda_conv.c) where it runs the shape, else the module's own
+ * kernels (kernels_dw.cu), one launch each. */
 #include "cuda_internal.h"
 
 static kc_status dw_args(kc_backend *be, const kc_conv2d_desc *d, const char *what, const void *a, const void *b,
@@ -21,18 +22,24 @@ static kc_status dw_args(kc_backend *be, const kc_conv2d_desc *d, const char *wh
 kc_status kc__cu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
                                    const float *b, float *y) {
     KC_TRY(dw_args(be, d, "depthwise_forward", x, w, y));
+    kc_status s = kc__cu_dnn_grouped_forward(be, d, d->c, x, w, b, y);
+    if (s != KC_STATUS_UNSUPPORTED) return s;
     return kc__cu_launched(be, "depthwise forward", kc__k_dw_forward(&kc__cu(be)->L, d, x, w, b, y));
 }
 
 kc_status kc__cu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
                                          float *dx) {
     KC_TRY(dw_args(be, d, "depthwise_backward_data", dy, w, dx));
+    kc_status s = kc__cu_dnn_grouped_backward_data(be, d, d->c, dy, w, dx);
+    if (s != KC_STATUS_UNSUPPORTED) return s;
     return kc__cu_launched(be, "depthwise backward data", kc__k_dw_backward_data(&kc__cu(be)->L, d, dy, w, dx));
 }
 
 kc_status kc__cu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                            float *dw, float *db) {
     KC_TRY(dw_args(be, d, "depthwise_backward_filter", x, dy, dw));
+    kc_status s = kc__cu_dnn_grouped_backward_filter(be, d, d->c, x, dy, dw, db);
+    if (s != KC_STATUS_UNSUPPORTED) return s;
     return kc__cu_launched(be, "depthwise backward filter",
                            kc__k_dw_backward_filter(&kc__cu(be)->L, d, x, dy, dw, db));
 }

@@ -18,12 +18,18 @@ const char *kc__cu_bytes(size_t b, char *buf, size_t n) {
     return buf;
 }
 
+/* the calling thread's last message, for the module's own use (libkerac keeps the user's) */
+static __thread char last_msg[1024];
+
+const char *kc__cu_last_error(void) { return last_msg; }
+
 kc_status kc__cu_fail(kc_backend *be, kc_status s, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_msg, msg, sizeof last_msg);
     if (be && be->host_fail) return be->host_fail(s, "%s", msg);
     return s;
 }

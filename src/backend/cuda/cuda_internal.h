@@ -146,6 +146,7 @@ typedef struct kc_cu_ctx {
     int tm_n;
     /* options */
     bool benchmark, deterministic, tf32, debug_sync;
+    bool dnn_grouped;   /* grouped and depthwise convolutions through cuDNN first (KERAC_CUDNN_GROUPED, default on) */
     size_t ws_limit;
     /* convolution shapes seen (at most KC_CU_CONV_CACHE, least recently used go first) */
     kc_cu_conv **conv;
@@ -164,6 +165,8 @@ void kc__cu_timing_shutdown(kc_cu_ctx *c);
 
 /* ---- errors (cuda_errors.c) */
 /* Set the error text (through the host) and return s. */
+/* The message of this thread's last kc__cu_fail (the module cannot read libkerac's). */
+const char *kc__cu_last_error(void);
 kc_status kc__cu_fail(kc_backend *be, kc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A failed CUDA runtime call: OUT_OF_MEMORY for allocation failures, DEVICE otherwise, with
  * the error's text and, for errors that break the context, what to do. */
@@ -311,6 +314,14 @@ kc_status kc__cu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, const
                                  float *y);
 kc_status kc__cu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
                                   const float *dy, float *dx);
+/* ---- cuda_conv.c: grouped convolutions through cuDNN (KC_STATUS_UNSUPPORTED: the caller
+ * runs the module's own kernels) */
+kc_status kc__cu_dnn_grouped_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                     const float *w, const float *b, float *y);
+kc_status kc__cu_dnn_grouped_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
+                                           const float *w, float *dx);
+kc_status kc__cu_dnn_grouped_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
+                                             const float *dy, float *dw, float *db);
 /* ---- cuda_conv_grouped.c */
 kc_status kc__cu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
                                       const float *w, const float *b, float *y);
