@@ -564,6 +564,19 @@ KC_API kc_status kc_model_set_device_opts(kc_model *m, const kc_device_opts *opt
 KC_API kc_status kc_model_set_device(kc_model *m, const char *device);
 /* The device in use once built ("cpu", "cuda:0 (NVIDIA H200)"), "" before. */
 KC_API const char *kc_model_device(const kc_model *m);
+/* issue 13: several GPUs in one process (MirroredStrategy's form). kc_fit trains one replica
+ * of the model per GPU cuda:ids[i], each in a thread of its own: every global batch
+ * (kc_fit_opts.batch_size, a multiple of n) is split evenly across them, the gradients are
+ * summed by NCCL (one communicator per GPU; through the host with a warning when
+ * libnccl.so.2 cannot be loaded) in buckets overlapped with the backward pass, every replica
+ * applies the same update, BatchNormalization statistics are each replica's own unless
+ * kc_fit_opts.sync_batchnorm, the loss and metrics are over the whole batch, and the
+ * callbacks, checkpoints and history are the model's (replica 0's) alone. The model itself
+ * is replica 0 on cuda:ids[0]: call this before it is built, or after building it there.
+ * ids NULL and n 0: every GPU CUDA sees. n 1: cuda:ids[0] alone (no replicas). Errors: an
+ * index listed twice or that does not exist, no GPU at all. Not together with a
+ * kc_fit_opts.collective of several ranks (one GPU per rank there). */
+KC_API kc_status kc_model_set_gpus(kc_model *m, const int *ids, int n);
 
 /* Seed for weight initialisation, dropout and shuffling (default 0 -> fixed seed 1337). */
 KC_API kc_status kc_model_set_seed(kc_model *m, uint64_t seed);

@@ -59,6 +59,8 @@ static kc_status device_coll_start(kc_model *m, const kc_collective *c) {
     kc_backend *be = m->be;
     m->dist_device = false;
     if (!be->coll_unique_id || !be->coll_init || !be->coll_allreduce_sum || !be->coll_join) return KC_STATUS_OK;
+    if (m->dist_device_ranks == c->size) /* a later fit of the same ranks: the communicator is there */
+        return m->dist_device = true, KC_STATUS_OK;
     dev_id me = {0};
     kc_status s = be->coll_unique_id(be, c->rank == 0 ? me.id : NULL, sizeof me.id);
     me.ok = s == KC_STATUS_OK;
@@ -76,6 +78,7 @@ static kc_status device_coll_start(kc_model *m, const kc_collective *c) {
     else if (s == KC_STATUS_OK && (s = be->coll_init(be, all[0].id, sizeof all[0].id, c->size, c->rank)) ==
                                       KC_STATUS_OK) {
         m->dist_device = true;
+        m->dist_device_ranks = c->size;
         if (c->rank == 0 && be->coll_describe)
             kc__log_always(KC_LOG_INFO, "the gradients are summed on the devices: %s", be->coll_describe(be));
     } else if (s != KC_STATUS_OK && bad < 0)

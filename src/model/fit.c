@@ -19,6 +19,7 @@
 #include "dist.h"
 #include "feed.h"
 #include "fit_hooks.h"
+#include "replicas.h"
 
 struct kc_history {
     char device[64];          /* kc_model_device when fit ran */
@@ -594,6 +595,12 @@ static kc_status run_epoch(fit_run *r, int epoch) {
 }
 
 kc_status kc__fit_run(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, const kc__fit_hooks *hooks,
+                      kc_history **out) {
+    if (m && m->n_replicas > 1) return kc__fit_replicas(m, train, opts, hooks, out); /* several devices */
+    return kc__fit_one(m, train, opts, hooks, out);
+}
+
+kc_status kc__fit_one(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, const kc__fit_hooks *hooks,
                       kc_history **out) {
     KC_TRY(check_ready(m, "fit"));
     if (!train) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: training dataset is NULL");

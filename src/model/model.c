@@ -8,6 +8,7 @@
 #include "device.h"
 #include "dist.h"
 #include "model.h"
+#include "replicas.h"
 
 #define KC_DEFAULT_SEED 1337u
 
@@ -64,6 +65,7 @@ void kc_model_destroy(kc_model *m) {
     free(m->dist_host);
     kc__dist_ov_free(m->dist_ov);
     free(m->host_scratch.p);
+    kc__replicas_free(m);
     free(m);
 }
 

@@ -106,8 +106,14 @@ struct kc_model {
     bool dist_active;        /* inside a step whose backward starts the buckets' all-reduce */
     int64_t dist_bucket_bytes; /* kc_fit_opts.bucket_bytes of the run */
     bool dist_device;        /* the gradients are summed by the backend's collective (NCCL) */
+    int dist_device_ranks;   /* the ranks of the backend's communicator, once made (0: none) */
     const kc_collective *sync_bn; /* data-parallel with sync_batchnorm: BatchNormalization's statistics */
     kc__host_scratch host_scratch; /* the layers' host scratch (kc_fwd.scratch), freed with the model */
+    /* issue 13, several devices in one process (replicas.c): replica i of the model trains on
+     * replica_dev[i] (replica 0: this model); the other replicas, made by the first fit */
+    char (*replica_dev)[24];
+    int n_replicas;
+    struct kc__replicas *replicas;
     const float *batch_targets; /* targets of the rows being computed, (batch, target width),
                                    device memory of the input feed (feed.h) */
 

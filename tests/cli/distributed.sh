@@ -7,7 +7,7 @@
 #     rank 1 given other initial weights ends as rank 0's (the broadcast);
 #     also a 2-rank run checkpointed after epoch 1 and resumed in 1 process matches;
 #  2. refusal: ranks given different model files stop at start naming rank 1; a batch
-#     size that does not split over the ranks is refused; --gpus says to use mpirun;
+#     size that does not split over the ranks is refused; --gpus under mpirun is refused;
 # (the failures: distributed_failure.sh; buckets, --deterministic, resuming with another
 # number of ranks: distributed_overlap.sh; --sync-batchnorm: distributed_bn.sh)
 # Skipped (77) when mpirun is absent or kerac was built without MPI; needs python3 + numpy.
@@ -56,8 +56,10 @@ grep -q "rank 1's model differs from rank 0's" "$T/diff.out" || fail "refusal do
 timeout 120 "${MPI[@]}" -np 2 "$K" train "$T/m.json" "${COMMON[@]}" --batch-size 33 >"$T/odd.out" 2>&1 &&
     fail "batch 33 over 2 ranks was not refused"
 grep -q "must split evenly over the 2 ranks" "$T/odd.out" || fail "odd batch message: $(cat "$T/odd.out")"
-# --gpus (one process, several GPUs) is not built: refused with the mpirun form to use
-"$K" train "$T/m.json" "${COMMON[@]}" --gpus 0,1 >"$T/gpus.out" 2>&1 && fail "--gpus was not refused"
-grep -q "mpirun -np N kerac train ... --device cuda" "$T/gpus.out" || fail "--gpus message: $(cat "$T/gpus.out")"
+# --gpus (several GPUs in one process) under mpirun ranks: refused on every rank, with the
+# form to use (the other --gpus checks: train_gpus.sh)
+timeout 120 "${MPI[@]}" -np 2 "$K" train "$T/m.json" "${COMMON[@]}" --gpus 0,1 >"$T/gpus.out" 2>&1 &&
+    fail "--gpus under mpirun was not refused"
+grep -q "the two together are not supported" "$T/gpus.out" || fail "--gpus message: $(cat "$T/gpus.out")"
 
 echo "OK"

@@ -324,6 +324,7 @@ typedef struct cli_dist {
     bool sync_batchnorm; /* --sync-batchnorm */
     double bucket_mb;    /* --bucket-size (MiB; 0: the library's default) */
     double timeout;      /* --collective-timeout seconds (default 300) */
+    const char *gpus;    /* --gpus LIST|all: several GPUs in this one process (kc_model_set_gpus) */
     kc_collective coll;
     char err[512];
     /* the requests of the non-blocking sums (MPI_Request, opaque here), their buffers */
@@ -335,11 +336,14 @@ typedef struct cli_dist {
     struct cli_watch *watch;
 } cli_dist;
 #define CLI_DIST_USAGE \
-    "  --drop-remainder        under mpirun/srun: drop the examples that do not split evenly\n" \
-    "                          over the ranks (default: pad with the epoch order's start)\n" \
-    "  --sync-batchnorm        under mpirun/srun: BatchNormalization statistics over all\n" \
-    "                          ranks' batches (default: each rank's own, as Keras)\n" \
-    "  --bucket-size MIB       under mpirun/srun: gradient all-reduce bucket (default 4)\n" \
+    "  --drop-remainder        with several ranks or GPUs: drop the examples that do not split\n" \
+    "                          evenly over them (default: pad with the epoch order's start)\n" \
+    "  --sync-batchnorm        with several ranks or GPUs: BatchNormalization statistics over\n" \
+    "                          all their batches (default: each one's own, as Keras)\n" \
+    "  --gpus LIST|all         several GPUs in this one process (0,1,... or all): one replica\n" \
+    "                          per GPU, --batch-size split across them, gradients summed by\n" \
+    "                          NCCL; not with mpirun/srun ranks (there: one GPU per rank)\n" \
+    "  --bucket-size MIB       with several ranks or GPUs: gradient all-reduce bucket (default 4)\n" \
     "  --collective-timeout S  under mpirun/srun: stop when another rank does not answer\n" \
     "                          within S seconds (default 300), naming it\n" \
     "                          (--deterministic under mpirun/srun also sums the ranks'\n" \
@@ -352,6 +356,9 @@ int cli_dist_start(cli_dist *d);
 /* The default number of threads per rank; the collective for kc_fit (NULL: one process). */
 int cli_dist_threads(const cli_dist *d);
 const kc_collective *cli_dist_collective(const cli_dist *d);
+/* --gpus: its list into ids (n of them; 0: all), and the device the model is built on
+ * (cuda:<first>, in buf); 0 or an exit code (a bad list, --device cpu, mpirun ranks). */
+int cli_dist_gpus(const cli_dist *d, const char *device, int *ids, int max, int *n, char *buf, size_t bn);
 /* GPU ranks: device "cuda" ("gpu") or "auto" becomes cuda:<local rank mod the GPUs NVML sees>
  * (the local rank from OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...); else device. */
 const char *cli_dist_device(const cli_dist *d, const char *device, char *buf, size_t n);

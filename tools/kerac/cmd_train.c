@@ -358,7 +358,9 @@ typedef struct train_run {
     cli_output mode;
     double split;                              /* validation split */
     bool rank0;                                /* data-parallel: rank 0 alone writes and prints */
-    char rank_device[16];                      /* data-parallel: this rank's GPU (cuda:<local rank>) */
+    char rank_device[16];                      /* data-parallel: this rank's GPU (cuda:<local rank>), or
+                                                  --gpus's first */
+    int gpu_ids[64], n_gpus;                   /* --gpus (n_gpus 0: all) */
     cli_observe obs;
 } train_run;
 
@@ -452,7 +454,14 @@ static int open_model(train_run *r) {
     train_args *t = r->t;
     int rc = cli_device_resolve(&t->dev, &r->dev);
     if (rc) return rc;
-    r->dev.device = cli_dist_device(&t->dist, r->dev.device, r->rank_device, sizeof r->rank_device);
+    if (t->dist.gpus) { /* several GPUs in this process: the model is replica 0, on the first */
+        if ((rc = cli_dist_gpus(&t->dist, r->dev.device, r->gpu_ids, 64, &r->n_gpus, r->rank_device,
+                                sizeof r->rank_device)))
+            return rc;
+        r->dev.device = r->rank_device;
+    } else {
+        r->dev.device = cli_dist_device(&t->dist, r->dev.device, r->rank_device, sizeof r->rank_device);
+    }
     t->dist.deterministic = r->dev.deterministic == KC_TRUE; /* the ranks' sums too */
     if (t->has_memory_limit) r->dev.memory_limit = t->memory_limit;
     r->model_file = t->init_from ? t->init_from : t->model_path;
@@ -470,6 +479,9 @@ static int open_model(train_run *r) {
     if ((s = kc_model_build(r->m))) return cli_fail(s, CLI_PHASE_LOAD);
     if (t->head && (rc = cli_model_add_head(&r->m, t->head, &r->dev))) return rc;
     if ((rc = set_trainable(r))) return rc;
+    if (t->dist.gpus && (s = kc_model_set_gpus(r->m, r->n_gpus ? r->gpu_ids : NULL, r->n_gpus)))
+        return s == KC_STATUS_INVALID_ARGUMENT ? cli_usage_error("train", "--gpus %s: %s", t->dist.gpus, kc_last_error())
+                                               : cli_fail(s, CLI_PHASE_LOAD);
     if (cli_is_images_spec(t->data) && (rc = cli_images_fit_model(r->m, r->train, t->data))) return rc;
     if ((rc = cli_check_data_fits(r->m, r->train, t->data, t->loss))) return rc;
     if (r->test && (rc = cli_check_data_fits(r->m, r->test, r->test_spec, t->loss))) return rc;
@@ -542,7 +554,9 @@ static int print_header(train_run *r) {
     else snprintf(bs, sizeof bs, "%ld", t->batch_size);
     printf(", %ld epoch%s, batch size %s", t->epochs, t->epochs == 1 ? "" : "s", bs);
     if (t->grad_accum > 1) printf(" (%ld micro-batches)", t->grad_accum);
-    printf(", %s, on %s\n", t->optimizer, kc_model_device(r->m));
+    printf(", %s, on %s", t->optimizer, kc_model_device(r->m));
+    if (t->dist.gpus) printf(" and the other GPUs of --gpus %s (one replica each)", t->dist.gpus);
+    putchar('\n');
     if (t->resume)
         printf("resuming from '%s': %d of %ld epochs done, %lld steps into the next (%lld optimizer steps)\n",
                r->ckpt_file, r->info.epoch, t->epochs, (long long)r->info.step, (long long)r->info.iterations);

@@ -41,10 +41,7 @@ int cli_dist_option(cli_args *a, cli_dist *d) {
         if (!rc) *flag = true;
         return rc;
     }
-    if (cli_is(a, "--gpus")) /* MirroredStrategy's single-process form: not built yet */
-        return cli_usage_error(a->cmd, "'--gpus' (several GPUs in one process) is not supported yet; run one "
-                               "process per GPU instead, which does the same work: mpirun -np N kerac train ... "
-                               "--device cuda (each rank takes cuda:<its local rank>)");
+    if (cli_is(a, "--gpus")) return cli_value(a, &d->gpus);
     if (cli_is(a, "--bucket-size")) return cli_double_value(a, 0, 1 << 20, true, &d->bucket_mb);
     if (cli_is(a, "--collective-timeout")) return cli_double_value(a, 0, 1e7, true, &d->timeout);
     return -1;
@@ -279,6 +276,35 @@ const char *cli_dist_device(const cli_dist *d, const char *device, char *buf, si
         return device; /* no GPU that NVML sees: auto goes to the CPU, cuda fails with the reason */
     snprintf(buf, n, "cuda:%d", local % count);
     return buf;
+}
+
+int cli_dist_gpus(const cli_dist *d, const char *device, int *ids, int max, int *n, char *buf, size_t bn) {
+    *n = 0;
+    if (d->size > 1)
+        return cli_usage_error("train", "'--gpus' trains on several GPUs in one process, and this is rank %d of %d "
+                               "(mpirun, srun): the two together are not supported; under mpirun give each rank "
+                               "one GPU with --device cuda (each takes cuda:<its local rank>), or run one process "
+                               "with --gpus", d->rank, d->size);
+    if (device && strcmp(device, "cuda") && strcmp(device, "gpu") && strcmp(device, "auto"))
+        return cli_usage_error("train", "'--gpus' trains on GPUs but the device is '%s'; leave --device out (or "
+                               "give cuda) with --gpus", device);
+    if (strcmp(d->gpus, "all") != 0) {
+        char list[1024];
+        const char *items[64];
+        int k = cli_split_list(d->gpus, list, sizeof list, items, max < 64 ? max : 64);
+        for (int i = 0; i < k; i++) {
+            long v;
+            if (cli_parse_long(items[i], 0, 1 << 20, &v))
+                return cli_usage_error("train", "'--gpus %s': '%s' is not a GPU index (0, 1, ...)", d->gpus, items[i]);
+            ids[i] = (int)v;
+        }
+        if (k <= 0)
+            return cli_usage_error("train", "'--gpus' needs GPU indices separated by commas (0,1,...) or all, "
+                                   "got '%s'", d->gpus);
+        *n = k;
+    }
+    snprintf(buf, bn, "cuda:%d", *n ? ids[0] : 0);
+    return 0;
 }
 
 const kc_collective *cli_dist_collective(const cli_dist *d) { return d->size > 1 ? &d->coll : NULL; }
