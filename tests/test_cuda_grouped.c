@@ -58,8 +58,8 @@ typedef struct dev {
 } dev;
 
 static float *put(kc_backend *be, const float *h, int64_t n) {
-    float *d = NULL;
-    OK(be->alloc(be, (size_t)(n > 0 ? n : 1) * sizeof(float), (void **)&d));
+    void *d = NULL;
+    OK(be->alloc(be, (size_t)(n > 0 ? n : 1) * sizeof(float), &d));
     if (h) OK(be->to_device(be, d, h, (size_t)n * sizeof(float)));
     return d;
 }

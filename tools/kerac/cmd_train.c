@@ -555,7 +555,8 @@ static int print_header(train_run *r) {
     printf(", %ld epoch%s, batch size %s", t->epochs, t->epochs == 1 ? "" : "s", bs);
     if (t->grad_accum > 1) printf(" (%ld micro-batches)", t->grad_accum);
     printf(", %s, on %s", t->optimizer, kc_model_device(r->m));
-    if (t->dist.gpus) printf(" and the other GPUs of --gpus %s (one replica each)", t->dist.gpus);
+    if (t->dist.gpus && (strchr(t->dist.gpus, ',') || strcmp(t->dist.gpus, "all") == 0))
+        printf(" and the other GPUs of --gpus %s (one replica each)", t->dist.gpus);
     putchar('\n');
     if (t->resume)
         printf("resuming from '%s': %d of %ld epochs done, %lld steps into the next (%lld optimizer steps)\n",
