@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "backend/cpu/cpu.h"
 #include "core/core.h"
 #include "kerac.h"
 #include "layers/layer.h"
@@ -101,8 +102,7 @@ static void one_case(const char *what, kc_conv2d_desc d, bool bias) {
     free(ry), free(rdx), free(rdw), free(rdb);
 }
 
-static void test_against_reference(void **state) {
-    (void)state;
+static void cases(void) {
     one_case("3x3 valid", desc(2, 7, 6, 3, 1, 3, 3, 1, 1, 1, 1, false), true);
     one_case("3x3 same", desc(2, 6, 7, 5, 1, 3, 3, 1, 1, 1, 1, true), true);
     one_case("3x3 stride 2 same, even input (pad after)", desc(2, 8, 8, 4, 1, 3, 3, 2, 2, 1, 1, true), false);
@@ -122,6 +122,34 @@ static void test_against_reference(void **state) {
     one_case("MobileNetV2-like 16x16x72 stride 1", desc(4, 16, 16, 72, 1, 3, 3, 1, 1, 1, 1, true), false);
     one_case("MobileNetV2-like 17x17x40 stride 2 valid", desc(4, 17, 17, 40, 1, 3, 3, 2, 2, 1, 1, false), false);
     one_case("multiplier 2, 37 channels", desc(3, 12, 12, 37, 2, 3, 3, 1, 1, 1, 1, true), true);
+    /* the 3x3 fast path (cpu_depthwise3.c): whole vectors of channels (4, 8 or 16 floats) and a tail, every
+     * stride and padding MobileNetV2 uses, images smaller than the window, the fused ReLU */
+    one_case("fast 3x3 same, 32 channels", desc(2, 9, 8, 32, 1, 3, 3, 1, 1, 1, 1, true), true);
+    one_case("fast 3x3 same, 16 + 4 + 3 channels", desc(2, 7, 9, 23, 1, 3, 3, 1, 1, 1, 1, true), true);
+    one_case("fast 3x3 stride 2 valid, 48 channels", desc(2, 11, 10, 48, 1, 3, 3, 2, 2, 1, 1, false), true);
+    one_case("fast 3x3 stride 2 same, 16 channels", desc(3, 8, 7, 16, 1, 3, 3, 2, 2, 1, 1, true), true);
+    one_case("fast 3x3 stride (1, 2) same, 8 channels", desc(2, 6, 9, 8, 1, 3, 3, 1, 2, 1, 1, true), false);
+    one_case("fast 3x3 same on 2x1 images, 16 channels", desc(2, 2, 1, 16, 1, 3, 3, 1, 1, 1, 1, true), true);
+    one_case("fast 3x3 valid on 3x3 images, 64 channels", desc(5, 3, 3, 64, 1, 3, 3, 1, 1, 1, 1, false), true);
+    kc_conv2d_desc fr = desc(2, 10, 10, 32, 1, 3, 3, 1, 1, 1, 1, true);
+    fr.relu = 1;
+    one_case("fast 3x3 fused relu", fr, true);
+    one_case("fast 3x3 on all threads, 24x24x96", desc(4, 24, 24, 96, 1, 3, 3, 1, 1, 1, 1, true), true);
+}
+
+/* every kernel set this processor runs (KERAC_CPU_ISA's choices), each against the reference */
+static void test_against_reference(void **state) {
+    (void)state;
+    kc_backend *keep = B;
+    for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++) {
+        kc_device_opts o = {.cpu_isa = isa};
+        assert_int_equal(kc_backend_cpu_create_ex(&o, &B), KC_STATUS_OK);
+        assert_string_equal(kc_backend_cpu_isa(B), kc__cpu_isa_label(isa));
+        cases();
+        print_message("    %s kernels: every case matches the reference\n", kc__cpu_isa_label(isa));
+        kc_backend_destroy(B);
+    }
+    B = keep;
 }
 
 static void test_errors(void **state) {

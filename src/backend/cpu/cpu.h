@@ -138,6 +138,18 @@ kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *
 kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                             float *dw, float *db);
 
+/* ---- cpu_depthwise3.c: the 3x3, multiplier-1, undilated fast path of the three above */
+/* How many channels (from 0) the fast path takes: whole vectors of kc__cpu_dw3_width() floats; 0 when
+ * it does not apply (backward_data: stride 1 only). */
+int kc__cpu_dw3_channels(const kc_conv2d_desc *d, int backward_data);
+int kc__cpu_dw3_width(void);
+void kc__cpu_dw3_forward_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *yr,
+                             int n, int oy, int cv);
+void kc__cpu_dw3_backward_data_row(const kc_conv2d_desc *d, const float *dy, const float *w, float *dxr, int n,
+                                   int iy, int cv);
+/* dw[., ., k .. k + width) and db[k .. k + width) (db may be NULL) */
+void kc__cpu_dw3_filter_chunk(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw, float *db, int k);
+
 /* ---- cpu_bcast.c */
 kc_status kc__cpu_binary_forward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
                                  const float *b, float *y);

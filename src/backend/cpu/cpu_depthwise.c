@@ -45,27 +45,28 @@ static inline void tap_fma(float *restrict acc, const float *restrict xp, const 
         for (int j = 0; j < m; j++, k++) acc[k] += xp[c] * wp[k];
 }
 
+/* y row (n, oy), channels [k0, f) (k0 > 0 only with multiplier 1: the fast path did the others) */
 static void dw_forward_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *yr,
-                           int n, int oy) {
+                           int n, int oy, int k0) {
     const int f = d->f, m = d->f / d->c;
     int r0, r1;
     kc__cpu_tap_range(oy, d->sh, d->pad_top, d->dh, d->kh, d->h, &r0, &r1);
     const float *xi = x + (size_t)n * d->h * d->w * d->c;
     for (int ox = 0; ox < d->ow; ox++) {
-        float *acc = yr + (size_t)ox * f;
-        if (b) memcpy(acc, b, (size_t)f * sizeof(float));
-        else memset(acc, 0, (size_t)f * sizeof(float));
+        float *acc = yr + (size_t)ox * f + k0;
+        if (b) memcpy(acc, b + k0, (size_t)(f - k0) * sizeof(float));
+        else memset(acc, 0, (size_t)(f - k0) * sizeof(float));
         int s0, s1;
         kc__cpu_tap_range(ox, d->sw, d->pad_left, d->dw, d->kw, d->w, &s0, &s1);
         for (int r = r0; r < r1; r++) {
             const float *xrow = xi + (size_t)(oy * d->sh - d->pad_top + r * d->dh) * d->w * d->c;
             for (int s = s0; s < s1; s++) {
                 const float *xp = xrow + (size_t)(ox * d->sw - d->pad_left + s * d->dw) * d->c;
-                tap_fma(acc, xp, w + ((size_t)r * d->kw + s) * f, f, m);
+                tap_fma(acc, xp + k0, w + ((size_t)r * d->kw + s) * f + k0, f - k0, m);
             }
         }
         if (d->relu)
-            for (int k = 0; k < f; k++) acc[k] = acc[k] > 0.0f ? acc[k] : 0.0f;
+            for (int k = 0; k < f - k0; k++) acc[k] = acc[k] > 0.0f ? acc[k] : 0.0f;
     }
 }
 
@@ -76,17 +77,23 @@ kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, con
     if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu depthwise_forward: NULL x, kernel or y");
     const int64_t rows = (int64_t)d->n * d->oh;
     const size_t row = (size_t)d->ow * d->f;
+    const int cv = kc__cpu_dw3_channels(d, 0);
 #pragma omp parallel for schedule(static) if (kc__cpu_par(rows * (int64_t)row * d->kh * d->kw))
-    for (int64_t i = 0; i < rows; i++) dw_forward_row(d, x, w, b, y + (size_t)i * row, (int)(i / d->oh), (int)(i % d->oh));
+    for (int64_t i = 0; i < rows; i++) {
+        const int n = (int)(i / d->oh), oy = (int)(i % d->oh);
+        if (cv > 0) kc__cpu_dw3_forward_row(d, x, w, b, y + (size_t)i * row, n, oy, cv);
+        if (cv < d->f) dw_forward_row(d, x, w, b, y + (size_t)i * row, n, oy, cv);
+    }
     return KC_STATUS_OK;
 }
 
-/* The output positions o (and kernel taps t) with o * stride - pad + t * dil == i. */
+/* The output positions o (and kernel taps t) with o * stride - pad + t * dil == i; channels [k0, c) (k0 > 0
+ * only with multiplier 1). */
 static void dw_backward_data_row(const kc_conv2d_desc *d, const float *dy, const float *w, float *dxr, int n,
-                                 int iy) {
+                                 int iy, int k0) {
     const int c = d->c, f = d->f, m = d->f / d->c;
     const float *dyi = dy + (size_t)n * d->oh * d->ow * f;
-    memset(dxr, 0, (size_t)d->w * c * sizeof(float));
+    for (int ix = 0; ix < d->w; ix++) memset(dxr + (size_t)ix * c + k0, 0, (size_t)(c - k0) * sizeof(float));
     for (int r = 0; r < d->kh; r++) {
         int t = iy + d->pad_top - r * d->dh;
         if (t < 0 || t % d->sh) continue;
@@ -102,7 +109,7 @@ static void dw_backward_data_row(const kc_conv2d_desc *d, const float *dy, const
                 if (ox >= d->ow) continue;
                 const float *g = dyrow + (size_t)ox * f, *wp = w + ((size_t)r * d->kw + s) * f;
                 if (m == 1) {
-                    for (int k = 0; k < f; k++) acc[k] += g[k] * wp[k];
+                    for (int k = k0; k < f; k++) acc[k] += g[k] * wp[k];
                 } else {
                     for (int ch = 0, k = 0; ch < c; ch++) {
                         float sum = 0.0f;
@@ -123,9 +130,13 @@ kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu depthwise_backward_data: NULL dy, kernel or dx");
     const int64_t rows = (int64_t)d->n * d->h;
     const size_t row = (size_t)d->w * d->c;
+    const int cv = kc__cpu_dw3_channels(d, 1);
 #pragma omp parallel for schedule(static) if (kc__cpu_par(rows * (int64_t)d->w * d->f * d->kh * d->kw))
-    for (int64_t i = 0; i < rows; i++)
-        dw_backward_data_row(d, dy, w, dx + (size_t)i * row, (int)(i / d->h), (int)(i % d->h));
+    for (int64_t i = 0; i < rows; i++) {
+        const int n = (int)(i / d->h), iy = (int)(i % d->h);
+        if (cv > 0) kc__cpu_dw3_backward_data_row(d, dy, w, dx + (size_t)i * row, n, iy, cv);
+        if (cv < d->c) dw_backward_data_row(d, dy, w, dx + (size_t)i * row, n, iy, cv);
+    }
     return KC_STATUS_OK;
 }
 
@@ -182,10 +193,19 @@ kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc
     if (taps > DW_TILE)
         return kc__fail(KC_STATUS_UNSUPPORTED, "cpu depthwise_backward_filter: a %dx%d kernel has more than %d taps",
                         d->kh, d->kw, DW_TILE);
+    /* the fast path's vectors of channels [0, cv), then the general kernel's blocks of the rest */
+    const int cv = kc__cpu_dw3_channels(d, 0), vw = kc__cpu_dw3_width();
     const int bs = KC_MAX(1, KC_MIN(DW_BLOCK, DW_TILE / taps));
-    const int blocks = (d->f + bs - 1) / bs;
+    const int fast = cv / vw, blocks = fast + (d->f - cv + bs - 1) / bs;
     const int64_t work = (int64_t)d->n * d->oh * d->ow * d->f * taps;
 #pragma omp parallel for schedule(static) if (kc__cpu_par(work) && blocks > 1)
-    for (int bi = 0; bi < blocks; bi++) dw_filter_block(d, x, dy, dw, db, bi * bs, KC_MIN(bs, d->f - bi * bs));
+    for (int bi = 0; bi < blocks; bi++) {
+        if (bi < fast) {
+            kc__cpu_dw3_filter_chunk(d, x, dy, dw, db, bi * vw);
+        } else {
+            const int k0 = cv + (bi - fast) * bs;
+            dw_filter_block(d, x, dy, dw, db, k0, KC_MIN(bs, d->f - k0));
+        }
+    }
     return KC_STATUS_OK;
 }

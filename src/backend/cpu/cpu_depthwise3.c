@@ -1,0 +1,152 @@
+/* cpu_depthwise3.c — the fast path of depthwise convolution: 3x3 kernels, depth multiplier
+ * 1, no dilation (MobileNet's, EfficientNet's 3x3 stages), any strides and padding.
+ *
+ * cpu_depthwise.c calls these for the channels [0, cv) that fill whole vectors of DW_VW
+ * floats (kc__cpu_dw3_channels) and runs its general kernels on the rest. Each works on one
+ * vector of channels at a time and keeps what it reuses in registers: the nine weight
+ * vectors in forward and backward_data, the nine per-tap gradient sums of a whole image in
+ * backward_filter (the general kernel keeps them in memory and loads and stores them for
+ * every multiply-add). Interior pixels read their nine taps unchecked; pixels whose window
+ * crosses the padding read zeros for the missing taps (dw_tap).
+ *
+ *   forward_row        y row (n, oy) = bias + sum over taps of x * w
+ *   backward_data_row  stride 1 only: dx row (n, iy) is the same sum over dy with the
+ *                      kernel turned by 180 degrees, as a forward pass over dy
+ *   filter_chunk       dw[., ., k .. k + DW_VW), db: per image in float, across images in
+ *                      double, as the general kernel */
+#include <string.h>
+
+#include "cpu.h"
+
+#if defined(__AVX512F__)
+#define DW_VW 16
+#elif defined(__AVX__)
+#define DW_VW 8
+#else
+#define DW_VW 4
+#endif
+
+typedef float dw_vf __attribute__((vector_size(DW_VW * sizeof(float))));
+typedef int32_t dw_vi __attribute__((vector_size(DW_VW * sizeof(float))));
+
+static const float dw_zero[DW_VW]; /* the taps in the padding */
+
+static inline dw_vf dw_ld(const float *p) {
+    dw_vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void dw_st(float *p, dw_vf v) { memcpy(p, &v, sizeof v); }
+
+/* max(v, 0) as act_forward's ReLU (v > 0 ? v : 0) */
+static inline dw_vf dw_relu(dw_vf v) { return (dw_vf)((dw_vi)v & (dw_vi)(v > (dw_vf){0})); }
+
+int kc__cpu_dw3_channels(const kc_conv2d_desc *d, int backward_data) {
+    if (d->kh != 3 || d->kw != 3 || d->dh != 1 || d->dw != 1 || d->f != d->c) return 0;
+    if (backward_data && (d->sh != 1 || d->sw != 1)) return 0;
+    return d->c - d->c % DW_VW;
+}
+
+/* The three rows of a window whose top input row is iy0 (NULL: in the padding); whether all are real. */
+static int dw_rows(const float *plane, int ph, int pw, int c, int iy0, const float *row[3]) {
+    int full = 1;
+    for (int r = 0; r < 3; r++) {
+        const int iy = iy0 + r;
+        row[r] = iy >= 0 && iy < ph ? plane + (size_t)iy * pw * c : NULL;
+        full &= row[r] != NULL;
+    }
+    return full;
+}
+
+/* Channel k of pixel ix of a row, or zeros outside the plane. */
+static inline const float *dw_tap(const float *row, int ix, int pw, int c, int k) {
+    return row && ix >= 0 && ix < pw ? row + (size_t)ix * c + k : dw_zero;
+}
+
+/* out[ox] (ox < ow, channels [0, cv)) = bias + sum_{r,s} plane[iy0 + r][ox * sx - px + s] * tap(r, s), where
+ * tap(r, s) = w[r][s] or, flipped, w[2 - r][2 - s]; plane is ph x pw pixels of c channels. */
+static void dw3_row(const float *plane, int ph, int pw, int c, int iy0, int sx, int px, const float *w, int flip,
+                    const float *b, int relu, float *out, int ow, int cv) {
+    const float *row[3];
+    const int full = dw_rows(plane, ph, pw, c, iy0, row);
+    for (int k = 0; k < cv; k += DW_VW) {
+        dw_vf wv[9];
+        for (int t = 0; t < 9; t++) wv[t] = dw_ld(w + (size_t)(flip ? 8 - t : t) * c + k);
+        const dw_vf bv = b ? dw_ld(b + k) : (dw_vf){0};
+        for (int ox = 0; ox < ow; ox++) {
+            const int ix0 = ox * sx - px;
+            dw_vf acc = bv;
+            if (full && ix0 >= 0 && ix0 + 2 < pw) {
+                for (int r = 0; r < 3; r++) {
+                    const float *p = row[r] + (size_t)ix0 * c + k;
+                    acc += dw_ld(p) * wv[3 * r] + dw_ld(p + c) * wv[3 * r + 1] + dw_ld(p + 2 * c) * wv[3 * r + 2];
+                }
+            } else {
+                for (int r = 0; r < 3; r++)
+                    for (int s = 0; s < 3; s++) acc += dw_ld(dw_tap(row[r], ix0 + s, pw, c, k)) * wv[3 * r + s];
+            }
+            dw_st(out + (size_t)ox * c + k, relu ? dw_relu(acc) : acc);
+        }
+    }
+}
+
+void kc__cpu_dw3_forward_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *yr,
+                             int n, int oy, int cv) {
+    const float *xi = x + (size_t)n * d->h * d->w * d->c;
+    dw3_row(xi, d->h, d->w, d->c, oy * d->sh - d->pad_top, d->sw, d->pad_left, w, 0, b, d->relu, yr, d->ow, cv);
+}
+
+/* stride 1: dy[oy][ox] reaches dx[iy][ix] through tap (r, s) when oy = iy + pad_top - r, ox = ix + pad_left - s:
+ * with r' = 2 - r, s' = 2 - s that is a forward window starting at dy row iy + pad_top - 2, column
+ * ix + pad_left - 2. */
+void kc__cpu_dw3_backward_data_row(const kc_conv2d_desc *d, const float *dy, const float *w, float *dxr, int n,
+                                   int iy, int cv) {
+    const float *dyi = dy + (size_t)n * d->oh * d->ow * d->f;
+    dw3_row(dyi, d->oh, d->ow, d->f, iy + d->pad_top - 2, 1, 2 - d->pad_left, w, 1, NULL, 0, dxr, d->w, cv);
+}
+
+/* One image's nine per-tap sums x * dy and the sum of dy, for channels [k, k + DW_VW). */
+static void dw3_filter_image(const kc_conv2d_desc *d, const float *xi, const float *dyi, int k, dw_vf a[10]) {
+    const int c = d->c, pw = d->w;
+    for (int t = 0; t < 10; t++) a[t] = (dw_vf){0};
+    for (int oy = 0; oy < d->oh; oy++) {
+        const float *row[3];
+        const int full = dw_rows(xi, d->h, pw, c, oy * d->sh - d->pad_top, row);
+        const float *grow = dyi + (size_t)oy * d->ow * c + k;
+        for (int ox = 0; ox < d->ow; ox++) {
+            const dw_vf g = dw_ld(grow + (size_t)ox * c);
+            const int ix0 = ox * d->sw - d->pad_left;
+            a[9] += g;
+            if (full && ix0 >= 0 && ix0 + 2 < pw) {
+                for (int r = 0; r < 3; r++) {
+                    const float *p = row[r] + (size_t)ix0 * c + k;
+                    a[3 * r] += dw_ld(p) * g;
+                    a[3 * r + 1] += dw_ld(p + c) * g;
+                    a[3 * r + 2] += dw_ld(p + 2 * c) * g;
+                }
+            } else {
+                for (int r = 0; r < 3; r++)
+                    for (int s = 0; s < 3; s++) a[3 * r + s] += dw_ld(dw_tap(row[r], ix0 + s, pw, c, k)) * g;
+            }
+        }
+    }
+}
+
+void kc__cpu_dw3_filter_chunk(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw, float *db, int k) {
+    const int c = d->c;
+    double tot[10][DW_VW];
+    memset(tot, 0, sizeof tot);
+    for (int n = 0; n < d->n; n++) {
+        dw_vf a[10];
+        dw3_filter_image(d, x + (size_t)n * d->h * d->w * c, dy + (size_t)n * d->oh * d->ow * c, k, a);
+        for (int t = 0; t < 10; t++)
+            for (int j = 0; j < DW_VW; j++) tot[t][j] += a[t][j];
+    }
+    for (int t = 0; t < 9; t++)
+        for (int j = 0; j < DW_VW; j++) dw[(size_t)t * c + k + j] = (float)tot[t][j];
+    if (db)
+        for (int j = 0; j < DW_VW; j++) db[k + j] = (float)tot[9][j];
+}
+
+int kc__cpu_dw3_width(void) { return DW_VW; }
