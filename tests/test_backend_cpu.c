@@ -477,13 +477,14 @@ static void test_global_avg_pool(void **state) {
 
 /* ================================================================ batch norm */
 
-static void run_bn_case(int64_t rows, int c, int affine) {
+static void run_bn_case(int64_t rows, int c, int affine, float offset) {
     size_t nx = (size_t)rows * c;
     float *x = falloc(nx), *y = falloc(nx), *dy = falloc(nx), *dx = falloc(nx);
     float *gamma = falloc(c), *beta = falloc(c), *mm = falloc(c), *mv = falloc(c), *smean = falloc(c),
           *sinv = falloc(c), *dg = falloc(c), *dbt = falloc(c);
     fill(x, nx, 1, 3); /* nonzero mean */
     for (size_t i = 0; i < nx; i += 7) x[i] *= 2.5f;
+    for (size_t i = 0; i < nx; i++) x[i] += offset;
     fill(dy, nx, -1, 1), fill(gamma, c, 0.5, 1.5), fill(beta, c, -1, 1), fill(mm, c, -0.5, 0.5), fill(mv, c, 0.5, 2);
     const float momentum = 0.99f, eps = 1e-3f;
     const float *g = affine ? gamma : NULL, *bt = affine ? beta : NULL;
@@ -545,10 +546,13 @@ static void run_bn_case(int64_t rows, int c, int affine) {
 static void test_batchnorm(void **state) {
     (void)state;
     rseed(6);
-    run_bn_case(10, 3, 1);
-    run_bn_case(37, 5, 0);
-    run_bn_case(600, 70, 1); /* > 64 channels (two blocks), parallel path */
-    run_bn_case(2000, 16, 0);
+    run_bn_case(10, 3, 1, 0.0f);
+    run_bn_case(37, 5, 0, 0.0f);
+    run_bn_case(600, 70, 1, 0.0f); /* > 64 channels, parallel path */
+    run_bn_case(2000, 16, 0, 0.0f);
+    run_bn_case(3000, 96, 1, 0.0f); /* MobileNetV2's widths: one pass, several row blocks per thread */
+    run_bn_case(50, 2049, 1, 0.0f); /* wider than one pass: blocks of 64 channels */
+    run_bn_case(1000, 40, 1, 100.0f); /* a mean 50x the spread: the sums must not lose the variance */
     float buf[4] = {0};
     assert_int_equal(g_be->batchnorm_forward_train(g_be, buf, buf, 0, 2, NULL, NULL, NULL, NULL, 0.9f, 1e-3f, buf, buf),
                      KC_STATUS_INVALID_ARGUMENT);

@@ -1,13 +1,18 @@
 /* cpu_norm.c — batch normalization over (rows, c): rows = N*H*W (or N for Dense
  * outputs), statistics per channel (the last axis).
  *
- * Training uses the batch mean and the biased batch variance (sums in double), saves
+ * Training uses the batch mean and the biased batch variance (sums in double, of float
+ * partial sums over blocks of BN_ROW_BLOCK rows), saves
  * mean and inv_std = 1/sqrt(var + eps) for backward and updates the moving statistics
  * as Keras 3: moving = moving * momentum + batch * (1 - momentum).
  * gamma NULL means 1 (scale=False), beta NULL means 0 (center=False).
- * Channels are processed in blocks of KC_CPU_RED_COLS so per-channel coefficients live
- * on the stack; rows run in parallel. */
+ * Up to BN_ONE_PASS channels are processed together (one walk over the rows for the sums,
+ * one for the normalisation), wider inputs in blocks of KC_CPU_RED_COLS; the per-channel
+ * coefficients live on the stack; rows run in parallel. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu.h"
 
@@ -18,6 +23,60 @@ static kc_status bn_check(const char *what, const float *x, const float *y, int6
     if (!x || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: NULL input or output", what);
     return KC_STATUS_OK;
 }
+
+/* One pass over all channels when there are at most BN_ONE_PASS of them (ResNet50's 2048): the sums of
+ * every channel from one walk over the rows, and the normalisation in one more; wider inputs go in blocks
+ * of KC_CPU_RED_COLS channels, one walk over the rows per block (the coefficients on the stack). */
+#define BN_ONE_PASS 2048
+/* Rows summed in float before each addition into the double totals. */
+#define BN_ROW_BLOCK 32
+
+/* With p[j] a centre per channel: out1[j] = sum_r (a[r, j] - p[j]), out2[j] = sum_r (a - p)^2 (dy == NULL;
+ * forward, p = the first row, so that the float partial sums do not lose the variance to a large mean)
+ * or out1 = sum_r dy[r, j], out2 = sum_r dy * (a - p) (backward, p = the mean); c <= BN_ONE_PASS. Each thread sums its rows (in float over blocks of
+ * BN_ROW_BLOCK rows, then in double), and the threads' sums are added in thread order (reproducible for
+ * a fixed thread count). */
+static void bn_sums(const float *a, const float *dy, const float *p, int64_t rows, int c, double *out1,
+                    double *out2) {
+    for (int j = 0; j < c; j++) out1[j] = out2[j] = 0.0;
+#pragma omp parallel if (kc__cpu_par(rows * c))
+    {
+        int t = 0, tn = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        tn = omp_get_num_threads();
+#endif
+        double d1[BN_ONE_PASS], d2[BN_ONE_PASS];
+        float f1[BN_ONE_PASS], f2[BN_ONE_PASS];
+        for (int j = 0; j < c; j++) d1[j] = d2[j] = 0.0;
+        const int64_t r1 = rows * (t + 1) / tn;
+        for (int64_t r0 = rows * t / tn; r0 < r1; r0 += BN_ROW_BLOCK) {
+            const int64_t re = KC_MIN(r1, r0 + BN_ROW_BLOCK);
+            for (int j = 0; j < c; j++) f1[j] = f2[j] = 0.0f;
+            for (int64_t r = r0; r < re; r++) {
+                const float *ar = a + r * c;
+                if (dy) {
+                    const float *gr = dy + r * c;
+                    for (int j = 0; j < c; j++) f1[j] += gr[j], f2[j] += gr[j] * (ar[j] - p[j]);
+                } else {
+                    for (int j = 0; j < c; j++) {
+                        const float v = ar[j] - p[j];
+                        f1[j] += v, f2[j] += v * v;
+                    }
+                }
+            }
+            for (int j = 0; j < c; j++) d1[j] += f1[j], d2[j] += f2[j];
+        }
+#pragma omp for ordered schedule(static, 1)
+        for (int i = 0; i < tn; i++) {
+#pragma omp ordered
+            for (int j = 0; j < c; j++) out1[j] += d1[j], out2[j] += d2[j];
+        }
+    }
+}
+
+/* Channels per walk over the rows: all of them, or blocks of KC_CPU_RED_COLS. */
+static int bn_block(int c) { return c <= BN_ONE_PASS ? c : KC_CPU_RED_COLS; }
 
 /* y[r, c0+j] = (x[r, c0+j] - sub[j]) * mul[j] + add[j] for j < cb. */
 static void bn_apply(const float *x, float *y, int64_t rows, int c, int c0, int cb, const float *sub,
@@ -40,15 +99,17 @@ kc_status kc__cpu_batchnorm_forward_train(kc_backend *be, const float *x, float 
     if (!(epsilon > 0.0f))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_forward_train: epsilon %g must be > 0",
                         (double)epsilon);
-    for (int c0 = 0; c0 < c; c0 += KC_CPU_RED_COLS) {
-        const int cb = KC_MIN(KC_CPU_RED_COLS, c - c0);
-        double s[KC_CPU_RED_COLS], sq[KC_CPU_RED_COLS];
-        kc__cpu_colsum(KC_CPU_COLSUM_SUM_SQ, x + c0, NULL, NULL, rows, cb, c, s, sq);
-        float mean[KC_CPU_RED_COLS], mul[KC_CPU_RED_COLS], add[KC_CPU_RED_COLS];
+    const int bw = bn_block(c);
+    for (int c0 = 0; c0 < c; c0 += bw) {
+        const int cb = KC_MIN(bw, c - c0);
+        double s[BN_ONE_PASS], sq[BN_ONE_PASS];
+        if (cb == c) bn_sums(x, NULL, x, rows, c, s, sq); /* centred on the first row */
+        else kc__cpu_colsum(KC_CPU_COLSUM_SUM_SQ, x + c0, NULL, NULL, rows, cb, c, s, sq);
+        float mean[BN_ONE_PASS], mul[BN_ONE_PASS], add[BN_ONE_PASS];
         for (int j = 0; j < cb; j++) {
             const int ch = c0 + j;
-            const double m = s[j] / (double)rows;
-            double var = sq[j] / (double)rows - m * m;
+            const double centre = cb == c ? x[ch] : 0.0, d = s[j] / (double)rows, m = centre + d;
+            double var = sq[j] / (double)rows - d * d;
             if (var < 0) var = 0;
             const float inv = (float)(1.0 / sqrt(var + (double)epsilon));
             mean[j] = (float)m;
@@ -70,9 +131,10 @@ kc_status kc__cpu_batchnorm_forward_infer(kc_backend *be, const float *x, float 
     KC_TRY(bn_check("batchnorm_forward_infer", x, y, rows, c));
     if (!moving_mean || !moving_var)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_forward_infer: NULL moving mean or variance");
-    for (int c0 = 0; c0 < c; c0 += KC_CPU_RED_COLS) {
-        const int cb = KC_MIN(KC_CPU_RED_COLS, c - c0);
-        float mul[KC_CPU_RED_COLS], add[KC_CPU_RED_COLS];
+    const int bw = bn_block(c);
+    for (int c0 = 0; c0 < c; c0 += bw) {
+        const int cb = KC_MIN(bw, c - c0);
+        float mul[BN_ONE_PASS], add[BN_ONE_PASS];
         for (int j = 0; j < cb; j++) {
             const int ch = c0 + j;
             const float inv = 1.0f / sqrtf(moving_var[ch] + epsilon);
@@ -91,13 +153,15 @@ kc_status kc__cpu_batchnorm_backward(kc_backend *be, const float *x, const float
     if (!dy || !save_mean || !save_inv_std)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_backward: NULL dy or saved statistics");
     const double inv_n = 1.0 / (double)rows;
-    for (int c0 = 0; c0 < c; c0 += KC_CPU_RED_COLS) {
-        const int cb = KC_MIN(KC_CPU_RED_COLS, c - c0);
-        double sdy[KC_CPU_RED_COLS], sdyxc[KC_CPU_RED_COLS]; /* sum dy, sum dy * (x - mean) */
-        kc__cpu_colsum(KC_CPU_COLSUM_DY_XC, x + c0, dy + c0, save_mean + c0, rows, cb, c, sdy, sdyxc);
+    const int bw = bn_block(c);
+    for (int c0 = 0; c0 < c; c0 += bw) {
+        const int cb = KC_MIN(bw, c - c0);
+        double sdy[BN_ONE_PASS], sdyxc[BN_ONE_PASS]; /* sum dy, sum dy * (x - mean) */
+        if (cb == c) bn_sums(x, dy, save_mean, rows, c, sdy, sdyxc);
+        else kc__cpu_colsum(KC_CPU_COLSUM_DY_XC, x + c0, dy + c0, save_mean + c0, rows, cb, c, sdy, sdyxc);
         /* dx = g*inv * (dy - mean(dy) - xhat * mean(dy * xhat)), xhat = (x - mean) * inv
          *    = k1 * dy + k2 * (x - mean) + k3 */
-        float k1[KC_CPU_RED_COLS], k2[KC_CPU_RED_COLS], k3[KC_CPU_RED_COLS];
+        float k1[BN_ONE_PASS], k2[BN_ONE_PASS], k3[BN_ONE_PASS];
         for (int j = 0; j < cb; j++) {
             const int ch = c0 + j;
             const double inv = save_inv_std[ch], g = gamma ? gamma[ch] : 1.0;
