@@ -1,0 +1,177 @@
+/* bench_finetune.c — kerac side of the fine-tuning benchmark (bench/finetune/run.sh).
+ *
+ *   bench_finetune MODEL.keras
+ *
+ * Loads a Keras model (MobileNetV2 or ResNet50 written by make_models.py), compiles it with
+ * Adam (learning rate 1e-4, epsilon 1e-7) and sparse categorical crossentropy, and trains
+ * it on random images in [-1, 1] with random labels (0..9), batch BENCH_BATCH (32), for
+ * BENCH_WARMUP (3) + BENCH_STEPS (10) steps in one kc_fit; a callback stamps the clock at
+ * the end of step WARMUP-1 and of the last step. Public API only.
+ *
+ * Prints one JSON line on stdout:
+ *   {"impl": "kerac", "model": ..., "train_images_per_second": ..., "cpu_seconds_per_step": ...}
+ * cpu_seconds_per_step is the process's CPU time (all threads) over the timed steps divided
+ * by the steps: the work itself, which a loaded machine does not inflate as much as the wall
+ * clock.
+ *
+ * BENCH_PROFILE=1: every layer timed (kc_model_set_profiling); the per-layer table
+ * (forward and backward ms per step) and the sums per layer class go to stderr.
+ * BENCH_THREADS (2) goes to kc_set_num_threads. Errors: stderr, exit status 1. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kerac.h"
+#include "kerac_backend.h"
+
+enum { CLASSES = 10, MAX_CLASSES_SEEN = 64 };
+
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int env_int(const char *name, int fallback) {
+    const char *v = getenv(name);
+    if (!v || !*v) return fallback;
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    if (*end != '\0' || x < -1000000 || x > 1000000) return -1000000;
+    return (int)x;
+}
+
+typedef struct timer {
+    int64_t warmup, last, seen;
+    double t_start, t_end, c_start, c_end, loss;
+} timer;
+
+static kc_callback_action on_train_begin(kc_model *m, void *user) {
+    (void)m;
+    timer *t = user;
+    if (t->warmup == 0) {
+        t->t_start = clock_s(CLOCK_MONOTONIC);
+        t->c_start = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    }
+    return KC_CONTINUE;
+}
+
+static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
+    (void)m;
+    timer *t = user;
+    double now = clock_s(CLOCK_MONOTONIC), cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    t->seen++;
+    if (logs->step == t->warmup - 1) t->t_start = now, t->c_start = cpu;
+    if (logs->step == t->last) t->t_end = now, t->c_end = cpu, t->loss = logs->loss;
+    return KC_CONTINUE;
+}
+
+static int fail(const char *what, kc_status s) {
+    fprintf(stderr, "bench_finetune: %s failed (%s): %s\n", what, kc_status_name(s), kc_last_error());
+    return 1;
+}
+
+/* Per-layer forward/backward ms per step, and the sums per layer class, to stderr. */
+static void print_profile(const kc_model *m, int64_t calls) {
+    const char *cls[MAX_CLASSES_SEEN];
+    double fw[MAX_CLASSES_SEEN] = {0}, bw[MAX_CLASSES_SEEN] = {0}, total = 0;
+    int ncls = 0;
+    fprintf(stderr, "%-32s %-22s %9s %9s\n", "layer", "class", "fwd ms", "bwd ms");
+    for (int i = 0; i < kc_model_num_layers(m); i++) {
+        kc_layer_timing lt;
+        if (kc_model_layer_timing(m, i, &lt) != KC_STATUS_OK) continue;
+        double f = 1e3 * lt.forward_seconds / (double)calls, b = 1e3 * lt.backward_seconds / (double)calls;
+        fprintf(stderr, "%-32s %-22s %9.3f %9.3f\n", lt.name, lt.class_name, f, b);
+        int k = 0;
+        while (k < ncls && strcmp(cls[k], lt.class_name) != 0) k++;
+        if (k == ncls && ncls < MAX_CLASSES_SEEN) cls[ncls++] = lt.class_name;
+        if (k < ncls) fw[k] += f, bw[k] += b;
+        total += f + b;
+    }
+    double loss_s = 0, opt_s = 0;
+    kc_model_step_overhead(m, &loss_s, &opt_s);
+    fprintf(stderr, "\nper class (ms per step)           fwd       bwd     share\n");
+    for (int k = 0; k < ncls; k++)
+        fprintf(stderr, "%-30s %9.2f %9.2f %8.1f%%\n", cls[k], fw[k], bw[k], 100.0 * (fw[k] + bw[k]) / total);
+    fprintf(stderr, "layers %.2f ms, loss %.2f ms, optimizer %.2f ms per step\n", total,
+            1e3 * loss_s / (double)calls, 1e3 * opt_s / (double)calls);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: bench_finetune MODEL.keras\n");
+        return 2;
+    }
+    int threads = env_int("BENCH_THREADS", 2), warmup = env_int("BENCH_WARMUP", 3);
+    int steps = env_int("BENCH_STEPS", 10), batch = env_int("BENCH_BATCH", 32);
+    int profile = env_int("BENCH_PROFILE", 0) == 1;
+    if (threads < 1 || warmup < 0 || steps < 1 || batch < 1) {
+        fprintf(stderr, "bench_finetune: need BENCH_THREADS >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, BENCH_BATCH >= 1\n");
+        return 2;
+    }
+    kc_set_num_threads(threads);
+    int rc = 1;
+    kc_status s;
+    kc_model *m = NULL;
+    kc_dataset *data = NULL;
+    kc_history *hist = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+
+    if ((s = kc_model_load(argv[1], &m)) != KC_STATUS_OK) { rc = fail(argv[1], s); goto done; }
+    s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-4, .epsilon = 1e-7),
+                                         .loss = "sparse_categorical_crossentropy"});
+    if (s != KC_STATUS_OK) { rc = fail("kc_compile", s); goto done; }
+    if (profile && (s = kc_model_set_profiling(m, 1)) != KC_STATUS_OK) { rc = fail("profiling", s); goto done; }
+
+    kc_shape in;
+    if ((s = kc_model_input_shape(m, &in)) != KC_STATUS_OK) { rc = fail("kc_model_input_shape", s); goto done; }
+    int64_t per = 1;
+    for (int i = 0; i < in.rank; i++) per *= in.dim[i];
+    const int64_t n = (int64_t)batch * (warmup + steps);
+    x = malloc((size_t)(n * per) * sizeof *x);
+    y = malloc((size_t)n * sizeof *y);
+    if (!x || !y) { fprintf(stderr, "bench_finetune: out of memory for %lld images\n", (long long)n); goto done; }
+    uint64_t r = 88172645463325252ull; /* xorshift: fixed data */
+    for (int64_t i = 0; i < n * per; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    for (int64_t i = 0; i < n; i++) y[i] = (int32_t)(i * 7 % CLASSES);
+    if ((s = kc_dataset_from_memory(x, y, n, in, CLASSES, &data)) != KC_STATUS_OK) { rc = fail("dataset", s); goto done; }
+
+    timer t = {.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1};
+    kc_callback cb = {.user = &t, .on_train_begin = on_train_begin, .on_batch_end = on_batch_end};
+    kc_callback *cbs[] = {&cb};
+    s = kc_fit(m, data, &(kc_fit_opts){.epochs = 1, .batch_size = batch, .steps_per_epoch = warmup + steps,
+                                       .callbacks = cbs, .num_callbacks = 1}, &hist);
+    if (s != KC_STATUS_OK) { rc = fail("kc_fit", s); goto done; }
+    if (t.seen != warmup + steps || t.t_start < 0 || t.t_end <= t.t_start) {
+        fprintf(stderr, "bench_finetune: kc_fit ran %lld steps, expected %d\n", (long long)t.seen, warmup + steps);
+        goto done;
+    }
+    if (profile) print_profile(m, warmup + steps);
+
+    const char *isa = "?";
+    kc_backend *probe = NULL;
+    kc_device_opts dopts;
+    if (kc_device_opts_default(&dopts) == KC_STATUS_OK && kc_backend_cpu_create_ex(&dopts, &probe) == KC_STATUS_OK)
+        isa = kc_backend_cpu_isa(probe);
+    printf("{\"impl\": \"kerac\", \"model\": \"%s\", \"layout\": \"nhwc\", \"train_images_per_second\": %.2f, "
+           "\"cpu_seconds_per_step\": %.4f, \"threads\": %d, \"batch_size\": %d, \"warmup_steps\": %d, \"steps\": %d, "
+           "\"mean_loss\": %.4f, \"cpu_isa\": \"%s\", \"profile\": %d, \"version\": \"%s\"}\n",
+           argv[1], (double)steps * batch / (t.t_end - t.t_start), (t.c_end - t.c_start) / steps,
+           kc_get_num_threads(), batch, warmup, steps, t.loss, isa, profile, kc_version());
+    kc_backend_destroy(probe);
+    fflush(stdout);
+    rc = 0;
+done:
+    free(x);
+    free(y);
+    kc_history_destroy(hist);
+    kc_dataset_destroy(data);
+    kc_model_destroy(m);
+    return rc;
+}
