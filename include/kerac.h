@@ -426,6 +426,17 @@ typedef struct kc_layer_scale_opts { /* ConvNeXt's LayerScale: y = x * gamma (pe
     float init_values;        /* gamma's starting value (Keras: Constant(init_values)) */
     int projection_dim;       /* the input's last axis; required */
 } kc_layer_scale_opts;
+/* Gaussian noise layers (active in training only, the identity in inference) */
+typedef struct kc_gaussian_noise_opts { /* GaussianNoise: y = x + stddev * N(0, 1) */
+    const char *name;
+    float stddev;             /* in [0, 1] (Keras 3's range) */
+    uint64_t seed;            /* 0: derived from the model seed */
+} kc_gaussian_noise_opts;
+typedef struct kc_gaussian_dropout_opts { /* GaussianDropout: y = x * N(1, rate / (1 - rate)) */
+    const char *name;
+    float rate;               /* in [0, 1) */
+    uint64_t seed;            /* 0: derived from the model seed */
+} kc_gaussian_dropout_opts;
 
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
@@ -491,6 +502,9 @@ typedef struct kc_layer_spec {
 #define KC_SPATIAL_DROPOUT2D(...) KC_LAYER_SPEC_("SpatialDropout2D", kc_dropout_opts, __VA_ARGS__)
 #define KC_STOCHASTIC_DEPTH(...) KC_LAYER_SPEC_("StochasticDepth", kc_stochastic_depth_opts, __VA_ARGS__)
 #define KC_LAYER_SCALE(...) KC_LAYER_SPEC_("LayerScale", kc_layer_scale_opts, __VA_ARGS__)
+/* Gaussian noise layers */
+#define KC_GAUSSIAN_NOISE(...) KC_LAYER_SPEC_("GaussianNoise", kc_gaussian_noise_opts, __VA_ARGS__)
+#define KC_GAUSSIAN_DROPOUT(...) KC_LAYER_SPEC_("GaussianDropout", kc_gaussian_dropout_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 
