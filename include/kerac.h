@@ -524,6 +524,12 @@ KC_API kc_status kc_add(kc_model *m, const kc_layer_spec *spec);
 KC_API kc_node kc_input(kc_model *m, const kc_layer_spec *input_spec);
 KC_API kc_node kc_apply(kc_model *m, const kc_layer_spec *spec, kc_node x);
 KC_API kc_node kc_merge(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n);
+/* Shared layers: call the layer of node `layer` again, on xs[0..n) (Keras: one layer object
+ * called at several nodes: a Siamese tower, one Dense on two branches). The new node has the
+ * layer's name and options and uses its weights: they are stored, saved and counted once,
+ * their gradient is the sum over the calls and they have one optimizer state. Each call
+ * has its own output shape; the weights' shapes must fit every call (checked at build). */
+KC_API kc_node kc_apply_shared(kc_model *m, kc_node layer, const kc_node *xs, int n);
 /* Functional: the output node (default: the last layer added). */
 KC_API kc_status kc_set_output(kc_model *m, kc_node y);
 /* The first error recorded by a builder call (KC_STATUS_OK when none); its message. */
@@ -609,6 +615,11 @@ typedef struct kc_layer_info {
     int num_inputs;
     const char *inputs[8];    /* names of the layers feeding this one */
     int trainable;            /* 0: frozen (kc_model_set_trainable, Keras's trainable: false) */
+    /* shared layers (kc_apply_shared): which call of its layer this node is (0: the first or
+     * only one, where its parameters are counted; k > 0: a later call, params 0), and which
+     * call of each input's layer it takes (Keras's node index, "conv2d[1][0]") */
+    int call;
+    int input_calls[8];
 } kc_layer_info;
 KC_API kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out);
 KC_API kc_status kc_model_input_shape(kc_model *m, kc_shape *out);

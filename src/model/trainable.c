@@ -42,7 +42,7 @@ kc_status kc__model_alloc_weights(kc_model *m) {
         }
     KC_TRY(m->be->memset0(m->be, m->params, (size_t)(m->n_params ? m->n_params : 1) * sizeof(float)));
     if (nt) KC_TRY(m->be->memset0(m->be, m->grads, (size_t)nt * sizeof(float)));
-    return KC_STATUS_OK;
+    return kc__model_shared_link(m);
 }
 
 /* The optimizer's slots for the new trainable range, zeroed (a compiled model). */
