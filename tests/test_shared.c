@@ -200,6 +200,30 @@ static int occurrences(const char *text, const char *what) {
     return n;
 }
 
+/* Freezing the layer (by its name) freezes every call: no gradients, weights unchanged. */
+static void test_freeze_shared(void **state) {
+    (void)state;
+    fill_batch();
+    kc_model *m = siamese(true);
+    assert_int_equal(kc_model_set_trainable(m, "tower", 0), KC_STATUS_OK);
+    const kc_layer *t = layer_named(m, "tower");
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->shares == t->index) {
+            assert_true(m->layers[i]->frozen);
+            assert_null(m->layers[i]->w[0].grad);
+        }
+    assert_null(m->view_grads);
+    float k0 = t->w[0].data[3], p0 = layer_named(m, "pb")->w[0].data[0];
+    for (int step = 0; step < 3; step++) {
+        grads(m);
+        assert_int_equal(kc__model_apply_gradients(m, m->grads), KC_STATUS_OK);
+    }
+    assert_true(t->w[0].data[3] == k0);
+    assert_true(layer_named(m, "pb")->w[0].data[0] != p0); /* pb trains through the frozen tower's second call */
+    m->batch_targets = NULL;
+    kc_model_destroy(m);
+}
+
 static char *to_json(kc_model *m, int flavour) {
     char *j = NULL;
     if (kc_model_to_json(m, flavour, &j) != KC_STATUS_OK) fail_msg("to_json: %s", kc_last_error());
@@ -304,6 +328,7 @@ int main(void) {
         cmocka_unit_test(test_counts_once),
         cmocka_unit_test(test_gradient_is_the_sum),
         cmocka_unit_test(test_training_moves_one_set),
+        cmocka_unit_test(test_freeze_shared),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_call_before_its_input),
         cmocka_unit_test(test_errors),

@@ -98,6 +98,10 @@ static kc_status apply_flags(kc_model *m, const bool *frozen) {
     bool changed = false;
     for (int i = 0; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
+        if (l->shares >= 0) { /* a shared layer's later call: its layer's flag */
+            l->frozen = frozen[l->shares];
+            continue;
+        }
         if (l->frozen == frozen[i]) continue;
         for (int k = 0; k < l->n_weights; k++) changed |= l->w[k].trainable;
         l->frozen = frozen[i];
