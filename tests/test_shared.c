@@ -293,6 +293,43 @@ static void test_json_call_before_its_input(void **state) {
     kc_model_destroy(m);
 }
 
+/* A convolution shared by inputs of two sizes: each call has its own output shape; the
+ * predictions equal those of two separate layers holding the same weights. */
+static void test_call_shapes(void **state) {
+    (void)state;
+    kc_model *ms[2] = {0};
+    for (int shared = 0; shared < 2; shared++) {
+        kc_model *m = NULL;
+        assert_int_equal(kc_functional("sizes", &m), KC_STATUS_OK);
+        kc_node x = kc_input(m, KC_INPUT(.shape = {6, 6, 2}));
+        kc_node small = kc_apply(m, KC_CROPPING2D(.name = "small", .cropping = {{1, 1}, {2, 0}}), x); /* 4 x 4 */
+        kc_node c1 = kc_apply(m, KC_CONV2D(.name = "conv", .filters = 3, .kernel_size = {3, 3}), x);
+        kc_node c2 = shared ? kc_apply_shared(m, c1, &small, 1)
+                            : kc_apply(m, KC_CONV2D(.name = "conv_b", .filters = 3, .kernel_size = {3, 3}), small);
+        kc_node g1 = kc_apply(m, KC_GLOBALAVGPOOL2D(.name = "g1"), c1), g2 = kc_apply(m, KC_GLOBALAVGPOOL2D(.name = "g2"), c2);
+        assert_int_equal(kc_set_output(m, kc_merge(m, KC_ADD(.name = "add"), (kc_node[]){g1, g2}, 2)), KC_STATUS_OK);
+        assert_int_equal(kc_model_build(m), KC_STATUS_OK);
+        ms[shared] = m;
+        if (shared) {
+            kc_layer_info a, b;
+            assert_int_equal(kc_model_layer_info(m, c1, &a), KC_STATUS_OK);
+            assert_int_equal(kc_model_layer_info(m, c2, &b), KC_STATUS_OK);
+            assert_int_equal(a.output_shape.dim[0], 4); /* (4, 4, 3) */
+            assert_int_equal(b.output_shape.dim[0], 2); /* (2, 2, 3) */
+            assert_int_equal(b.call, 1);
+        }
+    }
+    copy_layer_weights(ms[0], "conv", ms[1], "conv");
+    copy_layer_weights(ms[0], "conv_b", ms[1], "conv");
+    float x[2 * 72], y0[6], y1[6];
+    for (int i = 0; i < 144; i++) x[i] = (float)((i * 37) % 17) / 8.0f - 1.0f;
+    assert_int_equal(kc_predict(ms[0], x, 2, 2, y0), KC_STATUS_OK);
+    assert_int_equal(kc_predict(ms[1], x, 2, 2, y1), KC_STATUS_OK);
+    for (int i = 0; i < 6; i++) assert_true(fabsf(y0[i] - y1[i]) < 1e-6f);
+    kc_model_destroy(ms[0]);
+    kc_model_destroy(ms[1]);
+}
+
 static void test_errors(void **state) {
     (void)state;
     kc_model *m = NULL;
@@ -331,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_freeze_shared),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_call_before_its_input),
+        cmocka_unit_test(test_call_shapes),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -47,7 +47,7 @@ KC_ND_FN float kc__nd_log_unit(uint32_t k) {
     float m;
     memcpy(&m, &mb, sizeof m);
     const int big = m > 1.41421356f;
-    m = big ? 0.5f * m : m;
+    m *= 1.0f - 0.5f * (float)big; /* arithmetic, not a branch: the loop stays vectorisable */
     e += big;
     const float s = (m - 1.0f) / (m + 1.0f), s2 = s * s; /* |s| <= 0.1716 */
     const float series = 1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7 + s2 * (1.0f / 9))));
@@ -61,8 +61,9 @@ KC_ND_FN float kc__nd_cos_turns(float t) {
     const float c = 1.0f + a2 * (-1.0f / 2 + a2 * (1.0f / 24 + a2 * (-1.0f / 720 + a2 * (1.0f / 40320 +
                                                                                          a2 * (-1.0f / 3628800)))));
     const float s = a * (1.0f + a2 * (-1.0f / 6 + a2 * (1.0f / 120 + a2 * (-1.0f / 5040 + a2 * (1.0f / 362880)))));
-    const int r = q & 3; /* cos(a + r pi / 2) */
-    return r == 0 ? c : r == 1 ? -s : r == 2 ? -c : s;
+    const int r = q & 3; /* cos(a + r pi / 2): c, -s, -c, s */
+    const float odd = (float)(r & 1), sign = 1.0f - 2.0f * (float)(((r + 1) >> 1) & 1);
+    return sign * (odd * s + (1.0f - odd) * c);
 }
 
 /* Standard normal draw i of seed. */
