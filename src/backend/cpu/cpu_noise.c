@@ -1,7 +1,8 @@
 /* cpu_noise.c — the CPU backend's normal random numbers (GaussianNoise, GaussianDropout):
  * draw i of a seed from src/backend/normal_draw.h, so the values depend on (seed, i) only,
  * not on the thread count, and the CUDA kernel gives the same ones. The draw has no
- * branches or library calls but sqrt: the loop vectorises. */
+ * branches or library calls but sqrt: the loop vectorises where the instruction set has
+ * 64-bit vector multiplies for the hash (the AVX-512 copy; the others run it scalar). */
 #include "../normal_draw.h"
 #include "cpu.h"
 
