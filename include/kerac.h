@@ -426,6 +426,17 @@ typedef struct kc_layer_scale_opts { /* ConvNeXt's LayerScale: y = x * gamma (pe
     float init_values;        /* gamma's starting value (Keras: Constant(init_values)) */
     int projection_dim;       /* the input's last axis; required */
 } kc_layer_scale_opts;
+/* Gaussian noise layers (active in training only, the identity in inference) */
+typedef struct kc_gaussian_noise_opts { /* GaussianNoise: y = x + stddev * N(0, 1) */
+    const char *name;
+    float stddev;             /* in [0, 1] (Keras 3's range) */
+    uint64_t seed;            /* 0: derived from the model seed */
+} kc_gaussian_noise_opts;
+typedef struct kc_gaussian_dropout_opts { /* GaussianDropout: y = x * N(1, rate / (1 - rate)) */
+    const char *name;
+    float rate;               /* in [0, 1) */
+    uint64_t seed;            /* 0: derived from the model seed */
+} kc_gaussian_dropout_opts;
 
 /* A layer kind and its options. Make one with the KC_<LAYER>(...) macros below, which
  * take designated initializers: KC_CONV2D(.filters = 32, .kernel_size = {3, 3}). */
@@ -491,6 +502,9 @@ typedef struct kc_layer_spec {
 #define KC_SPATIAL_DROPOUT2D(...) KC_LAYER_SPEC_("SpatialDropout2D", kc_dropout_opts, __VA_ARGS__)
 #define KC_STOCHASTIC_DEPTH(...) KC_LAYER_SPEC_("StochasticDepth", kc_stochastic_depth_opts, __VA_ARGS__)
 #define KC_LAYER_SCALE(...) KC_LAYER_SPEC_("LayerScale", kc_layer_scale_opts, __VA_ARGS__)
+/* Gaussian noise layers */
+#define KC_GAUSSIAN_NOISE(...) KC_LAYER_SPEC_("GaussianNoise", kc_gaussian_noise_opts, __VA_ARGS__)
+#define KC_GAUSSIAN_DROPOUT(...) KC_LAYER_SPEC_("GaussianDropout", kc_gaussian_dropout_opts, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- models */
 
@@ -510,6 +524,12 @@ KC_API kc_status kc_add(kc_model *m, const kc_layer_spec *spec);
 KC_API kc_node kc_input(kc_model *m, const kc_layer_spec *input_spec);
 KC_API kc_node kc_apply(kc_model *m, const kc_layer_spec *spec, kc_node x);
 KC_API kc_node kc_merge(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n);
+/* Shared layers: call the layer of node `layer` again, on xs[0..n) (Keras: one layer object
+ * called at several nodes: a Siamese tower, one Dense on two branches). The new node has the
+ * layer's name and options and uses its weights: they are stored, saved and counted once,
+ * their gradient is the sum over the calls and they have one optimizer state. Each call
+ * has its own output shape; the weights' shapes must fit every call (checked at build). */
+KC_API kc_node kc_apply_shared(kc_model *m, kc_node layer, const kc_node *xs, int n);
 /* Functional: the output node (default: the last layer added). */
 KC_API kc_status kc_set_output(kc_model *m, kc_node y);
 /* The first error recorded by a builder call (KC_STATUS_OK when none); its message. */
@@ -595,6 +615,11 @@ typedef struct kc_layer_info {
     int num_inputs;
     const char *inputs[8];    /* names of the layers feeding this one */
     int trainable;            /* 0: frozen (kc_model_set_trainable, Keras's trainable: false) */
+    /* shared layers (kc_apply_shared): which call of its layer this node is (0: the first or
+     * only one, where its parameters are counted; k > 0: a later call, params 0), and which
+     * call of each input's layer it takes (Keras's node index, "conv2d[1][0]") */
+    int call;
+    int input_calls[8];
 } kc_layer_info;
 KC_API kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out);
 KC_API kc_status kc_model_input_shape(kc_model *m, kc_shape *out);

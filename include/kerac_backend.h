@@ -240,6 +240,8 @@ typedef enum kc_op {
     KC_OP_COLOR2D,         /* color2d_forward, color2d_backward */
     /* convolutions */
     KC_OP_GROUPED_CONV,    /* grouped_conv_forward, _backward_data, _backward_filter */
+    /* Gaussian noise layers */
+    KC_OP_NOISE,           /* random_normal */
     KC_OP_COUNT
 } kc_op;
 #define KC_OP_BIT(op) (1u << (op))
@@ -527,6 +529,11 @@ struct kc_backend {
     kc_status (*timing_begin)(kc_backend *be);
     int (*timing_mark)(kc_backend *be, int stream);
     kc_status (*timing_read)(kc_backend *be, double *seconds, int n);
+
+    /* ---- Gaussian noise layers (GaussianNoise, GaussianDropout): y[i] = mean + stddev * z_i
+     * for i in [0, n), z_i the standard normal draw i of seed (src/backend/normal_draw.h:
+     * counter-based, the same on every backend and for any thread count) */
+    kc_status (*random_normal)(kc_backend *be, float *y, int64_t n, float mean, float stddev, uint64_t seed);
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

@@ -1328,6 +1328,11 @@ static const lcase k_layers[] = {
      .bound = 1e-7},
     {"LayerScale", KC_LAYER_SCALE(.init_values = 0.5f, .projection_dim = 6), 1, {S3(4, 5, 6)}, 4, .training = true,
      .bound = 1e-6},
+    /* Gaussian noise layers: the same counter-based draws on both devices */
+    {"GaussianNoise training", KC_GAUSSIAN_NOISE(.stddev = 0.8f), 1, {S3(6, 5, 7)}, 9, .training = true,
+     .bound = 1e-5},
+    {"GaussianDropout training", KC_GAUSSIAN_DROPOUT(.rate = 0.45f), 1, {S3(5, 7, 3)}, 11, .training = true,
+     .bound = 1e-5},
 };
 
 /* ---------------------------------------------------------------- training on both devices */

@@ -634,6 +634,12 @@ static const gc_case k_cases[] = {
      .training = true, .seed = 22},
     {"LayerScale (N, H, W, C)", KC_LAYER_SCALE(.init_values = 0.5f, .projection_dim = 3), 1, {S3(2, 3, 3)}, 3},
     {"LayerScale (N, C)", KC_LAYER_SCALE(.init_values = 1e-6f, .projection_dim = 5), 1, {S1(5)}, 4},
+    /* Gaussian noise layers: training with a fixed seed (the same noise in every evaluation) */
+    {"GaussianNoise training", KC_GAUSSIAN_NOISE(.stddev = 0.7f), 1, {S3(3, 2, 4)}, 3, .training = true, .seed = 31},
+    {"GaussianNoise stddev 0", KC_GAUSSIAN_NOISE(), 1, {S2(3, 4)}, 2, .training = true, .seed = 31},
+    {"GaussianDropout training", KC_GAUSSIAN_DROPOUT(.rate = 0.6f), 1, {S3(2, 3, 4)}, 3, .training = true,
+     .seed = 32},
+    {"GaussianDropout rate 0", KC_GAUSSIAN_DROPOUT(), 1, {S1(7)}, 2, .training = true, .seed = 33},
 };
 
 int main(void) {

@@ -73,6 +73,9 @@ static const fixture_model k_models[] = {
     /* nested block: a Sequential and a frozen Functional called as layers (Keras 3 .keras) */
     {"nested", "nested_small", 411},
     {"nested_seq", "nested_seq", 379},
+    /* Gaussian noise layers and shared layers: Keras 3 and tf-keras */
+    {"gauss_noise", "gauss_noise", 251},
+    {"shared", "shared_tower", 357},
 };
 
 /* The entry of k_models with this stem. */
@@ -411,7 +414,8 @@ static void test_ew_hsig(void **state) { run_model(model_by_stem("ew_hsig")); }
 static void test_fixtures_distinct(void **state) {
     (void)state;
     /* the models written by both Keras 3 and tf-keras, each by its own training run */
-    static const char *const both[] = {"cnn", "bn_strides", "resnet", "dense", "normscale", "resample", "ew_k2", "convs"};
+    static const char *const both[] = {"cnn",   "bn_strides", "resnet",      "dense", "normscale",
+                                       "resample", "ew_k2", "convs", "gauss_noise", "shared"};
     for (size_t j = 0; j < sizeof both / sizeof both[0]; j++) {
         const char *stem = model_by_stem(both[j])->stem;
         npy a, b;
@@ -423,6 +427,47 @@ static void test_fixtures_distinct(void **state) {
         npy_free(&a);
         npy_free(&b);
     }
+}
+
+/* ---------------------------------------------------------------- Gaussian noise, shared layers */
+
+/* GaussianNoise / GaussianDropout with and without seeds: the identity in inference. */
+static void test_gauss_noise(void **state) {
+    (void)state;
+    run_model(model_by_stem("gauss_noise"));
+}
+
+/* A Siamese tower (Conv2D, BatchNormalization, Dense called on two crops; the Dense a third
+ * time on a layer made after its second call): each layer once, every call computed; scaling
+ * the shared Dense's kernel or its BatchNormalization's statistics moves the predictions. */
+static void test_shared_layers(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("shared");
+    run_model(fm);
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras"), &m), "shared.keras");
+    int later = 0, rows = 0;
+    for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+        kc_layer_info li;
+        must(kc_model_layer_info(m, i, &li), "layer_info");
+        later += li.call > 0;
+        rows += li.call == 0;
+        if (strcmp(li.name, "tower_dense") == 0 && li.call > 0) assert_int_equal(li.params, 0);
+    }
+    assert_int_equal(later, 1 + 1 + 2); /* tower_conv, tower_bn: one more call each; tower_dense: two */
+    assert_int_equal(rows, 12);         /* Keras's model.layers */
+    npy x, want;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    npy_load(fpath(fm->stem, "_y3.npy"), &want);
+    for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
+        kc_weight_info wi;
+        must(kc_model_weight_info(m, g, &wi), "weight_info");
+        if (strncmp(wi.layer, "tower_", 6) == 0 && strcmp(wi.name, "bias") != 0 && strcmp(wi.name, "beta") != 0)
+            check_sensitive(m, g, &x, &want, "shared.keras");
+    }
+    npy_free(&x);
+    npy_free(&want);
+    kc_model_destroy(m);
 }
 
 /* ---------------------------------------------------------------- nested models */
@@ -741,6 +786,9 @@ int main(void) {
         cmocka_unit_test(test_nested_models),
         cmocka_unit_test(test_nested_errors),
         cmocka_unit_test(test_nested_in_sequential),
+        /* Gaussian noise layers, shared layers */
+        cmocka_unit_test(test_gauss_noise),
+        cmocka_unit_test(test_shared_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

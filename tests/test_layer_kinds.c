@@ -206,6 +206,9 @@ static const sample k_samples[] = {
     {&kc__spatial_dropout2d_ops, KC_SPATIAL_DROPOUT2D(.name = "sdrop", .rate = 0.25f, .seed = 7), 1},
     {&kc__stochastic_depth_ops, KC_STOCHASTIC_DEPTH(.name = "sdepth", .drop_path_rate = 0.2f), 1},
     {&kc__layer_scale_ops, KC_LAYER_SCALE(.name = "lscale", .init_values = 0.25f, .projection_dim = 3), 1},
+    /* Gaussian noise layers */
+    {&kc__gaussian_noise_ops, KC_GAUSSIAN_NOISE(.name = "gnoise", .stddev = 0.3f, .seed = 9), 1},
+    {&kc__gaussian_dropout_ops, KC_GAUSSIAN_DROPOUT(.name = "gdrop", .rate = 0.4f, .seed = 11), 1},
 };
 
 static kc_model *sample_model(const sample *s) {

@@ -73,7 +73,8 @@ static void test_registry(void **state) {
                                         /* convolutions */
                                         "SeparableConv2D", "Conv2DTranspose",
                                         /* regularising layers */ "SpatialDropout2D", "StochasticDepth",
-                                        "LayerScale"};
+                                        "LayerScale",
+                                        /* Gaussian noise layers */ "GaussianNoise", "GaussianDropout"};
     assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(names));
     for (size_t i = 0; i < KC_ARRAY_LEN(names); i++) {
         const kc_layer_ops *o = kc__layer_find(names[i]);

@@ -75,6 +75,29 @@ static void sort_by_depth(int *a, int n, const int *depth, const int *visit) {
     }
 }
 
+/* Keras's map_graph: from the output down (reversed post-order), a node's depth is at least
+ * its layer's depth so far (a shared layer's calls), which then becomes the node's, and each
+ * input's depth is at least the node's + 1. Afterwards, a shared layer's first call holds
+ * the layer's depth (the largest) and first visit (the earliest of its calls). */
+static void keras_depths(const kc_model *m, dfs_state *d, int *depth, int *layer_depth) {
+    int nl = m->n_layers;
+    for (int i = d->n_post - 1; i >= 0; i--) {
+        int node = d->post[i];
+        const kc_layer *l = kc__model_layer(m, node);
+        int op = l->shares >= 0 ? l->shares : node;
+        if (depth[node] < layer_depth[op]) depth[node] = layer_depth[op];
+        layer_depth[op] = depth[node];
+        if (l->ops->flags & KC_LAYER_INPUT) continue;
+        for (int k = 0; k < l->n_in; k++)
+            if (depth[l->in[k]] < depth[node] + 1) depth[l->in[k]] = depth[node] + 1;
+    }
+    for (int i = 0; i < nl; i++) {
+        const kc_layer *l = kc__model_layer(m, i);
+        if (l->shares < 0 || d->visit[i] < 0) continue;
+        if (d->visit[l->shares] < 0 || d->visit[i] < d->visit[l->shares]) d->visit[l->shares] = d->visit[i];
+    }
+}
+
 /* nested: the layers inlined from a nested model go by their path inside it (keras_path,
  * as Keras 3 wrote the file being read) and the others are numbered without them;
  * otherwise every layer is numbered as in the flattened model (what kerac writes). */
@@ -93,7 +116,7 @@ static kc_status keras_order(const kc_model *m, korder *o, bool nested) {
     } else {
         dfs_state d = {m, calloc((size_t)nl, sizeof(int)), calloc((size_t)nl, sizeof(bool)),
                        calloc((size_t)nl, sizeof(int)), 0, 0};
-        int *depth = calloc((size_t)nl, sizeof(int));
+        int *depth = calloc(2 * (size_t)nl, sizeof(int)); /* each node's, then each layer's */
         if (!d.visit || !d.finished || !d.post || !depth) {
             free(d.visit);
             free(d.finished);
@@ -104,18 +127,15 @@ static kc_status keras_order(const kc_model *m, korder *o, bool nested) {
         }
         for (int i = 0; i < nl; i++) d.visit[i] = -1;
         dfs(&d, kc__model_output(m));
-        /* reversed post-order visits every layer before its inputs: longest path to the output */
-        for (int i = d.n_post - 1; i >= 0; i--) {
-            const kc_layer *l = kc__model_layer(m, d.post[i]);
-            if (l->ops->flags & KC_LAYER_INPUT) continue;
-            for (int k = 0; k < l->n_in; k++)
-                if (depth[l->in[k]] < depth[d.post[i]] + 1) depth[l->in[k]] = depth[d.post[i]] + 1;
-        }
-        for (int i = 0; i < d.n_post; i++) o->layer[o->n++] = d.post[i];
-        sort_by_depth(o->layer, o->n, depth, d.visit);
+        keras_depths(m, &d, depth, depth + nl);
+        /* a shared layer is one entry of model.layers: its first call's node, at its layer's
+         * depth and first visit (keras_depths) */
+        for (int i = 0; i < d.n_post; i++)
+            if (kc__model_layer(m, d.post[i])->shares < 0) o->layer[o->n++] = d.post[i];
+        sort_by_depth(o->layer, o->n, depth + nl, d.visit);
         /* a layer the output does not reach (the builder rejects these) keeps its place at the end */
         for (int i = 0; i < nl; i++)
-            if (d.visit[i] < 0) o->layer[o->n++] = i;
+            if (d.visit[i] < 0 && kc__model_layer(m, i)->shares < 0) o->layer[o->n++] = i;
         free(d.visit);
         free(d.finished);
         free(d.post);

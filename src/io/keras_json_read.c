@@ -24,7 +24,9 @@ typedef struct reader {
     kc_model *m;
     int n;                     /* entries in "layers" */
     const char **names;        /* (n) name of each entry in the file */
-    kc_node *nodes;            /* (n) node made from each entry, -1 until made */
+    int *ncalls, *first, *made; /* (n) each entry's calls (a shared layer has several), where its
+                                   nodes start in `nodes`, how many are made */
+    kc_node *nodes;            /* (the calls) the node made for each call of each entry, -1 until made */
     pending_axis *axes;        /* (n) at most one axis per layer */
     int n_axes;
     const kc_device_opts *dev; /* the device options to build on (NULL: the environment's) */
@@ -165,11 +167,9 @@ static bool parse_history(const json_t *h, tensor_ref *out) {
 }
 
 static kc_status check_ref(const parsed_layer *pl, const tensor_ref *t) {
-    if (t->node_index != 0)
-        return kc__fail(KC_STATUS_UNSUPPORTED,
-                        PFX "%s takes call #%lld of layer '%s' (a shared layer, called several times); kerac supports "
-                            "each layer being called once",
-                        pl->label, (long long)t->node_index, t->name);
+    if (t->node_index < 0)
+        return kc__fail(KC_STATUS_BAD_FILE, PFX "%s takes call #%lld of layer '%s'; calls count from 0", pl->label,
+                        (long long)t->node_index, t->name);
     if (t->tensor_index != 0)
         return kc__fail(KC_STATUS_UNSUPPORTED,
                         PFX "%s takes output %lld of layer '%s'; kerac layers have one output", pl->label,
@@ -222,20 +222,16 @@ static kc_status check_call_kwargs(const parsed_layer *pl, const json_t *kwargs)
     return KC_STATUS_OK;
 }
 
-/* The inputs of a layer from its "inbound_nodes" (Keras 2 or 3 form). */
-static kc_status parse_inbound(const json_t *entry, const parsed_layer *pl, tensor_ref *refs, int *n) {
+/* The inputs of call `call` of a layer from its "inbound_nodes" (Keras 2 or 3 form; a shared
+ * layer has one node per call). */
+static kc_status parse_inbound(const json_t *entry, int call, const parsed_layer *pl, tensor_ref *refs, int *n) {
     char b[128];
     *n = 0;
     const json_t *nodes = json_object_get(entry, "inbound_nodes");
     if (!nodes || json_is_null(nodes)) return KC_STATUS_OK;
     if (!json_is_array(nodes)) return kc__json_bad_type(pl, "inbound_nodes", "a list", nodes);
-    if (json_array_size(nodes) == 0) return KC_STATUS_OK;
-    if (json_array_size(nodes) > 1)
-        return kc__fail(KC_STATUS_UNSUPPORTED,
-                        PFX "%s is called %zu times (a shared layer); kerac supports each layer being called once — "
-                            "give each call its own layer",
-                        pl->label, json_array_size(nodes));
-    const json_t *node = json_array_get(nodes, 0);
+    if ((size_t)call >= json_array_size(nodes)) return KC_STATUS_OK;
+    const json_t *node = json_array_get(nodes, (size_t)call);
     if (json_is_array(node)) { /* Keras 2: [["conv2d", 0, 0, {}], ...] */
         size_t i;
         const json_t *item;
@@ -292,21 +288,19 @@ static kc_status parse_op_node(const json_t *entry, int i, parsed_layer *pl, ten
     return KC_STATUS_OK;
 }
 
-/* The node of an earlier layer called `name`. */
-static kc_status resolve(const reader *r, int upto, const char *who, const char *name, kc_node *out) {
-    for (int i = 0; i < upto; i++)
-        if (r->names[i] && strcmp(r->names[i], name) == 0 && r->nodes[i] >= 0) {
-            *out = r->nodes[i];
+/* The node of call t->node_index of the layer called t->name: -1 while it is not made yet. */
+static kc_status resolve(const reader *r, const char *who, const tensor_ref *t, kc_node *out) {
+    *out = -1;
+    for (int i = 0; i < r->n; i++)
+        if (r->names[i] && strcmp(r->names[i], t->name) == 0) {
+            if (t->node_index >= r->ncalls[i])
+                return kc__fail(KC_STATUS_BAD_FILE, PFX "%s takes call #%lld of layer '%s', which is called %d time%s",
+                                who, (long long)t->node_index, t->name, r->ncalls[i], r->ncalls[i] == 1 ? "" : "s");
+            *out = r->nodes[r->first[i] + t->node_index];
             return KC_STATUS_OK;
         }
-    for (int i = upto; i < r->n; i++)
-        if (r->names[i] && strcmp(r->names[i], name) == 0)
-            return kc__fail(KC_STATUS_BAD_FILE,
-                            PFX "%s takes its input from layer '%s', which comes later in \"layers\"; kerac needs the "
-                                "layers in topological order, as Keras writes them",
-                            who, name);
     return kc__fail(KC_STATUS_BAD_FILE, PFX "%s refers to layer '%s', which is not in the model's \"layers\"", who,
-                    name);
+                    t->name);
 }
 
 /* input_layers / output_layers: ["name", 0, 0] or [["name", 0, 0], ...]. */
@@ -336,6 +330,113 @@ bad:
                     v ? kc__json_text(v, b, sizeof b) : "nothing");
 }
 
+/* Each entry's number of calls (an InputLayer and an operation node: one node; a layer: one
+ * per inbound node, several for a shared layer), and room for their nodes. */
+static kc_status entry_calls(reader *r, const json_t *layers) {
+    r->n = (int)json_array_size(layers);
+    r->names = kc__calloc((size_t)r->n, sizeof *r->names, "layer names");
+    r->ncalls = kc__calloc((size_t)r->n, sizeof *r->ncalls, "layer calls");
+    r->first = kc__calloc((size_t)r->n, sizeof *r->first, "layer calls");
+    r->made = kc__calloc((size_t)r->n, sizeof *r->made, "layer calls");
+    r->axes = kc__calloc((size_t)r->n, sizeof *r->axes, "layer axes");
+    if (!r->names || !r->ncalls || !r->first || !r->made || !r->axes) return KC_STATUS_OUT_OF_MEMORY;
+    int total = 0;
+    for (int i = 0; i < r->n; i++) {
+        const json_t *entry = json_array_get(layers, (size_t)i);
+        r->names[i] = kc__json_entry_name(entry);
+        const json_t *nodes = json_object_get(entry, "inbound_nodes");
+        int calls = json_is_array(nodes) ? (int)json_array_size(nodes) : 0;
+        const char *cls = json_string_value(json_object_get(entry, "class_name"));
+        if (kc__json_is_op_node(entry) || calls == 0 || (cls && strcmp(cls, "InputLayer") == 0)) calls = 1;
+        r->ncalls[i] = calls;
+        r->first[i] = total;
+        total += calls;
+    }
+    r->nodes = kc__calloc((size_t)KC_MAX(total, 1), sizeof *r->nodes, "layer nodes");
+    if (!r->nodes) return KC_STATUS_OUT_OF_MEMORY;
+    for (int k = 0; k < total; k++) r->nodes[k] = -1;
+    return KC_STATUS_OK;
+}
+
+/* Call `call` of entry i, when the nodes it takes are made (*made); else nothing yet. */
+static kc_status make_call(reader *r, const json_t *entry, int i, int call, bool *made) {
+    parsed_layer pl;
+    tensor_ref refs[KC_MAX_INPUTS];
+    int n = 0;
+    *made = false;
+    const bool op_node = kc__json_is_op_node(entry);
+    if (op_node) KC_TRY(parse_op_node(entry, i, &pl, refs, &n));
+    else KC_TRY(kc__json_parse_layer(entry, i, &pl));
+    keras2_activations(r, &pl);
+    if (!r->names[i])
+        return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no name; a Functional model refers to layers by name", pl.label);
+    if (!op_node) KC_TRY(parse_inbound(entry, call, &pl, refs, &n));
+    kc_node xs[KC_MAX_INPUTS];
+    for (int k = 0; k < n; k++) {
+        KC_TRY(resolve(r, pl.label, &refs[k], &xs[k]));
+        if (xs[k] < 0) return KC_STATUS_OK; /* its input is not made yet: a later pass */
+    }
+    kc_layer_spec spec = spec_of(&pl);
+    kc_node y;
+    if (kc__keras_is_input(pl.ops)) {
+        if (n > 0)
+            return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has inbound nodes; an InputLayer takes no inputs", pl.label);
+        y = kc_input(r->m, &spec);
+    } else if (n == 0) {
+        return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no inbound_nodes: nothing feeds it", pl.label);
+    } else if (call > 0) {
+        y = kc_apply_shared(r->m, r->nodes[r->first[i]], xs, n); /* the layer's first call is made */
+    } else if (n == 1 && (!kc__keras_is_merge(pl.ops) || op_node)) {
+        y = kc_apply(r->m, &spec, xs[0]);
+    } else {
+        y = kc_merge(r->m, &spec, xs, n);
+    }
+    if (y < 0) return builder_error(r->m, KC_STATUS_OK);
+    r->nodes[r->first[i] + call] = y;
+    *made = true;
+    if (call > 0) return KC_STATUS_OK; /* the rest is the layer's, set at its first call */
+    r->m->layers[y]->frozen = pl.frozen;
+    const char *path = json_string_value(json_object_get(r->paths, r->names[i]));
+    if (path) snprintf(r->m->layers[y]->keras_path, sizeof r->m->layers[y]->keras_path, "%s", path);
+    note_axis(r, &pl, y);
+    return KC_STATUS_OK;
+}
+
+/* Every call of every entry, as Keras does: in the order of "layers", each layer's calls in
+ * order, a call whose inputs are not made yet waiting for the next pass (a shared layer's
+ * later call can take a layer listed after it). */
+static kc_status make_nodes(reader *r, const json_t *layers) {
+    for (;;) {
+        bool progress = false, left = false;
+        for (int i = 0; i < r->n; i++) {
+            const json_t *entry = json_array_get(layers, (size_t)i);
+            while (r->made[i] < r->ncalls[i]) {
+                bool made = false;
+                KC_TRY(make_call(r, entry, i, r->made[i], &made));
+                if (!made) break;
+                r->made[i]++;
+                progress = true;
+            }
+            left |= r->made[i] < r->ncalls[i];
+        }
+        if (!left) return KC_STATUS_OK;
+        if (progress) continue;
+        for (int i = 0; i < r->n; i++)
+            if (r->made[i] < r->ncalls[i])
+                return kc__fail(KC_STATUS_BAD_FILE,
+                                PFX "layer '%s' (call #%d) takes inputs that no order of the layers computes first: the "
+                                    "graph has a cycle",
+                                r->names[i] ? r->names[i] : "?", r->made[i]);
+    }
+}
+
+/* input_layers / output_layers: a made node. */
+static kc_status resolve_made(const reader *r, const char *who, const tensor_ref *t, kc_node *out) {
+    KC_TRY(resolve(r, who, t, out));
+    if (*out < 0) return kc__fail(KC_STATUS_INTERNAL, PFX "%s: layer '%s' was not made", who, t->name);
+    return KC_STATUS_OK;
+}
+
 static const char *const k_func_keys[] = {"name", "trainable", "layers", "input_layers", "output_layers"};
 
 static kc_status read_functional(reader *r, json_t *config) {
@@ -350,51 +451,9 @@ static kc_status read_functional(reader *r, json_t *config) {
         return kc__fail(KC_STATUS_BAD_FILE, PFX "the Functional config has no \"layers\" list (got %s)",
                         layers ? kc__json_type_name(layers) : "nothing");
     if (json_array_size(layers) == 0) return kc__fail(KC_STATUS_BAD_FILE, PFX "the Functional model has no layers");
-    r->n = (int)json_array_size(layers);
-    r->names = kc__calloc((size_t)r->n, sizeof *r->names, "layer names");
-    r->nodes = kc__calloc((size_t)r->n, sizeof *r->nodes, "layer nodes");
-    r->axes = kc__calloc((size_t)r->n, sizeof *r->axes, "layer axes");
-    if (!r->names || !r->nodes || !r->axes) return KC_STATUS_OUT_OF_MEMORY;
-    for (int i = 0; i < r->n; i++) {
-        r->names[i] = kc__json_entry_name(json_array_get(layers, (size_t)i));
-        r->nodes[i] = -1;
-    }
+    KC_TRY(entry_calls(r, layers));
     KC_TRY(kc_functional(json_string_value(json_object_get(config, "name")), &r->m));
-    for (int i = 0; i < r->n; i++) {
-        const json_t *entry = json_array_get(layers, (size_t)i);
-        parsed_layer pl;
-        tensor_ref refs[KC_MAX_INPUTS];
-        int n = 0;
-        const bool op_node = kc__json_is_op_node(entry);
-        if (op_node) KC_TRY(parse_op_node(entry, i, &pl, refs, &n));
-        else KC_TRY(kc__json_parse_layer(entry, i, &pl));
-        keras2_activations(r, &pl);
-        if (!r->names[i])
-            return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no name; a Functional model refers to layers by name",
-                            pl.label);
-        if (!op_node) KC_TRY(parse_inbound(entry, &pl, refs, &n));
-        kc_node xs[KC_MAX_INPUTS];
-        for (int k = 0; k < n; k++) KC_TRY(resolve(r, i, pl.label, refs[k].name, &xs[k]));
-        kc_layer_spec spec = spec_of(&pl);
-        kc_node y;
-        if (kc__keras_is_input(pl.ops)) {
-            if (n > 0)
-                return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has inbound nodes; an InputLayer takes no inputs", pl.label);
-            y = kc_input(r->m, &spec);
-        } else if (n == 0) {
-            return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no inbound_nodes: nothing feeds it", pl.label);
-        } else if (n == 1 && (!kc__keras_is_merge(pl.ops) || op_node)) {
-            y = kc_apply(r->m, &spec, xs[0]);
-        } else {
-            y = kc_merge(r->m, &spec, xs, n);
-        }
-        if (y < 0) return builder_error(r->m, KC_STATUS_OK);
-        r->nodes[i] = y;
-        r->m->layers[y]->frozen = pl.frozen;
-        const char *path = json_string_value(json_object_get(r->paths, r->names[i]));
-        if (path) snprintf(r->m->layers[y]->keras_path, sizeof r->m->layers[y]->keras_path, "%s", path);
-        note_axis(r, &pl, y);
-    }
+    KC_TRY(make_nodes(r, layers));
     tensor_ref refs[KC_MAX_INPUTS];
     int n = 0;
     kc_node node;
@@ -402,14 +461,14 @@ static kc_status read_functional(reader *r, json_t *config) {
     if (n != 1)
         return kc__fail(n ? KC_STATUS_UNSUPPORTED : KC_STATUS_BAD_FILE,
                         PFX "the Functional model has %d inputs; kerac supports models with one input", n);
-    KC_TRY(resolve(r, r->n, "input_layers", refs[0].name, &node));
+    KC_TRY(resolve_made(r, "input_layers", &refs[0], &node));
     if (!(kc__model_layer(r->m, node)->ops->flags & KC_LAYER_INPUT))
         return kc__fail(KC_STATUS_BAD_FILE, PFX "input_layers names '%s', which is not an InputLayer", refs[0].name);
     KC_TRY(parse_io_layers(json_object_get(config, "output_layers"), "output_layers", refs, &n));
     if (n != 1)
         return kc__fail(n ? KC_STATUS_UNSUPPORTED : KC_STATUS_BAD_FILE,
                         PFX "the Functional model has %d outputs; kerac supports models with one output", n);
-    KC_TRY(resolve(r, r->n, "output_layers", refs[0].name, &node));
+    KC_TRY(resolve_made(r, "output_layers", &refs[0], &node));
     kc_status s = kc_set_output(r->m, node);
     return s == KC_STATUS_OK ? s : builder_error(r->m, s);
 }
@@ -501,6 +560,9 @@ kc_status kc__model_from_json_hooked(const char *text, size_t len, const kc_devi
     }
     free(r.names);
     free(r.nodes);
+    free(r.ncalls);
+    free(r.first);
+    free(r.made);
     json_decref(r.paths);
     json_decref(r.owned);
     free(r.axes);

@@ -242,7 +242,7 @@ static json_t *keras_tensor(writer *w, int node) {
     const kc_layer *src = kc__model_layer(w->m, node);
     json_t *t = json_object(), *cfg = json_object(), *hist = json_array();
     push(w, hist, json_string(src->name));
-    push(w, hist, json_integer(0));
+    push(w, hist, json_integer(kc__model_call_index(w->m, node))); /* a shared layer's call */
     push(w, hist, json_integer(0));
     put(w, cfg, "shape", kshape(w, &src->out_shape));
     put(w, cfg, "dtype", json_string("float32"));
@@ -252,23 +252,22 @@ static json_t *keras_tensor(writer *w, int node) {
     return t;
 }
 
-static json_t *inbound_nodes(writer *w, const kc_layer *l) {
-    json_t *nodes = json_array();
-    if (l->n_in == 0) return nodes;
-    if (w->flavour == 2) { /* [[["conv2d", 0, 0, {}], ...]] */
+/* One call of a layer: the node l (a layer's first call, or a later call of a shared layer). */
+static void inbound_node(writer *w, const kc_layer *l, json_t *nodes) {
+    if (w->flavour == 2) { /* [["conv2d", 0, 0, {}], ...] */
         json_t *node = json_array();
         for (int k = 0; k < l->n_in; k++) {
             json_t *ref = json_array();
             push(w, ref, json_string(kc__model_layer(w->m, l->in[k])->name));
-            push(w, ref, json_integer(0));
+            push(w, ref, json_integer(kc__model_call_index(w->m, l->in[k])));
             push(w, ref, json_integer(0));
             push(w, ref, json_object());
             push(w, node, ref);
         }
         push(w, nodes, node);
-        return nodes;
+        return;
     }
-    /* [{"args": [tensor] or [[tensor, tensor]], "kwargs": {}}] */
+    /* {"args": [tensor] or [[tensor, tensor]], "kwargs": {}} */
     json_t *node = json_object(), *args = json_array();
     if (kc__keras_is_merge(l->ops)) {
         json_t *list = json_array();
@@ -280,6 +279,15 @@ static json_t *inbound_nodes(writer *w, const kc_layer *l) {
     put(w, node, "args", args);
     put(w, node, "kwargs", json_object());
     push(w, nodes, node);
+}
+
+/* Every call of the layer: its first node, then the later calls of a shared layer. */
+static json_t *inbound_nodes(writer *w, const kc_layer *l) {
+    json_t *nodes = json_array();
+    if (l->n_in == 0) return nodes;
+    inbound_node(w, l, nodes);
+    for (int c = l->index + 1; l->calls && c < w->m->n_layers; c++)
+        if (kc__model_layer(w->m, c)->shares == l->index) inbound_node(w, kc__model_layer(w->m, c), nodes);
     return nodes;
 }
 
@@ -368,7 +376,7 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
 static json_t *io_layers(writer *w, int node) {
     json_t *ref = json_array();
     push(w, ref, json_string(kc__model_layer(w->m, node)->name));
-    push(w, ref, json_integer(0));
+    push(w, ref, json_integer(kc__model_call_index(w->m, node)));
     push(w, ref, json_integer(0));
     if (w->flavour == 3) return ref;
     json_t *list = json_array();
@@ -383,6 +391,7 @@ static kc_status model_json(writer *w, json_t **out) {
     *out = NULL;
     for (int i = 0; i < m->n_layers; i++) {
         json_t *e = NULL;
+        if (kc__model_layer(m, i)->shares >= 0) continue; /* a later call: written with its layer */
         kc_status s = layer_entry(w, kc__model_layer(m, i), functional, &e);
         if (s != KC_STATUS_OK) {
             json_decref(layers);

@@ -148,10 +148,25 @@ struct kc_layer {
     /* Where Keras 3 keeps this layer's weights when it came from a nested model and was
      * inlined by the reader ("functional/layers/conv2d"); "" otherwise (keras_h5.c). */
     char keras_path[2 * KC_NAME_MAX];
+    /* Shared layers (Keras: one layer called at several nodes). A later call is a node of
+     * its own, with the layer's name, kind and options; `shares` is the node of the first
+     * call, whose weights it uses (-1: a layer's only or first call). Such a node owns no
+     * weights (n_weights is 0, so nothing that lists the model's weights sees them twice):
+     * w[0..n_views) are views of the first call's weights, each with a gradient buffer of
+     * its own that the model adds into the first call's after the backward pass. */
+    int shares;
+    int n_views;
+    int calls;                  /* on a first call: how many later calls share its weights */
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
 static inline bool kc__weight_trains(const kc_layer *l, const kc_weight *w) { return w->trainable && !l->frozen; }
+/* Whether the node has a weight that trains, its own or (a shared layer's later call) a view. */
+static inline bool kc__layer_trains(const kc_layer *l) {
+    for (int k = 0; k < l->n_weights + l->n_views; k++)
+        if (kc__weight_trains(l, &l->w[k])) return true;
+    return false;
+}
 
 /* Declare a weight during build(). fan_in/fan_out feed the glorot/he initializers. */
 kc_status kc__layer_add_weight(kc_layer *l, const char *name, kc_shape shape, bool trainable,

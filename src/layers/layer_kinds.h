@@ -68,6 +68,9 @@
     /* regularising layers */                          \
     X(spatial_dropout2d, kc_dropout_opts)              \
     X(stochastic_depth, kc_stochastic_depth_opts)     \
-    X(layer_scale, kc_layer_scale_opts)
+    X(layer_scale, kc_layer_scale_opts)               \
+    /* Gaussian noise layers */                      \
+    X(gaussian_noise, kc_gaussian_noise_opts)         \
+    X(gaussian_dropout, kc_gaussian_dropout_opts)
 
 #endif /* KC_LAYER_KINDS_H */

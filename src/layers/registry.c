@@ -66,6 +66,7 @@ kc_status kc__layer_create(const kc_layer_spec *spec, kc_layer **out) {
     }
     l->ops = ops;
     l->index = -1;
+    l->shares = -1;
     if (name) snprintf(l->name, sizeof l->name, "%s", name);
     l->cfg = kc__calloc(1, ops->cfg_size, "layer configuration");
     if (!l->cfg) {

@@ -147,41 +147,52 @@ kc_status kc__model_accumulate_metrics(kc_model *m, int batch) {
     return add_metrics(m, batch);
 }
 
+static kc_status backward_node(kc_model *m, int j, int batch);
+
 static kc_status backward(kc_model *m, int batch) {
     const kc_plan *p = &m->plan;
     double tb = kc__trace_t0(m);
     for (int j = m->n_layers - 1; j >= 1; j--) {
         kc_layer *l = m->layers[j];
         if (m->dist_active) KC_TRY(kc__dist_overlap_layer(m, j + 1)); /* layers above j are done */
-        if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) continue;
-        if (p->dy_off[j] == KC_PLAN_NONE) continue; /* nothing downstream needs it */
-        if (!p->needs_grad[j]) continue;             /* frozen, and nothing above it trains */
-        kc_bwd a = {.be = m->be, .batch = batch, .y = AT(p->y_off[j]), .dy = AT(p->dy_off[j]), .sync = m->sync_bn,
-                    .scratch = &m->host_scratch,
-                    .aux = AT_OR_NULL(p->aux_off[j]), .ws = AT_OR_NULL(p->ws_off[j]),
-                    .ws_bytes = p->ws_off[j] == KC_PLAN_NONE ? 0 : p->workspace_bytes};
-        for (int k = 0; k < l->n_in; k++) {
-            int src = l->in[k];
-            a.x[k] = AT(p->y_off[src]);
-            if (!p->needs_grad[src]) a.dx[k] = NULL;
-            else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
-            else a.dx[k] = AT(p->dy_off[src]);
-        }
-        prof_mark t0 = PROF_START(m);
-        kc_status s = l->ops->backward(l, &a);
-        if (timed(m)) prof_layer(m, t0, j, false);
-        if (s != KC_STATUS_OK) return kc__wrap(s, "backward of layer '%s': ", l->name);
-        if (m->check_numerics) KC_TRY(kc__numerics_backward(m, j, batch, &a));
-        for (int k = 0; k < l->n_in; k++) {
-            size_t tmp = p->dx_tmp_off[j * KC_MAX_INPUTS + k];
-            if (tmp == KC_PLAN_NONE || !a.dx[k]) continue;
-            int src = l->in[k];
-            int64_t n = (int64_t)batch * kc__shape_size(&m->layers[src]->out_shape);
-            KC_TRY(m->be->add(m->be, AT(p->dy_off[src]), AT(p->dy_off[src]), AT(tmp), n));
-        }
+        bool runs = !(l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) &&
+                    p->dy_off[j] != KC_PLAN_NONE && /* something downstream needs it */
+                    p->needs_grad[j];               /* not frozen with nothing above it training */
+        if (runs) KC_TRY(backward_node(m, j, batch));
+        if (l->calls) KC_TRY(kc__model_shared_fold(m, j, runs)); /* a shared layer: its calls' sum */
     }
     if (timed(m)) KC_TRY(kc__devtime_flush(m));
     kc__trace_span(m, "backward", "pass", tb);
+    return KC_STATUS_OK;
+}
+
+/* Node j's backward, then the input gradients of consumers after the first added in. */
+static kc_status backward_node(kc_model *m, int j, int batch) {
+    const kc_plan *p = &m->plan;
+    kc_layer *l = m->layers[j];
+    kc_bwd a = {.be = m->be, .batch = batch, .y = AT(p->y_off[j]), .dy = AT(p->dy_off[j]), .sync = m->sync_bn,
+                .scratch = &m->host_scratch,
+                .aux = AT_OR_NULL(p->aux_off[j]), .ws = AT_OR_NULL(p->ws_off[j]),
+                .ws_bytes = p->ws_off[j] == KC_PLAN_NONE ? 0 : p->workspace_bytes};
+    for (int k = 0; k < l->n_in; k++) {
+        int src = l->in[k];
+        a.x[k] = AT(p->y_off[src]);
+        if (!p->needs_grad[src]) a.dx[k] = NULL;
+        else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
+        else a.dx[k] = AT(p->dy_off[src]);
+    }
+    prof_mark t0 = PROF_START(m);
+    kc_status s = l->ops->backward(l, &a);
+    if (timed(m)) prof_layer(m, t0, j, false);
+    if (s != KC_STATUS_OK) return kc__wrap(s, "backward of layer '%s': ", l->name);
+    if (m->check_numerics) KC_TRY(kc__numerics_backward(m, j, batch, &a));
+    for (int k = 0; k < l->n_in; k++) {
+        size_t tmp = p->dx_tmp_off[j * KC_MAX_INPUTS + k];
+        if (tmp == KC_PLAN_NONE || !a.dx[k]) continue;
+        int src = l->in[k];
+        int64_t n = (int64_t)batch * kc__shape_size(&m->layers[src]->out_shape);
+        KC_TRY(m->be->add(m->be, AT(p->dy_off[src]), AT(p->dy_off[src]), AT(tmp), n));
+    }
     return KC_STATUS_OK;
 }
 

@@ -39,6 +39,8 @@ static void model_free_device(kc_model *m) {
     m->be->free(m->be, m->arena);
     m->be->free(m->be, m->dev_scalars);
     m->be->free(m->be, m->dev_norms);
+    m->be->free(m->be, m->view_grads);
+    m->view_grads = NULL;
     m->params = m->grads = m->slot0 = m->slot1 = m->accum = NULL;
     m->arena = NULL;
     m->dev_scalars = m->dev_norms = NULL;
@@ -110,8 +112,9 @@ static void auto_name(kc_model *m, kc_layer *l) {
     }
 }
 
-/* Append a layer taking inputs xs[0..n); returns its node id or -1 (error recorded). */
-static kc_node add_node(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n) {
+/* Append a layer taking inputs xs[0..n); returns its node id or -1 (error recorded).
+ * shares >= 0: a later call of that node's layer (kc_apply_shared), with its name. */
+static kc_node add_node_call(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n, int shares) {
     if (!m) {
         kc__fail(KC_STATUS_INVALID_ARGUMENT, "model builder: model is NULL");
         return -1;
@@ -134,7 +137,10 @@ static kc_node add_node(kc_model *m, const kc_layer_spec *spec, const kc_node *x
         return -1;
     }
     const char *what = l->name[0] ? l->name : spec->class_name;
-    if (l->name[0] == '\0') auto_name(m, l);
+    l->shares = shares;
+    if (shares >= 0) {
+        /* the layer's own name: not indexed, lookups by name find the first call */
+    } else if (l->name[0] == '\0') auto_name(m, l);
     else if (find_layer(m, l->name) >= 0) {
         kc__model_fail(m, kc__fail(KC_STATUS_INVALID_ARGUMENT,
                                    "model '%s': layer name '%s' is used twice; layer names must be unique", m->name,
@@ -172,13 +178,61 @@ static kc_node add_node(kc_model *m, const kc_layer_spec *spec, const kc_node *x
     }
     l->index = m->n_layers;
     m->layers[m->n_layers] = l;
-    if ((s = kc__name_add(&m->names, m->layers, l->index)) != KC_STATUS_OK) {
+    if (shares < 0 && (s = kc__name_add(&m->names, m->layers, l->index)) != KC_STATUS_OK) {
         kc__model_fail(m, s);
         kc__layer_destroy(l);
         return -1;
     }
     m->n_layers++;
     return l->index;
+}
+
+static kc_node add_node(kc_model *m, const kc_layer_spec *spec, const kc_node *xs, int n) {
+    return add_node_call(m, spec, xs, n, -1);
+}
+
+/* shared layers: another call of the layer of node `layer` (its first call's options and
+ * name; weights linked at build, shared.c) */
+kc_node kc_apply_shared(kc_model *m, kc_node layer, const kc_node *xs, int n) {
+    if (!m || m->err != KC_STATUS_OK) return add_node(m, NULL, xs, n); /* the usual error, or sticky */
+    if (layer < 0 || layer >= m->n_layers) {
+        kc__model_fail(m, kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_apply_shared: node %d is not a node of model '%s'",
+                                   layer, m->name));
+        return -1;
+    }
+    kc_layer *p = m->layers[layer];
+    if (p->shares >= 0) p = m->layers[p->shares]; /* a call of a call: the same layer */
+    if (m->sequential || strcmp(p->ops->class_name, "TensorOp") == 0) {
+        kc__model_fail(m, kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                                   "kc_apply_shared: %s; shared layers are layers of a Functional model (kc_functional)",
+                                   m->sequential ? "the model is Sequential" : "an operation node is not a layer"));
+        return -1;
+    }
+    if (p->ops->flags & KC_LAYER_INPUT) {
+        kc__model_fail(m, kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                                   "kc_apply_shared: '%s' is an InputLayer, which is not called on tensors", p->name));
+        return -1;
+    }
+    if (n < 0 || n > KC_MAX_INPUTS || (!xs && n > 0)) {
+        kc__model_fail(m, kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_apply_shared: %d inputs (at most %d)", n,
+                                   KC_MAX_INPUTS));
+        return -1;
+    }
+    void *opts = kc__calloc(1, p->ops->opts_size, "layer options");
+    if (!opts) {
+        kc__model_fail(m, KC_STATUS_OUT_OF_MEMORY);
+        return -1;
+    }
+    p->ops->get_opts(p, opts);
+    kc_layer_spec spec = {p->ops->class_name, opts};
+    kc_node id = add_node_call(m, &spec, xs, n, p->index);
+    free(opts);
+    if (id < 0) return id;
+    kc_layer *c = m->layers[id];
+    c->frozen = p->frozen;
+    snprintf(c->keras_path, sizeof c->keras_path, "%s", p->keras_path);
+    p->calls++;
+    return id;
 }
 
 kc_status kc_add(kc_model *m, const kc_layer_spec *spec) {
@@ -321,6 +375,7 @@ kc_status kc__model_build(kc_model *m) {
             l->in_shape[k] = m->layers[l->in[k]]->out_shape;
         }
         kc_status s = l->ops->build(l);
+        if (s == KC_STATUS_OK && l->shares >= 0) s = kc__model_shared_build(m, l);
         if (s != KC_STATUS_OK) return kc__model_fail(m, s);
         if (kc__shape_size(&l->out_shape) <= 0)
             return kc__model_fail(m, kc__fail(KC_STATUS_SHAPE, "layer '%s': output shape is empty", l->name));
@@ -392,7 +447,11 @@ kc_status kc_model_layer_info(kc_model *m, int index, kc_layer_info *out) {
     out->trainable = !l->frozen;
     out->flops = l->ops->flops ? l->ops->flops(l) : 0;
     out->num_inputs = l->n_in;
-    for (int k = 0; k < l->n_in && k < 8; k++) out->inputs[k] = m->layers[l->in[k]]->name;
+    for (int k = 0; k < l->n_in && k < 8; k++) {
+        out->inputs[k] = m->layers[l->in[k]]->name;
+        out->input_calls[k] = kc__model_call_index(m, l->in[k]);
+    }
+    out->call = kc__model_call_index(m, index);
     return KC_STATUS_OK;
 }
 

@@ -67,6 +67,7 @@ struct kc_model {
     int n_trainable_weights; /* weights (kernels, biases, ...) in the trainable range */
     bool frozen;             /* Keras's model.trainable = False (trainable.c): written in the config */
     float *dev_norms;        /* (n_trainable_weights) per-weight gradient norms for clipnorm, on first use */
+    float *view_grads;       /* shared layers: the gradients of the later calls' views that train (shared.c) */
 
     /* compile */
     bool compiled;
@@ -160,6 +161,20 @@ kc_status kc__model_accumulate_metrics(kc_model *m, int batch);
 /* The parameter slab (trainable weights first, kc__weight_trains), the gradient slab, and
  * each weight's data/grad pointers; values are not set. Called by the build. */
 kc_status kc__model_alloc_weights(kc_model *m);
+
+/* ---- shared.c: shared layers (a layer called at several nodes) */
+/* After a later call's build: its weights must be its first call's (shapes), and become
+ * views of them (n_views; n_weights 0). */
+kc_status kc__model_shared_build(kc_model *m, kc_layer *l);
+/* Point every later call's views at its first call's weights, with gradient buffers of
+ * their own (view_grads); called whenever the parameter slab is laid out. */
+kc_status kc__model_shared_link(kc_model *m);
+/* After node j's place in the backward pass (ran: its backward was called): when j is a
+ * shared layer's first call, its weight gradients become the sum over all its calls. */
+kc_status kc__model_shared_fold(kc_model *m, int j, bool ran);
+/* Which call of its layer node is: 0 for a layer's first (or only) call, k for its k-th later
+ * call (Keras's node_index in keras_history). */
+int kc__model_call_index(const kc_model *m, int node);
 
 /* ---- memory.c */
 /* Device bytes kerac may still use (the limit, else the free memory less a margin), and

@@ -175,8 +175,7 @@ static size_t plan_forward_buffers(planner *q) {
 static void plan_needs_grad(planner *q) {
     for (int i = 0; i < q->L; i++) {
         const kc_layer *l = q->m->layers[i];
-        bool need = false;
-        for (int k = 0; k < l->n_weights && !need; k++) need = kc__weight_trains(l, &l->w[k]);
+        bool need = kc__layer_trains(l); /* a shared layer's later call too: its views train */
         for (int k = 0; k < l->n_in && !need; k++) need = q->p->needs_grad[l->in[k]];
         q->p->needs_grad[i] = need;
     }

@@ -42,7 +42,7 @@ kc_status kc__model_alloc_weights(kc_model *m) {
         }
     KC_TRY(m->be->memset0(m->be, m->params, (size_t)(m->n_params ? m->n_params : 1) * sizeof(float)));
     if (nt) KC_TRY(m->be->memset0(m->be, m->grads, (size_t)nt * sizeof(float)));
-    return KC_STATUS_OK;
+    return kc__model_shared_link(m);
 }
 
 /* The optimizer's slots for the new trainable range, zeroed (a compiled model). */
@@ -98,6 +98,10 @@ static kc_status apply_flags(kc_model *m, const bool *frozen) {
     bool changed = false;
     for (int i = 0; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
+        if (l->shares >= 0) { /* a shared layer's later call: its layer's flag */
+            l->frozen = frozen[l->shares];
+            continue;
+        }
         if (l->frozen == frozen[i]) continue;
         for (int k = 0; k < l->n_weights; k++) changed |= l->w[k].trainable;
         l->frozen = frozen[i];

@@ -36,7 +36,16 @@ typedef struct row {
     char flops[32];    /* "389,376" */
     int n_inputs;
     char inputs[MAX_INPUT_LINES][96]; /* "conv2d[0][0]" */
+    const kc_layer_info *layer;       /* its layer (a shared layer's first call) */
+    int64_t flops_sum;                /* over the layer's calls */
 } row;
+
+/* The row of a shared layer's first call (the same name, call 0), for its later call l. */
+static row *first_call_row(row *rows, int nrows, const kc_layer_info *l) {
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].layer && rows[i].layer->call == 0 && strcmp(rows[i].layer->name, l->name) == 0) return &rows[i];
+    return NULL;
+}
 
 /* Keras 3's size text: "136.04 KB" for 34,826 float32 parameters. */
 static const char *fmt_bytes(int64_t params, char *buf, size_t n) {
@@ -115,14 +124,19 @@ static int summarize(kc_model *m) {
         trainable += l->trainable_params;
         flops += l->flops;
         if (sequential && !strcmp(l->class_name, "InputLayer")) continue;
-        row *r = &rows[nrows++];
-        snprintf(r->name, sizeof r->name, "%s (%s)", l->name, l->class_name);
-        cli_shape_str(&l->output_shape, true, r->shape, sizeof r->shape);
-        cli_commas(l->params, r->params, sizeof r->params);
-        cli_commas(l->flops, r->flops, sizeof r->flops);
-        int ni = l->num_inputs < MAX_INPUT_LINES ? l->num_inputs : MAX_INPUT_LINES;
-        for (int k = 0; k < ni; k++)
-            if (l->inputs[k]) snprintf(r->inputs[r->n_inputs++], sizeof r->inputs[0], "%s[0][0]", l->inputs[k]);
+        row *r = l->call > 0 ? first_call_row(rows, nrows, l) : NULL;
+        if (!r) { /* a shared layer's later call goes on its layer's row, as Keras shows it */
+            r = &rows[nrows++];
+            r->layer = l;
+            snprintf(r->name, sizeof r->name, "%s (%s)", l->name, l->class_name);
+            cli_shape_str(&l->output_shape, true, r->shape, sizeof r->shape);
+            cli_commas(l->params, r->params, sizeof r->params);
+        }
+        r->flops_sum += l->flops;
+        cli_commas(r->flops_sum, r->flops, sizeof r->flops);
+        for (int k = 0; k < l->num_inputs && k < 8 && r->n_inputs < MAX_INPUT_LINES; k++)
+            if (l->inputs[k])
+                snprintf(r->inputs[r->n_inputs++], sizeof r->inputs[0], "%s[%d][0]", l->inputs[k], l->input_calls[k]);
     }
 
     static const char *const head[] = {"Layer (type)", "Output Shape", "Param #", "FLOPs", "Connected to"};

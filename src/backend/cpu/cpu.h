@@ -168,6 +168,9 @@ kc_status kc__cpu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_des
 kc_status kc__cpu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
                                                const float *dy, float *dw, float *db);
 
+/* ---- cpu_noise.c (Gaussian noise layers) */
+kc_status kc__cpu_random_normal(kc_backend *be, float *y, int64_t n, float mean, float stddev, uint64_t seed);
+
 /* ---- cpu_pool.c */
 kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const float *x, float *y,
                                  int32_t *mask);

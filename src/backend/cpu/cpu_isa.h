@@ -56,6 +56,8 @@
 #define kc__cpu_grouped_conv_forward KC_CPU_RENAME(kc__cpu_grouped_conv_forward)
 #define kc__cpu_grouped_conv_backward_data KC_CPU_RENAME(kc__cpu_grouped_conv_backward_data)
 #define kc__cpu_grouped_conv_backward_filter KC_CPU_RENAME(kc__cpu_grouped_conv_backward_filter)
+/* Gaussian noise layers */
+#define kc__cpu_random_normal KC_CPU_RENAME(kc__cpu_random_normal)
 #define kc__cpu_depthwise_forward KC_CPU_RENAME(kc__cpu_depthwise_forward)
 #define kc__cpu_depthwise_backward_data KC_CPU_RENAME(kc__cpu_depthwise_backward_data)
 #define kc__cpu_depthwise_backward_filter KC_CPU_RENAME(kc__cpu_depthwise_backward_filter)

@@ -15,6 +15,7 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
         [KC_OP_BROADCAST] = "cpu broadcasting elementwise",
         [KC_OP_SAMPLE2D] = "cpu image resampling", [KC_OP_COLOR2D] = "cpu image colour",
         [KC_OP_GROUPED_CONV] = "cpu direct grouped conv",
+        [KC_OP_NOISE] = "cpu normal random numbers",
     };
     if (!buf || !n) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu describe: no buffer");
     buf[0] = '\0';
@@ -95,4 +96,6 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->grouped_conv_forward = kc__cpu_grouped_conv_forward;
     be->grouped_conv_backward_data = kc__cpu_grouped_conv_backward_data;
     be->grouped_conv_backward_filter = kc__cpu_grouped_conv_backward_filter;
+
+    be->random_normal = kc__cpu_random_normal; /* Gaussian noise layers */
 }

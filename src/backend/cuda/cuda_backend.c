@@ -583,6 +583,8 @@ static void set_ops(kc_backend *be) {
     be->timing_begin = kc__cu_timing_begin;
     be->timing_mark = kc__cu_timing_mark;
     be->timing_read = kc__cu_timing_read;
+
+    be->random_normal = kc__cu_random_normal; /* Gaussian noise layers */
 }
 
 __attribute__((visibility("default"))) kc_status kc_backend_module_init(int abi, const char *device, kc_backend **out,

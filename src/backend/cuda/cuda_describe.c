@@ -22,6 +22,7 @@ kc_status kc__cu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_
         /* augmentation */
         [KC_OP_SAMPLE2D] = "image resampling", [KC_OP_COLOR2D] = "image colour",
         [KC_OP_GROUPED_CONV] = "grouped conv",
+        [KC_OP_NOISE] = "normal random numbers", /* Gaussian noise layers */
     };
     if (!buf || !n) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda describe: no buffer");
     buf[0] = '\0';

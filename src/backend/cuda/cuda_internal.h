@@ -232,6 +232,8 @@ kc_status kc__cu_dropout_forward(kc_backend *be, const float *x, float *y, uint8
                                  uint64_t seed);
 kc_status kc__cu_dropout_backward(kc_backend *be, const float *dy, const uint8_t *mask, float *dx, int64_t n,
                                   float rate);
+/* Gaussian noise layers */
+kc_status kc__cu_random_normal(kc_backend *be, float *y, int64_t n, float mean, float stddev, uint64_t seed);
 kc_status kc__cu_add(kc_backend *be, float *y, const float *a, const float *b, int64_t n);
 kc_status kc__cu_axpy(kc_backend *be, float *y, const float *x, float alpha, int64_t n);
 kc_status kc__cu_scale(kc_backend *be, float *y, float alpha, int64_t n);

@@ -59,6 +59,8 @@ cudaError_t kc__k_dropout_forward(const kc_cu_launch *L, const float *x, float *
                                    float rate, uint64_t seed);
 cudaError_t kc__k_dropout_backward(const kc_cu_launch *L, const float *dy, const uint8_t *mask, float *dx,
                                     int64_t n, float rate);
+/* Gaussian noise layers: y[i] = mean + stddev * normal draw i of seed (backend/normal_draw.h) */
+cudaError_t kc__k_random_normal(const kc_cu_launch *L, float *y, int64_t n, float mean, float stddev, uint64_t seed);
 cudaError_t kc__k_add(const kc_cu_launch *L, float *y, const float *a, const float *b, int64_t n);
 cudaError_t kc__k_axpy(const kc_cu_launch *L, float *y, const float *x, float alpha, int64_t n);
 cudaError_t kc__k_scale(const kc_cu_launch *L, float *y, float alpha, int64_t n);

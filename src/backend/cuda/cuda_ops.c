@@ -288,6 +288,20 @@ kc_status kc__cu_dropout_backward(kc_backend *be, const float *dy, const uint8_t
     LAUNCH(be, "dropout backward", kc__k_dropout_backward(L_of(be), dy, mask, dx, n, rate));
 }
 
+/* ---- normal random numbers (Gaussian noise layers) */
+
+kc_status kc__cu_random_normal(kc_backend *be, float *y, int64_t n, float mean, float stddev, uint64_t seed) {
+    if (n < 0) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda random_normal: negative size %lld", (long long)n);
+    if (n == 0) return KC_STATUS_OK;
+    if (!y) return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT, "cuda random_normal: NULL output");
+    if (!(stddev >= 0.0f) || !isfinite(stddev) || !isfinite(mean))
+        return kc__cu_fail(be, KC_STATUS_INVALID_ARGUMENT,
+                           "cuda random_normal: mean %g and stddev %g must be finite, stddev >= 0", (double)mean,
+                           (double)stddev);
+    KC_TRY(kc__cu_enter(be));
+    LAUNCH(be, "random normal", kc__k_random_normal(L_of(be), y, n, mean, stddev, seed));
+}
+
 /* ---- elementwise and layout */
 
 #define CHECK_N(what, n)                                                                                          \

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/normal_draw.h"
 #include "cuda_kernels.h"
 
 #define KC_THREADS 256
@@ -331,6 +332,19 @@ extern "C" cudaError_t kc__k_dropout_backward(const kc_cu_launch *L, const float
                                                float *dx, int64_t n, float rate) {
     if (n <= 0) return cudaSuccess;
     k_dropout_backward<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(dy, mask, dx, n, rate);
+    return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------- normal random numbers (Gaussian noise layers)
+
+__global__ void k_random_normal(float *y, int64_t n, float mean, float stddev, uint64_t seed) {
+    KC_GRID_LOOP(i, n) y[i] = mean + stddev * kc__normal_draw(seed, (uint64_t)i);
+}
+
+extern "C" cudaError_t kc__k_random_normal(const kc_cu_launch *L, float *y, int64_t n, float mean, float stddev,
+                                            uint64_t seed) {
+    if (n <= 0) return cudaSuccess;
+    k_random_normal<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, n, mean, stddev, seed);
     return cudaGetLastError();
 }
 
