@@ -391,8 +391,10 @@ static kc_status read_functional(reader *r, json_t *config) {
         if (y < 0) return builder_error(r->m, KC_STATUS_OK);
         r->nodes[i] = y;
         r->m->layers[y]->frozen = pl.frozen;
-        const char *path = json_string_value(json_object_get(r->paths, r->names[i]));
+        const json_t *where = json_object_get(r->paths, r->names[i]); /* [Keras 3 path, .h5 group] */
+        const char *path = json_string_value(json_array_get(where, 0)), *group = json_string_value(json_array_get(where, 1));
         if (path) snprintf(r->m->layers[y]->keras_path, sizeof r->m->layers[y]->keras_path, "%s", path);
+        if (group) snprintf(r->m->layers[y]->keras_h5_group, sizeof r->m->layers[y]->keras_h5_group, "%s", group);
         note_axis(r, &pl, y);
     }
     tensor_ref refs[KC_MAX_INPUTS];

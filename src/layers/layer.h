@@ -139,6 +139,9 @@ struct kc_layer {
     /* Where Keras 3 keeps this layer's weights when it came from a nested model and was
      * inlined by the reader ("functional/layers/conv2d"); "" otherwise (keras_h5.c). */
     char keras_path[2 * KC_NAME_MAX];
+    /* The name of the outermost nested model it came from, its group in a legacy .h5's
+     * /model_weights (keras_h5_legacy.c); "" for a layer of the model itself. */
+    char keras_h5_group[KC_NAME_MAX];
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
