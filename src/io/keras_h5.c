@@ -26,17 +26,11 @@
 
 #include <jansson.h>
 
-#include "h5util.h"
+#include "keras_h5_impl.h"
 
 /* ---------------------------------------------------------------- Keras layer order */
 
-typedef struct korder {
-    int n;
-    int *layer;              /* (n) model layer index, in Keras's model.layers order */
-    char (*path)[2 * KC_NAME_MAX + 16]; /* (n) Keras 3 name: "conv2d", "conv2d_1", ... */
-} korder;
-
-static void korder_free(korder *o) {
+void kc__korder_free(korder *o) {
     free(o->layer);
     free(o->path);
     o->layer = NULL;
@@ -101,13 +95,13 @@ static void keras_depths(const kc_model *m, dfs_state *d, int *depth, int *layer
 /* nested: the layers inlined from a nested model go by their path inside it (keras_path,
  * as Keras 3 wrote the file being read) and the others are numbered without them;
  * otherwise every layer is numbered as in the flattened model (what kerac writes). */
-static kc_status keras_order(const kc_model *m, korder *o, bool nested) {
+kc_status kc__h5_keras_order(const kc_model *m, korder *o, bool nested) {
     int nl = m->n_layers;
     memset(o, 0, sizeof *o);
     o->layer = kc__calloc((size_t)nl, sizeof *o->layer, "layer order");
     o->path = kc__calloc((size_t)nl, sizeof *o->path, "layer paths");
     if (!o->layer || !o->path) {
-        korder_free(o);
+        kc__korder_free(o);
         return KC_STATUS_OUT_OF_MEMORY;
     }
     if (m->sequential) {
@@ -122,7 +116,7 @@ static kc_status keras_order(const kc_model *m, korder *o, bool nested) {
             free(d.finished);
             free(d.post);
             free(depth);
-            korder_free(o);
+            kc__korder_free(o);
             return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory ordering the layers of model '%s'", m->name);
         }
         for (int i = 0; i < nl; i++) d.visit[i] = -1;
@@ -161,7 +155,7 @@ static kc_status keras_order(const kc_model *m, korder *o, bool nested) {
 
 /* The weights of layer li in Keras order (trainable first): index into l->w, and the
  * model-wide index that kc_model_get_weight / kc_model_set_weight take. */
-static int layer_weights(const kc_model *m, int li, int widx[KC_MAX_WEIGHTS], int gidx[KC_MAX_WEIGHTS]) {
+int kc__h5_layer_weights(const kc_model *m, int li, int widx[KC_MAX_WEIGHTS], int gidx[KC_MAX_WEIGHTS]) {
     int base = 0;
     for (int i = 0; i < li; i++) base += kc__model_layer(m, i)->n_weights;
     const kc_layer *l = kc__model_layer(m, li);
@@ -176,14 +170,7 @@ static int layer_weights(const kc_model *m, int li, int widx[KC_MAX_WEIGHTS], in
     return n;
 }
 
-/* Host copies of every weight, staged so that a load either sets all of them or none. */
-typedef struct staging {
-    float *data;             /* (n_params) */
-    int64_t *offset;         /* (n_weights) where weight g starts in data */
-    int n;
-} staging;
-
-static kc_status staging_init(kc_model *m, staging *st) {
+kc_status kc__staging_init(kc_model *m, staging *st) {
     st->n = kc_model_num_weights(m);
     int64_t total = 0;
     st->offset = kc__calloc((size_t)st->n + 1, sizeof *st->offset, "weight offsets");
@@ -201,24 +188,22 @@ static kc_status staging_init(kc_model *m, staging *st) {
     return KC_STATUS_OK;
 }
 
-static void staging_free(staging *st) {
+void kc__staging_free(staging *st) {
     free(st->data);
     free(st->offset);
     st->data = NULL;
     st->offset = NULL;
 }
 
-static float *staged(const staging *st, int g) { return st->data + st->offset[g]; }
-
-static kc_status staging_commit(kc_model *m, const staging *st) {
+kc_status kc__staging_commit(kc_model *m, const staging *st) {
     for (int g = 0; g < st->n; g++)
-        KC_TRY(kc_model_set_weight(m, g, staged(st, g), st->offset[g + 1] - st->offset[g]));
+        KC_TRY(kc_model_set_weight(m, g, kc__staged(st, g), st->offset[g + 1] - st->offset[g]));
     return KC_STATUS_OK;
 }
 
-static kc_status staging_fill(kc_model *m, const staging *st) {
+kc_status kc__staging_fill(kc_model *m, const staging *st) {
     for (int g = 0; g < st->n; g++)
-        KC_TRY(kc_model_get_weight(m, g, staged(st, g), st->offset[g + 1] - st->offset[g]));
+        KC_TRY(kc_model_get_weight(m, g, kc__staged(st, g), st->offset[g + 1] - st->offset[g]));
     return KC_STATUS_OK;
 }
 
@@ -228,9 +213,9 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
     KC_TRY(kc_model_build(m));
     korder o;
     staging st = {0};
-    KC_TRY(keras_order(m, &o, false));
-    kc_status s = staging_init(m, &st);
-    if (s == KC_STATUS_OK) s = staging_fill(m, &st);
+    KC_TRY(kc__h5_keras_order(m, &o, false));
+    kc_status s = kc__staging_init(m, &st);
+    if (s == KC_STATUS_OK) s = kc__staging_fill(m, &st);
     hid_t g = H5I_INVALID_HID;
     if (s == KC_STATUS_OK) s = kc__h5_make_group(file, "vars", &g);
     if (s == KC_STATUS_OK) {
@@ -245,16 +230,16 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
         if (s != KC_STATUS_OK) break;
         s = kc__h5_put_vlen_string(g, "name", l->name);
         int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
-        int nw = layer_weights(m, o.layer[i], widx, gidx);
+        int nw = kc__h5_layer_weights(m, o.layer[i], widx, gidx);
         for (int j = 0; j < nw && s == KC_STATUS_OK; j++) {
             char key[8];
             snprintf(key, sizeof key, "%d", j);
-            s = kc__h5_put_f32(g, key, &l->w[widx[j]].shape, staged(&st, gidx[j]));
+            s = kc__h5_put_f32(g, key, &l->w[widx[j]].shape, kc__staged(&st, gidx[j]));
         }
         H5Gclose(g);
     }
-    staging_free(&st);
-    korder_free(&o);
+    kc__staging_free(&st);
+    kc__korder_free(&o);
     return s;
 }
 
@@ -274,14 +259,14 @@ static kc_status keras3_walk(kc_model *m, hid_t file, const char *label, staging
         nested = l->keras_path[0] && kc__h5_is_group(file, g);
     }
     korder o;
-    KC_TRY(keras_order(m, &o, nested));
+    KC_TRY(kc__h5_keras_order(m, &o, nested));
     kc_status s = KC_STATUS_OK;
     for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
         const kc_layer *l = kc__model_layer(m, o.layer[i]);
         char vars[3 * KC_NAME_MAX + 96];
         snprintf(vars, sizeof vars, "%s/%s/vars", base, o.path[i]);
         int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
-        int nw = layer_weights(m, o.layer[i], widx, gidx);
+        int nw = kc__h5_layer_weights(m, o.layer[i], widx, gidx);
         long have = kc__h5_group_size(file, vars);
         if (nw > 0 && have < 0) {
             s = kc__fail(KC_STATUS_BAD_FILE,
@@ -293,7 +278,7 @@ static kc_status keras3_walk(kc_model *m, hid_t file, const char *label, staging
             char path[3 * KC_NAME_MAX + 112], what[KC_NAME_MAX + 160];
             snprintf(path, sizeof path, "%s/%d", vars, j);
             snprintf(what, sizeof what, "layer '%s' (%s) weight '%s'", l->name, l->ops->class_name, l->w[widx[j]].name);
-            s = kc__h5_read_weight(file, path, &l->w[widx[j]].shape, st ? staged(st, gidx[j]) : NULL, what);
+            s = kc__h5_read_weight(file, path, &l->w[widx[j]].shape, st ? kc__staged(st, gidx[j]) : NULL, what);
             if (s != KC_STATUS_OK) kc__wrap(s, "%s: ", label);
         }
         if (s == KC_STATUS_OK && have > nw)
@@ -301,7 +286,7 @@ static kc_status keras3_walk(kc_model *m, hid_t file, const char *label, staging
                          "%s: '%s' holds %ld variables but layer '%s' (%s) has %d; the weights do not belong to this model",
                          label, vars, have, l->name, l->ops->class_name, nw);
     }
-    korder_free(&o);
+    kc__korder_free(&o);
     return s;
 }
 
@@ -312,195 +297,13 @@ kc_status kc__keras3_weights_check(kc_model *m, hid_t file, const char *label) {
 kc_status kc__keras3_weights_read(kc_model *m, hid_t file, const char *label) {
     KC_TRY(kc_model_build(m));
     staging st = {0};
-    kc_status s = staging_init(m, &st);
+    kc_status s = kc__staging_init(m, &st);
     if (s == KC_STATUS_OK) s = keras3_walk(m, file, label, &st);
-    if (s == KC_STATUS_OK) s = staging_commit(m, &st);
-    staging_free(&st);
+    if (s == KC_STATUS_OK) s = kc__staging_commit(m, &st);
+    kc__staging_free(&st);
     return s;
 }
 
-/* ---------------------------------------------------------------- Keras 2 layout */
-
-static int by_name(const void *a, const void *b) {
-    return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
-}
-
-/* layer_names, backend, keras_version on `group`; a group per layer with weight_names and
- * the weights; an empty top_level_model_weights group. */
-static kc_status legacy_weights_write(kc_model *m, hid_t group) {
-    KC_TRY(kc_model_build(m));
-    korder o;
-    staging st = {0};
-    KC_TRY(keras_order(m, &o, false));
-    const char **names = calloc((size_t)o.n + 1, sizeof *names);
-    const char ***sorted = calloc((size_t)o.n + 1, sizeof *sorted);
-    kc_status s = names && sorted ? staging_init(m, &st) : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
-    if (s == KC_STATUS_OK) s = staging_fill(m, &st);
-    for (int i = 0; i < o.n; i++) {
-        if (names) names[i] = kc__model_layer(m, o.layer[i])->name;
-        if (sorted && names) sorted[i] = &names[i];
-    }
-    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_strings(group, "layer_names", names, o.n);
-    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_string(group, "backend", "tensorflow");
-    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_string(group, "keras_version", KC_KERAS2_VERSION);
-    /* Keras creates the layer groups sorted by name */
-    if (s == KC_STATUS_OK) qsort(sorted, (size_t)o.n, sizeof *sorted, by_name);
-    for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
-        int pos = (int)(sorted[i] - names);
-        int li = o.layer[pos];
-        const kc_layer *l = kc__model_layer(m, li);
-        hid_t lg = H5I_INVALID_HID;
-        s = kc__h5_make_group(group, l->name, &lg);
-        if (s != KC_STATUS_OK) break;
-        int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
-        int nw = layer_weights(m, li, widx, gidx);
-        char wn[KC_MAX_WEIGHTS][KC_NAME_MAX + 40];
-        const char *wp[KC_MAX_WEIGHTS];
-        for (int j = 0; j < nw; j++) {
-            snprintf(wn[j], sizeof wn[j], "%s/%s:0", l->name, l->w[widx[j]].name);
-            wp[j] = wn[j];
-        }
-        s = kc__h5_put_fixed_strings(lg, "weight_names", wp, nw);
-        for (int j = 0; j < nw && s == KC_STATUS_OK; j++)
-            s = kc__h5_put_f32(lg, wn[j], &l->w[widx[j]].shape, staged(&st, gidx[j]));
-        H5Gclose(lg);
-    }
-    if (s == KC_STATUS_OK) {
-        hid_t tg = H5I_INVALID_HID;
-        s = kc__h5_make_group(group, "top_level_model_weights", &tg);
-        if (s == KC_STATUS_OK) {
-            s = kc__h5_put_fixed_strings(tg, "weight_names", NULL, 0);
-            H5Gclose(tg);
-        }
-    }
-    free(sorted);
-    free(names);
-    staging_free(&st);
-    korder_free(&o);
-    return s;
-}
-
-typedef struct file_layer {
-    const char *name;
-    kc__strlist weights;     /* weight_names */
-} file_layer;
-
-/* Read the Keras 2 layout under `group` (`gname` for messages: "/model_weights" or "/"). */
-static kc_status legacy_weights_read(kc_model *m, hid_t group, const char *gname, const char *label) {
-    KC_TRY(kc_model_build(m));
-    kc__strlist names = {0};
-    bool found = false;
-    kc_status s = kc__h5_get_strings(group, "layer_names", &names, &found);
-    if (s != KC_STATUS_OK) return kc__wrap(s, "%s: ", label);
-    if (!found) return kc__fail(KC_STATUS_BAD_FILE, "%s: '%s' has no 'layer_names' attribute; it is not a Keras weights group", label, gname);
-    char *version = NULL;
-    s = kc__h5_get_string(group, "keras_version", &version);
-    if (s == KC_STATUS_OK && !version)
-        s = kc__fail(KC_STATUS_UNSUPPORTED,
-                     "%s: '%s' has no keras_version attribute, so it was written by Keras 1, whose kernels are laid out "
-                     "differently; kerac reads files from Keras 2 and 3: load and re-save the model with Keras 2",
-                     label, gname);
-    else if (s != KC_STATUS_OK)
-        kc__wrap(s, "%s: ", label);
-    free(version);
-    korder o = {0};
-    staging st = {0};
-    file_layer *fl = NULL;
-    int n_fl = 0;
-    if (s == KC_STATUS_OK) s = keras_order(m, &o, false);
-    if (s == KC_STATUS_OK) s = staging_init(m, &st);
-    if (s == KC_STATUS_OK) {
-        fl = calloc((size_t)names.n + 1, sizeof *fl);
-        if (!fl) s = kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", label);
-    }
-    /* the file's layers that have weights, in file order */
-    for (int i = 0; i < names.n && s == KC_STATUS_OK; i++) {
-        if (!kc__h5_is_group(group, names.v[i])) {
-            s = kc__fail(KC_STATUS_BAD_FILE, "%s: layer_names lists '%s' but '%s' has no such group", label, names.v[i], gname);
-            break;
-        }
-        hid_t lg = H5Gopen2(group, names.v[i], H5P_DEFAULT);
-        file_layer f = {names.v[i], {0}};
-        bool wfound = false;
-        s = lg < 0 ? kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group '%s'", label, names.v[i])
-                   : kc__h5_get_strings(lg, "weight_names", &f.weights, &wfound);
-        if (lg >= 0) H5Gclose(lg);
-        if (s != KC_STATUS_OK) {
-            kc__wrap(s, "%s: ", label);
-            break;
-        }
-        if (f.weights.n > 0) fl[n_fl++] = f;
-    }
-    /* the model's layers with weights, in Keras order; matched by name, or by position as
-     * Keras 2 does when the names differ */
-    int n_ml = 0;
-    for (int i = 0; i < o.n; i++)
-        if (kc__model_layer(m, o.layer[i])->n_weights > 0) n_ml++;
-    bool by_pos = false;
-    if (s == KC_STATUS_OK) {
-        for (int i = 0; i < o.n && !by_pos; i++) {
-            const kc_layer *l = kc__model_layer(m, o.layer[i]);
-            if (l->n_weights == 0) continue;
-            bool hit = false;
-            for (int k = 0; k < n_fl && !hit; k++) hit = strcmp(fl[k].name, l->name) == 0;
-            if (!hit) by_pos = true;
-        }
-        if (n_fl != n_ml) {
-            char list[400];
-            size_t used = 0;
-            list[0] = '\0';
-            for (int k = 0; k < n_fl && used < sizeof list; k++)
-                used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'", k ? ", " : "", fl[k].name);
-            s = kc__fail(KC_STATUS_BAD_FILE,
-                         "%s: the file has weights for %d layers (%s) but model '%s' has %d layers with weights; the "
-                         "weights do not belong to this model",
-                         label, n_fl, n_fl ? list : "none", m->name, n_ml);
-        } else if (by_pos) {
-            kc__log(KC_LOG_INFO, "%s: the layer names differ from model '%s'; matching layers by position, as Keras does",
-                    label, m->name);
-        }
-    }
-    for (int i = 0, pos = 0; i < o.n && s == KC_STATUS_OK; i++) {
-        int li = o.layer[i];
-        const kc_layer *l = kc__model_layer(m, li);
-        if (l->n_weights == 0) continue;
-        const file_layer *f = NULL;
-        if (by_pos) f = &fl[pos];
-        else
-            for (int k = 0; k < n_fl && !f; k++)
-                if (strcmp(fl[k].name, l->name) == 0) f = &fl[k];
-        pos++;
-        int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
-        int nw = layer_weights(m, li, widx, gidx);
-        if (f->weights.n != nw) {
-            s = kc__fail(KC_STATUS_BAD_FILE,
-                         "%s: layer '%s' has %d weights in the file but layer '%s' (%s) has %d; the weights do not belong "
-                         "to this model",
-                         label, f->name, f->weights.n, l->name, l->ops->class_name, nw);
-            break;
-        }
-        hid_t lg = H5Gopen2(group, f->name, H5P_DEFAULT);
-        if (lg < 0) {
-            s = kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group '%s'", label, f->name);
-            break;
-        }
-        for (int j = 0; j < nw && s == KC_STATUS_OK; j++) {
-            char what[2 * KC_NAME_MAX + 96];
-            snprintf(what, sizeof what, "layer '%s' (%s) weight '%s' (file layer '%s')", l->name, l->ops->class_name,
-                     l->w[widx[j]].name, f->name);
-            s = kc__h5_read_weight(lg, f->weights.v[j], &l->w[widx[j]].shape, staged(&st, gidx[j]), what);
-            if (s != KC_STATUS_OK) kc__wrap(s, "%s: ", label);
-        }
-        H5Gclose(lg);
-    }
-    if (s == KC_STATUS_OK) s = staging_commit(m, &st);
-    for (int k = 0; k < n_fl; k++) kc__strlist_free(&fl[k].weights);
-    free(fl);
-    kc__strlist_free(&names);
-    staging_free(&st);
-    korder_free(&o);
-    return s;
-}
 
 /* ---------------------------------------------------------------- writing files */
 
@@ -543,7 +346,7 @@ static kc_status fill_legacy(kc_model *m, hid_t root, void *ctx) {
     KC_TRY(kc__h5_put_fixed_string(root, "model_config", c->config));
     hid_t g = H5I_INVALID_HID;
     KC_TRY(kc__h5_make_group(root, "model_weights", &g));
-    kc_status s = legacy_weights_write(m, g);
+    kc_status s = kc__legacy_weights_write(m, g);
     H5Gclose(g);
     return s;
 }
@@ -594,7 +397,7 @@ static kc_status fill_keras3(kc_model *m, hid_t root, void *ctx) {
 
 static kc_status fill_legacy_weights(kc_model *m, hid_t root, void *ctx) {
     (void)ctx;
-    return legacy_weights_write(m, root);
+    return kc__legacy_weights_write(m, root);
 }
 
 kc_status kc__weights_h5_save(kc_model *m, const char *path, bool keras3) {
@@ -626,18 +429,12 @@ kc_status kc__legacy_h5_load(const char *path, const kc_device_opts *dev, kc_mod
         s = kc_model_from_json_ex(config, strlen(config), dev, &m);
         if (s != KC_STATUS_OK) kc__wrap(s, "%s: model_config: ", label);
     }
-    for (int i = 0; s == KC_STATUS_OK && i < m->n_layers; i++) /* its model_config nests models */
-        if (kc__model_layer(m, i)->keras_path[0])
-            s = kc__fail(KC_STATUS_UNSUPPORTED,
-                         "%s: layer '%s' comes from a model nested inside model '%s'; kerac reads the weights of "
-                         "nested models from Keras 3 .keras files only: save the model as .keras in Keras",
-                         label, kc__model_layer(m, i)->name, m->name);
     if (s == KC_STATUS_OK && !kc__h5_is_group(f, "model_weights"))
         s = kc__fail(KC_STATUS_BAD_FILE, "%s has a model_config but no 'model_weights' group: the weights are missing", label);
     if (s == KC_STATUS_OK) {
         hid_t g = H5Gopen2(f, "model_weights", H5P_DEFAULT);
         s = g < 0 ? kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group 'model_weights'", label)
-                  : legacy_weights_read(m, g, "/model_weights", label);
+                  : kc__legacy_weights_read(m, g, "/model_weights", label);
         if (g >= 0) H5Gclose(g);
     }
     free(config);
@@ -660,10 +457,10 @@ kc_status kc__weights_h5_load(kc_model *m, const char *path) {
     if (kc__h5_is_group(f, "model_weights")) {
         hid_t g = H5Gopen2(f, "model_weights", H5P_DEFAULT);
         s = g < 0 ? kc__fail(KC_STATUS_BAD_FILE, "%s: cannot open group 'model_weights'", label)
-                  : legacy_weights_read(m, g, "/model_weights", label);
+                  : kc__legacy_weights_read(m, g, "/model_weights", label);
         if (g >= 0) H5Gclose(g);
     } else if (kc__h5_has_attr(f, "layer_names") || kc__h5_has_attr(f, "layer_names0")) {
-        s = legacy_weights_read(m, f, "/", label);
+        s = kc__legacy_weights_read(m, f, "/", label);
     } else if (kc__h5_is_group(f, "layers") || kc__h5_is_group(f, "vars") ||
                kc__h5_is_group(f, "_layer_checkpoint_dependencies")) {
         s = kc__keras3_weights_read(m, f, label);
@@ -683,9 +480,9 @@ kc_status kc__weights_h5_load(kc_model *m, const char *path) {
  * model.layers: checkpoints need the same order (declared in checkpoint.h). */
 kc_status kc__keras_layer_order(const kc_model *m, int *order, int *n) {
     korder o;
-    KC_TRY(keras_order(m, &o, false));
+    KC_TRY(kc__h5_keras_order(m, &o, false));
     memcpy(order, o.layer, (size_t)o.n * sizeof *order);
     *n = o.n;
-    korder_free(&o);
+    kc__korder_free(&o);
     return KC_STATUS_OK;
 }

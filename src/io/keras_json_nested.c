@@ -9,7 +9,11 @@
  * false freezes its layers. Each inlined layer gets the path of its weights in Keras 3's
  * model.weights.h5, which scopes them under the nested model: "functional/layers/conv2d"
  * (nested models numbered per class in the outer "layers" order, the inner layers per class
- * in the inner order, as Keras's model.layers). kerac saves the flattened graph. */
+ * in the inner order, as Keras's model.layers), and the name of the outermost nested model,
+ * whose group holds its weights in a legacy .h5 (keras_h5_legacy.c). Keras 2 configs (tf-keras
+ * .h5) are read the same way; their references to a nested model's call (node 1: the nested
+ * model's own graph is node 0) become references to the inlined output layer's node 0.
+ * kerac saves the flattened graph. */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,7 +41,10 @@ static void rename_refs(json_t *v, const json_t *map) {
     if (json_is_array(v)) {
         const char *s = json_string_value(json_array_get(v, 0));
         const json_t *to = s ? json_object_get(map, s) : NULL;
-        if (to && json_array_size(v) >= 3) json_array_set(v, 0, (json_t *)to);
+        if (to && json_array_size(v) >= 3) { /* the inlined layer is called once: its node 0 */
+            json_array_set(v, 0, (json_t *)to);
+            json_array_set_new(v, 1, json_integer(0));
+        }
         size_t i;
         json_t *x;
         json_array_foreach(v, i, x) rename_refs(x, map);
@@ -68,18 +75,28 @@ static const char *stem_of(const json_t *e) {
     return ops ? ops->snake_name : "layer";
 }
 
-static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *prefix, bool frozen, const char *model);
+static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *prefix, bool frozen, const char *model,
+                      const char *group);
 
-/* The tensor a nested model entry is called on (its only input), after renaming. */
+/* The tensor a nested model entry is called on (its only input), after renaming: Keras 3's
+ * {"args": [tensor]} or Keras 2's [["layer", 0, 0, {kwargs}]]. */
 static kc_status nested_input(const json_t *e, const char *name, const char **from) {
     const json_t *nodes = json_object_get(e, "inbound_nodes");
-    const json_t *args = json_object_get(json_array_get(nodes, 0), "args");
-    const json_t *h = json_object_get(json_object_get(json_array_get(args, 0), "config"), "keras_history");
+    const json_t *node = json_array_get(nodes, 0), *h = NULL;
+    size_t n_args = 0;
+    if (json_is_array(node)) {
+        n_args = json_array_size(node);
+        h = json_array_get(node, 0);
+    } else {
+        const json_t *args = json_object_get(node, "args");
+        n_args = json_array_size(args);
+        h = json_object_get(json_object_get(json_array_get(args, 0), "config"), "keras_history");
+    }
     *from = json_string_value(json_array_get(h, 0));
-    if (json_array_size(nodes) != 1 || json_array_size(args) != 1 || !*from)
+    if (json_array_size(nodes) != 1 || n_args != 1 || !*from)
         return kc__fail(KC_STATUS_UNSUPPORTED,
-                        PFX "nested model '%s' is not called once on one Keras 3 tensor; kerac inlines nested "
-                            "models called once on one input (Keras 3 .keras / config)",
+                        PFX "nested model '%s' is not called once on one tensor; kerac inlines nested models called "
+                            "once on one input",
                         name);
     return KC_STATUS_OK;
 }
@@ -108,8 +125,9 @@ static kc_status seq_as_layers(const json_t *cfg, const char *model, const char 
     return KC_STATUS_OK;
 }
 
-/* Inlines nested model entry e (path `path`) into f; map[its name] = its output layer. */
-static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char *path, bool frozen) {
+/* Inlines nested model entry e (path `path`, inside outermost nested model `group`) into f;
+ * map[its name] = its output layer. */
+static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char *path, bool frozen, const char *group) {
     const char *name = kc__json_entry_name(e);
     const json_t *cfg = json_object_get(e, "config");
     const char *from = NULL, *out_name = NULL;
@@ -134,7 +152,7 @@ static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char 
             s = kc__fail(KC_STATUS_UNSUPPORTED, PFX "nested model '%s' needs one input and one output layer", name);
         else json_object_set_new(inner, in_name, json_string(from));
     }
-    if (s == KC_STATUS_OK) s = walk(f, ls, inner, path, frozen, name);
+    if (s == KC_STATUS_OK) s = walk(f, ls, inner, path, frozen, name, group ? group : name);
     if (s == KC_STATUS_OK) {
         const json_t *to = json_object_get(inner, out_name);
         if (!to) s = kc__fail(KC_STATUS_BAD_FILE, PFX "nested model '%s': its output layer '%s' is not among its layers",
@@ -154,7 +172,8 @@ static void unique_name(const flat *f, const char *model, const char *name, char
     for (int k = 2; json_object_get(f->used, buf); k++) snprintf(buf, n, "%s_%s_%d", model, name, k);
 }
 
-static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *prefix, bool frozen, const char *model) {
+static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *prefix, bool frozen, const char *model,
+                      const char *group) {
     json_t *counts = json_object();
     size_t i;
     json_t *e;
@@ -168,7 +187,7 @@ static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *pr
         if (prefix && is_input(e)) continue; /* the caller mapped it to the outer tensor */
         json_t *c = json_deep_copy(e);
         rename_refs(json_object_get(c, "inbound_nodes"), map);
-        if (is_nested(e)) s = inline_model(f, c, map, path, frozen);
+        if (is_nested(e)) s = inline_model(f, c, map, path, frozen, group);
         else if (!name) s = kc__fail(KC_STATUS_BAD_FILE, PFX "layer #%zu of nested model '%s' has no name", i, model);
         if (s != KC_STATUS_OK || is_nested(e)) {
             json_decref(c);
@@ -183,7 +202,7 @@ static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *pr
         if (json_is_object(cfg) && json_object_get(cfg, "name")) json_object_set_new(cfg, "name", json_string(nn));
         if (frozen && json_is_object(cfg)) json_object_set_new(cfg, "trainable", json_false());
         json_object_set_new(f->used, nn, json_true());
-        if (prefix) json_object_set_new(f->paths, nn, json_string(path));
+        if (prefix) json_object_set_new(f->paths, nn, json_pack("[ss]", path, group));
         json_object_set_new(map, name, json_string(nn));
         json_array_append_new(f->out, c);
     }
@@ -237,7 +256,7 @@ kc_status kc__json_inline_nested(json_t *config, json_t **paths) {
         if (n && !is_nested(e)) json_object_set_new(f.used, n, json_true());
     }
     json_t *map = json_object();
-    kc_status s = walk(&f, layers, map, NULL, false, "");
+    kc_status s = walk(&f, layers, map, NULL, false, "", NULL);
     if (s == KC_STATUS_OK) {
         json_object_set(config, "layers", f.out);
         rename_refs(json_object_get(config, "input_layers"), map);

@@ -396,8 +396,10 @@ static kc_status make_call(reader *r, const json_t *entry, int i, int call, bool
     *made = true;
     if (call > 0) return KC_STATUS_OK; /* the rest is the layer's, set at its first call */
     r->m->layers[y]->frozen = pl.frozen;
-    const char *path = json_string_value(json_object_get(r->paths, r->names[i]));
+    const json_t *where = json_object_get(r->paths, r->names[i]); /* [Keras 3 path, .h5 group] */
+    const char *path = json_string_value(json_array_get(where, 0)), *group = json_string_value(json_array_get(where, 1));
     if (path) snprintf(r->m->layers[y]->keras_path, sizeof r->m->layers[y]->keras_path, "%s", path);
+    if (group) snprintf(r->m->layers[y]->keras_h5_group, sizeof r->m->layers[y]->keras_h5_group, "%s", group);
     note_axis(r, &pl, y);
     return KC_STATUS_OK;
 }

@@ -52,7 +52,8 @@ kc_status kc__json_parse_op_node(const json_t *entry, int index, parsed_layer *p
 
 /* Nested models (keras_json_nested.c): inlines every Sequential/Functional entry of a
  * Functional config's "layers" into it, in place; *paths (NULL when there was none) maps
- * each inlined layer's name to its Keras 3 weight path ("functional/layers/conv2d"). */
+ * each inlined layer's name to [its Keras 3 weight path ("functional/layers/conv2d"), the
+ * name of the outermost nested model it came from (its group in a legacy .h5)]. */
 kc_status kc__json_inline_nested(json_t *config, json_t **paths);
 /* Whether a "layers" list has a nested model; a Sequential config (starting with its
  * InputLayer) as the equivalent Functional config (*out, new), to inline its nested models. */

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "io.h"
+#include "keras_json_read.h"
 #include "keras_json_values.h"
 
 typedef struct writer {
@@ -231,10 +232,48 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
     return NULL;
 }
 
+/* Numbers by value (0 and 0.0 alike), lists element by element, the rest as jansson. */
+static bool same_value(const json_t *a, const json_t *b) {
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    if (!json_is_array(a) || !json_is_array(b)) return json_equal((json_t *)a, (json_t *)b);
+    if (json_array_size(a) != json_array_size(b)) return false;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!same_value(json_array_get(a, i), json_array_get(b, i))) return false;
+    return true;
+}
+
+/* Field t[i] is a Keras-3-only key (no Keras 2 key for the same option): away from Keras's
+ * default, tf-keras has no such option (RandomContrast's value_range, Resizing's
+ * pad_to_aspect_ratio, LayerNormalization's rms_scaling), so the Keras 2 flavour cannot
+ * express the layer (w->err; a legacy .h5 is then written as Keras 3's own). */
+static void check_keras3_only(writer *w, const kc_layer *l, const kc__layer_opts *o, const kc__field *t, int n, int i) {
+    const kc__field *f = &t[i];
+    for (int j = 0; j < n; j++)
+        if (j != i && t[j].off == f->off && (t[j].flags & KC_F_W2)) return; /* written under its Keras 2 key */
+    json_t *def = NULL;
+    if (f->kind == KC_F_BOOL) def = json_boolean(f->def != 0);
+    else if (f->kind == KC_F_FLOAT) def = json_real(f->def);
+    else if (f->kind == KC_F_STR && f->lit) def = json_string(f->lit);
+    else if (f->kind == KC_F_FLOAT_PAIR && f->lit) def = json_loads(f->lit, JSON_DECODE_ANY, NULL);
+    if (!def) return;
+    json_t *v = field_value(w, l, o, f);
+    if (v && !same_value(v, def) && w->err == KC_STATUS_OK) {
+        char b[64];
+        w->err = kc__fail(KC_STATUS_UNSUPPORTED,
+                          "model JSON: layer '%s' (%s): option '%s' = %s has no tf-keras equivalent; it can be "
+                          "written for Keras 3 only",
+                          l->name, l->ops->class_name, f->key, kc__json_text(v, b, sizeof b));
+    }
+    json_decref(v);
+    json_decref(def);
+}
+
 static void put_fields(writer *w, json_t *cfg, const kc_layer *l, const kc__layer_opts *o, const kc__field *t, int n) {
     unsigned want = w->flavour == 3 ? KC_F_W3 : KC_F_W2;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (t[i].flags & want) put(w, cfg, t[i].key, field_value(w, l, o, &t[i]));
+        else if (w->flavour == 2 && (t[i].flags & KC_F_W3) && t[i].off != KC_F_NO_OFFSET) check_keras3_only(w, l, o, t, n, i);
+    }
 }
 
 /* A Keras 3 call argument naming the output of layer `node`. */

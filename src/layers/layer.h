@@ -157,6 +157,9 @@ struct kc_layer {
     int shares;
     int n_views;
     int calls;                  /* on a first call: how many later calls share its weights */
+    /* The name of the outermost nested model it came from, its group in a legacy .h5's
+     * /model_weights (keras_h5_legacy.c); "" for a layer of the model itself. */
+    char keras_h5_group[KC_NAME_MAX];
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
