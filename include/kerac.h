@@ -749,7 +749,8 @@ typedef struct kc_dataset kc_dataset;
  *   "mnist:DIR[:train|:test]"       IDX files (raw or .gz) in DIR, Keras/LeCun names
  *   "fashion-mnist:DIR[:train|:test]"
  *   "cifar10:DIR[:train|:test]"     CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin)
- *   "npy:X.npy,Y.npy"               uint8 or float32 images (N, H, W[, C]), integer labels (N,)
+ *   "npy:X.npy,Y.npy"               uint8 or float32 images (N, H, W[, C]); integer labels (N,),
+ *                                   or label tensors of any dtype (one-hot, binary, masks, targets)
  *   "idx:IMAGES,LABELS"             a pair of IDX files
  *   "images:DIR"                    a folder of images, one subfolder per class (default options
  *                                   of kc_dataset_open_images)
@@ -774,6 +775,21 @@ KC_API int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
 KC_API kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mapped);
 /* Copy examples [start, start + count) into x (count, shape...) and y (count), either may be NULL. */
 KC_API kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);
+/* ---- label tensors: targets other than one class index per example (one-hot or float
+ * targets (N, K), binary targets (N,) / (N, 1) as floats, per-pixel class masks (N, H, W),
+ * regression targets of the output's shape). kc_fit / kc_evaluate check them against the
+ * model's output and loss (see README, "Labels and targets"). */
+/* One example's labels as stored, e.g. (K) or (H, W); rank 0 for class indices (y). */
+KC_API kc_shape kc_dataset_target_shape(const kc_dataset *d);
+/* Labels of examples [start, start + count) as floats into t (count, target shape...);
+ * class indices are written as floats (one per example). */
+KC_API kc_status kc_dataset_read_targets(const kc_dataset *d, int64_t start, int64_t count, float *t);
+/* A dataset from memory (copied) with label tensors t (n, target_shape...). */
+KC_API kc_status kc_dataset_from_memory_targets(const float *x, const float *t, int64_t n, kc_shape shape,
+                                                kc_shape target_shape, kc_dataset **out);
+/* Whether d fits compiled model m as kc_fit / kc_evaluate will check it: the example shape,
+ * and the labels against the output and the loss (SHAPE naming both shapes and what to do). */
+KC_API kc_status kc_model_check_data(kc_model *m, const kc_dataset *d);
 
 /* ---- a folder of images (Keras's image_dataset_from_directory) */
 
