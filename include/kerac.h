@@ -790,6 +790,11 @@ KC_API kc_status kc_dataset_from_memory_targets(const float *x, const float *t, 
 /* Whether d fits compiled model m as kc_fit / kc_evaluate will check it: the example shape,
  * and the labels against the output and the loss (SHAPE naming both shapes and what to do). */
 KC_API kc_status kc_model_check_data(kc_model *m, const kc_dataset *d);
+/* The loss a loaded .keras / .json file was compiled with in Keras (its compile_config:
+ * "binary_crossentropy" or BinaryCrossentropy(from_logits=True) ...): 1 with *loss (owned
+ * by the model, Keras's snake_case name) and *from_logits set, 0 when the file has none or
+ * one kerac does not know. kerac train / evaluate use it when --loss is not given. */
+KC_API int kc_model_saved_loss(const kc_model *m, const char **loss, int *from_logits);
 
 /* ---- a folder of images (Keras's image_dataset_from_directory) */
 

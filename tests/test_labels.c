@@ -226,11 +226,41 @@ static void test_split_and_shuffle(void **state) {
     kc_dataset_destroy(d);
 }
 
+/* The loss of a file's Keras compile_config: BinaryCrossentropy(from_logits=True) as an
+ * object, "sparse_categorical_crossentropy" as a name (from its .json config too). */
+static void test_saved_loss(void **state) {
+    (void)state;
+    char path[1024];
+    const char *loss = NULL;
+    int logits = -1;
+    kc_model *m = NULL;
+    case_path(path, sizeof path, "binary_logits", "compiled.keras");
+    assert_int_equal(kc_model_load(path, &m), KC_STATUS_OK);
+    assert_int_equal(kc_model_saved_loss(m, &loss, &logits), 1);
+    assert_string_equal(loss, "binary_crossentropy");
+    assert_int_equal(logits, 1);
+    kc_model_destroy(m);
+    case_path(path, sizeof path, "binary_logits", "model.keras"); /* saved before compile */
+    assert_int_equal(kc_model_load(path, &m), KC_STATUS_OK);
+    assert_int_equal(kc_model_saved_loss(m, &loss, &logits), 0);
+    kc_model_destroy(m);
+    const char *json = "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": ["
+                       "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 3], \"name\": \"in\"}}, "
+                       "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}]}, "
+                       "\"compile_config\": {\"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": \"adam\"}}";
+    assert_int_equal(kc_model_from_json(json, strlen(json), &m), KC_STATUS_OK);
+    assert_int_equal(kc_model_saved_loss(m, &loss, &logits), 1);
+    assert_string_equal(loss, "sparse_categorical_crossentropy");
+    assert_int_equal(logits, 0);
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keras_cases),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_split_and_shuffle),
+        cmocka_unit_test(test_saved_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

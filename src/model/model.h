@@ -122,6 +122,10 @@ struct kc_model {
     bool has_image_opts;
     kc_image_opts image_opts;  /* class_names points to image_classes */
     char **image_classes;      /* (image_opts.num_class_names) */
+
+    /* the loss of the file's Keras compile_config ("" when none): kc_model_saved_loss */
+    char saved_loss[48];
+    int saved_from_logits;
 };
 
 /* Sticky builder error: record the first failure in the model. Returns s. */

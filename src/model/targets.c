@@ -63,6 +63,14 @@ static bool same_up_to_last_one(const kc_shape *a, const kc_shape *b) {
     return true;
 }
 
+/* The output without its class axis: one class index per position ((K) -> (1)). */
+static kc_shape positions_shape(const kc_shape *o) {
+    kc_shape pos = *o;
+    pos.rank--;
+    if (pos.rank == 0) pos.dim[pos.rank++] = 1;
+    return pos;
+}
+
 /* Labels that are one class index per example (kc_dataset_num_classes of them). */
 static kc_status check_indices(kc_model *m, const kc_dataset *d, const char *what) {
     const kc_shape *o = out_shape(m);
@@ -70,12 +78,14 @@ static kc_status check_indices(kc_model *m, const kc_dataset *d, const char *wha
     int classes = kc_dataset_num_classes(d), outputs = (int)kc__shape_size(o), p = kc__model_positions(m);
     char ob[96];
     bool classify = m->loss == KC_LOSS_SPARSE_CCE || m->loss == KC_LOSS_CCE;
-    if (classify && p > 1)
+    if (classify && p > 1) {
+        kc_shape pos = positions_shape(o);
+        char pb[96];
         return kc__fail(KC_STATUS_SHAPE,
                         "%s labels are one class index per example (N,), but model '%s' outputs %s: %s there "
-                        "needs a class index per position, labels of shape (N, %d...) like the output without its "
-                        "last axis (a segmentation mask); save such labels as integers", what, m->name,
-                        batch_str(o, ob, sizeof ob), loss, o->dim[0]);
+                        "needs a class index per position, integer labels of shape %s (a segmentation mask)",
+                        what, m->name, batch_str(o, ob, sizeof ob), loss, batch_str(&pos, pb, sizeof pb));
+    }
     if (classify && classes > outputs)
         return kc__fail(KC_STATUS_SHAPE,
                         "%s labels go up to %d but model '%s' has %d outputs; a label must be below the number of "
@@ -95,9 +105,7 @@ kc_status kc__check_labels(kc_model *m, const kc_dataset *d, const char *what) {
     batch_str(&t, tb, sizeof tb);
     batch_str(o, ob, sizeof ob);
     if (m->loss == KC_LOSS_SPARSE_CCE) {
-        kc_shape pos = *o; /* the output without its class axis: one index per position */
-        pos.rank--;
-        if (pos.rank == 0) pos.dim[pos.rank++] = 1;
+        kc_shape pos = positions_shape(o);
         if (!same_up_to_last_one(&t, &pos)) {
             char pb[96];
             return kc__fail(KC_STATUS_SHAPE,

@@ -71,5 +71,15 @@ timeout 60 "$K" evaluate "$T/binary.keras" --data "npy:$T/x.npy,$T/mask.npy" --l
 rc=$?
 [ $rc = 2 ] || fail "masks for a binary head: exit $rc, expected 2: $(cat "$T/out")"
 grep -q "labels have shape (N, 8, 8) but model 'binary' outputs (N, 1)" "$T/out" || fail "unclear error: $(cat "$T/out")"
+# no --loss: the loss the .keras file was compiled with in Keras (BinaryCrossentropy(from_logits=True))
+F=${KERAC_SOURCE_DIR:-$(dirname "$0")/../..}/tests/fixtures/labels/binary_logits
+timeout 60 "$K" evaluate "$F/compiled.keras" --data "npy:$F/x.npy,$F/y.npy" --json >"$T/out" 2>&1 ||
+    fail "evaluate with the file's loss: $(cat "$T/out")"
+"$PY" - "$T/out" "$F/keras.json" <<'PY' || fail "the file's compile_config loss was not used: $(cat "$T/out")"
+import json, sys
+got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+print("compiled.keras without --loss: loss %.6f (Keras %.6f)" % (got["loss"], want["loss"]))
+assert abs(got["loss"] - want["loss"]) < 1e-5 and abs(got["accuracy"] - want["accuracy"]) < 1e-6
+PY
 echo "labels: a binary head and a per-pixel head train and evaluate; mismatched labels refused"
 exit 0

@@ -42,8 +42,9 @@ static const char usage[] =
     "  --optimizer NAME        sgd, adam, adamw or rmsprop (default adam)\n"
     "  --lr X                  learning rate (default: Keras's for the optimizer: 0.01 for\n"
     "                          sgd, 0.001 for the others)\n"
-    "  --loss NAME             default sparse_categorical_crossentropy (README: labels and\n"
-    "                          targets per loss)\n"
+    "  --loss NAME             default: the loss MODEL was compiled with in Keras (its\n"
+    "                          compile_config), else sparse_categorical_crossentropy\n"
+    "                          (README: labels and targets per loss)\n"
     "  --from-logits           the model outputs logits (Keras's from_logits=True)\n"
     "  --metrics A[,B...]      default accuracy\n"
     "  --head SPEC             put a new head on MODEL's output (a base saved with\n"
@@ -497,6 +498,9 @@ static int compile_model(train_run *r) {
     if (t->resume) return 0;
     kc_compile_opts co = {.optimizer = {.name = t->optimizer, .learning_rate = t->lr}, .loss = t->loss,
                           .from_logits = t->from_logits ? KC_TRUE : KC_DEFAULT};
+    int saved_logits = 0; /* no --loss: the loss the file was compiled with in Keras, when it has one */
+    if (!t->has_loss && !t->img.has_label_mode && kc_model_saved_loss(r->m, &co.loss, &saved_logits) && saved_logits)
+        co.from_logits = KC_TRUE;
     if (t->n_metrics > 0)
         for (int i = 0; i < t->n_metrics; i++) co.metrics[i] = t->metrics[i];
     else
