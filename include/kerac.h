@@ -731,7 +731,8 @@ typedef struct kc_compile_opts {
      * "binary_crossentropy", "mean_squared_error" ("mse"), "mean_absolute_error" ("mae") */
     const char *loss;
     int from_logits;          /* KC_TRUE: the model outputs logits */
-    /* "accuracy" (sparse or categorical, chosen by the loss as Keras does),
+    /* "accuracy" (binary when the output's last axis is 1, else sparse or categorical, as
+     * Keras chooses; per position for a per-pixel output),
      * "sparse_categorical_accuracy", "categorical_accuracy", "top_k_accuracy" /
      * "sparse_top_k_categorical_accuracy" (k = top_k, default 5) */
     const char *metrics[KC_MAX_METRICS];
