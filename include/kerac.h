@@ -756,7 +756,8 @@ typedef struct kc_compile_opts {
      * "binary_crossentropy", "mean_squared_error" ("mse"), "mean_absolute_error" ("mae") */
     const char *loss;
     int from_logits;          /* KC_TRUE: the model outputs logits */
-    /* "accuracy" (sparse or categorical, chosen by the loss as Keras does),
+    /* "accuracy" (binary when the output's last axis is 1, else sparse or categorical, as
+     * Keras chooses; per position for a per-pixel output),
      * "sparse_categorical_accuracy", "categorical_accuracy", "top_k_accuracy" /
      * "sparse_top_k_categorical_accuracy" (k = top_k, default 5) */
     const char *metrics[KC_MAX_METRICS];
@@ -774,7 +775,8 @@ typedef struct kc_dataset kc_dataset;
  *   "mnist:DIR[:train|:test]"       IDX files (raw or .gz) in DIR, Keras/LeCun names
  *   "fashion-mnist:DIR[:train|:test]"
  *   "cifar10:DIR[:train|:test]"     CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin)
- *   "npy:X.npy,Y.npy"               uint8 or float32 images (N, H, W[, C]), integer labels (N,)
+ *   "npy:X.npy,Y.npy"               uint8 or float32 images (N, H, W[, C]); integer labels (N,),
+ *                                   or label tensors of any dtype (one-hot, binary, masks, targets)
  *   "idx:IMAGES,LABELS"             a pair of IDX files
  *   "images:DIR"                    a folder of images, one subfolder per class (default options
  *                                   of kc_dataset_open_images)
@@ -799,6 +801,26 @@ KC_API int kc_dataset_num_classes(const kc_dataset *d); /* max label + 1 */
 KC_API kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mapped);
 /* Copy examples [start, start + count) into x (count, shape...) and y (count), either may be NULL. */
 KC_API kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, float *x, int32_t *y);
+/* ---- label tensors: targets other than one class index per example (one-hot or float
+ * targets (N, K), binary targets (N,) / (N, 1) as floats, per-pixel class masks (N, H, W),
+ * regression targets of the output's shape). kc_fit / kc_evaluate check them against the
+ * model's output and loss (see README, "Labels and targets"). */
+/* One example's labels as stored, e.g. (K) or (H, W); rank 0 for class indices (y). */
+KC_API kc_shape kc_dataset_target_shape(const kc_dataset *d);
+/* Labels of examples [start, start + count) as floats into t (count, target shape...);
+ * class indices are written as floats (one per example). */
+KC_API kc_status kc_dataset_read_targets(const kc_dataset *d, int64_t start, int64_t count, float *t);
+/* A dataset from memory (copied) with label tensors t (n, target_shape...). */
+KC_API kc_status kc_dataset_from_memory_targets(const float *x, const float *t, int64_t n, kc_shape shape,
+                                                kc_shape target_shape, kc_dataset **out);
+/* Whether d fits compiled model m as kc_fit / kc_evaluate will check it: the example shape,
+ * and the labels against the output and the loss (SHAPE naming both shapes and what to do). */
+KC_API kc_status kc_model_check_data(kc_model *m, const kc_dataset *d);
+/* The loss a loaded .keras / .json file was compiled with in Keras (its compile_config:
+ * "binary_crossentropy" or BinaryCrossentropy(from_logits=True) ...): 1 with *loss (owned
+ * by the model, Keras's snake_case name) and *from_logits set, 0 when the file has none or
+ * one kerac does not know. kerac train / evaluate use it when --loss is not given. */
+KC_API int kc_model_saved_loss(const kc_model *m, const char **loss, int *from_logits);
 
 /* ---- a folder of images (Keras's image_dataset_from_directory) */
 

@@ -347,7 +347,10 @@ struct kc_backend {
                                        const float *target, float *loss_sum, float *dpred, int grad_n);
     /* number of rows whose target class is among the top k of pred (k=1: argmax),
      * added to *correct (device float). targets: class indices if sparse, else (N, C)
-     * (argmax taken); c == 1: binary accuracy with threshold 0.5 (or 0 for logits). */
+     * (argmax taken); c == 1: binary accuracy, Keras's (pred > 0.5) == target, the target
+     * exactly 0 or 1 (threshold 0 when from_logits: a sigmoid folded into the loss). The
+     * model calls both entries on rows of the output's last axis: (N * positions, C) for
+     * a per-pixel head, with one class index (sparse) or C targets per position. */
     kc_status (*count_correct)(kc_backend *be, const float *pred, const float *target, int n, int c,
                                int sparse, int k, int from_logits, float *correct);
 

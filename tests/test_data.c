@@ -602,10 +602,28 @@ static void test_npy_bad(void **state) {
         kc_dataset_destroy(d);
     }
     write_npy(tmp("nb_x.npy"), 1, "<f4", "False", "(2, 3)", xf, 2 * 3 * 4);
-    write_npy(tmp("nb_yf.npy"), 1, "<f4", "False", "(2,)", xf, 2 * 4);
-    expect_npy_fails("nb_x.npy", "nb_yf.npy", KC_STATUS_UNSUPPORTED, "dtype '<f4'", "integer");
-    write_npy(tmp("nb_y2.npy"), 1, "<i8", "False", "(2, 2)", y64, sizeof y64);
-    expect_npy_fails("nb_x.npy", "nb_y2.npy", KC_STATUS_UNSUPPORTED, "(N, 1)", "argmax");
+    { /* float labels (N,) and integer (N, K) are label tensors (binary / one-hot targets), read
+       * as floats of their shape; kc_fit checks them against the model (test_labels.c) */
+        write_npy(tmp("nb_yf.npy"), 1, "<f4", "False", "(2,)", xf, 2 * 4);
+        write_npy(tmp("nb_y2.npy"), 1, "<i8", "False", "(2, 2)", y64, sizeof y64);
+        const char *files[2] = {"nb_yf.npy", "nb_y2.npy"};
+        for (int f = 0; f < 2; f++) {
+            char spec[1200];
+            snprintf(spec, sizeof spec, "npy:%s,%s", tmp("nb_x.npy"), tmp(files[f]));
+            kc_dataset *d = NULL;
+            if (kc_dataset_open(spec, &d) != KC_STATUS_OK) fail_msg("%s: %s", files[f], kc_last_error());
+            kc_shape ts = kc_dataset_target_shape(d);
+            float t[4] = {0};
+            assert_int_equal(ts.rank, 1);
+            assert_int_equal(ts.dim[0], f == 0 ? 1 : 2);
+            assert_int_equal(kc_dataset_read_targets(d, 0, 2, t), KC_STATUS_OK);
+            for (int i = 0; i < (f == 0 ? 2 : 4); i++) /* int64 widened to float */
+                assert_float_equal(t[i], f == 0 ? xf[i] : (float)y64[i], 0);
+            kc_dataset_destroy(d);
+        }
+    }
+    write_npy(tmp("nb_yc.npy"), 1, "<c8", "False", "(2,)", xf, 2 * 8);
+    expect_npy_fails("nb_x.npy", "nb_yc.npy", KC_STATUS_UNSUPPORTED, "dtype '<c8'", "float32");
     /* Fortran order */
     write_npy(tmp("nb_fo.npy"), 1, "<f4", "True", "(2, 3)", xf, 2 * 3 * 4);
     expect_npy_fails("nb_fo.npy", "nb_y.npy", KC_STATUS_UNSUPPORTED, "Fortran", "nb_fo.npy");

@@ -334,7 +334,7 @@ static void test_reading_before_acquire_sees_nan(void **state) {
     int32_t y[8] = {0};
     for (int i = 0; i < 8 * 144; i++) x[i] = 1.0f;
     int slot = -1;
-    assert_int_equal(kc__feed_put(&f, x, y, 8, &slot), KC_STATUS_OK);
+    assert_int_equal(kc__feed_put(&f, x, y, NULL, 0, 8, &slot), KC_STATUS_OK);
     assert_int_equal(kc__feed_select(&f, slot, 0, 8), KC_STATUS_OK); /* the mistake: no acquire */
     assert_true(isnan(kc__model_input_buffer(m)[0]));
     assert_int_equal(kc__feed_acquire(&f, slot), KC_STATUS_OK); /* the right order */
@@ -354,18 +354,18 @@ static void test_upload_into_busy_slot_is_a_violation(void **state) {
     float x[4 * 144] = {0};
     int32_t y[4] = {0};
     int s0 = -1, s1 = -1, s2 = -1;
-    assert_int_equal(kc__feed_put(&f, x, y, 4, &s0), KC_STATUS_OK);
+    assert_int_equal(kc__feed_put(&f, x, y, NULL, 0, 4, &s0), KC_STATUS_OK);
     assert_int_equal(kc__feed_acquire(&f, s0), KC_STATUS_OK);
-    assert_int_equal(kc__feed_put(&f, x, y, 4, &s1), KC_STATUS_OK); /* the other slot: fine */
+    assert_int_equal(kc__feed_put(&f, x, y, NULL, 0, 4, &s1), KC_STATUS_OK); /* the other slot: fine */
     assert_int_equal(L.violations, 0);
-    assert_int_equal(kc__feed_put(&f, x, y, 4, &s2), KC_STATUS_OK); /* s0 again, not released */
+    assert_int_equal(kc__feed_put(&f, x, y, NULL, 0, 4, &s2), KC_STATUS_OK); /* s0 again, not released */
     assert_int_equal(s2, s0);
     assert_true(L.violations > 0);
     assert_non_null(strstr(L.violation, "in use"));
     /* the feed's own argument checks */
-    assert_int_equal(kc__feed_put(&f, x, y, 5, &s2), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kc__feed_put(&f, x, y, NULL, 0, 5, &s2), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "does not fit slots of 4"));
-    assert_int_equal(kc__feed_put(&f, x, NULL, 4, &s2), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kc__feed_put(&f, x, NULL, NULL, 0, 4, &s2), KC_STATUS_INVALID_ARGUMENT);
     assert_int_equal(kc__feed_select(&f, s1, 2, 4), KC_STATUS_INVALID_ARGUMENT);
     kc__feed_close(&f);
     kc_model_destroy(m);

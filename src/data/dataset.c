@@ -141,6 +141,7 @@ void kc__ds_storage_free(kc_ds_storage *st) {
         free(st->x_f32);
     }
     free(st->y);
+    free(st->t);
     kc__img_meta_free(st->img);
     free(st);
 }
@@ -150,17 +151,47 @@ kc_status kc_dataset_memory(const kc_dataset *d, size_t *resident, size_t *mappe
     const kc_ds_storage *st = d->st;
     size_t elem = st->dtype == KC_DS_U8 ? 1 : sizeof(float);
     size_t x = st->x_u8 || st->x_f32 ? (size_t)st->n * (size_t)st->example_size * elem : 0; /* 0: decoded per batch */
-    size_t y = (size_t)st->n * sizeof(int32_t);
+    size_t y = (size_t)st->n * (sizeof(int32_t) + (st->t ? (size_t)st->t_size * sizeof(float) : 0));
     if (resident) *resident = y + (st->map ? 0 : x);
     if (mapped) *mapped = st->map ? x : 0;
     return KC_STATUS_OK;
 }
 
+kc_status kc__ds_storage_add_targets(kc_ds_storage *st, kc_shape t_shape) {
+    int64_t e = 1;
+    for (int i = 0; i < t_shape.rank; i++) e *= t_shape.dim[i];
+    if (t_shape.rank < 1 || e < 1 || (uint64_t)st->n > (SIZE_MAX / 4) / sizeof(float) / (uint64_t)e)
+        return kc__fail(KC_STATUS_OUT_OF_MEMORY, "dataset %s: %lld examples of %lld label values do not fit in memory",
+                        st->source, (long long)st->n, (long long)e);
+    st->t = kc__malloc_aligned((size_t)st->n * (size_t)e * sizeof(float), "dataset labels");
+    if (!st->t) return KC_STATUS_OUT_OF_MEMORY;
+    st->t_shape = t_shape;
+    st->t_size = e;
+    memset(st->y, 0, (size_t)st->n * sizeof(int32_t));
+    return KC_STATUS_OK;
+}
+
+/* The largest class label (y, or t when every value of t is an integer >= 0); -1 when none. */
+static int32_t max_label(kc_ds_storage *st) {
+    int32_t max = -1;
+    if (!st->t) {
+        for (int64_t i = 0; i < st->n; i++)
+            if (st->y[i] > max) max = st->y[i];
+        return max;
+    }
+    float fmax = -1.0f;
+    st->t_integral = true;
+    for (int64_t i = 0; i < st->n * st->t_size; i++) {
+        float v = st->t[i];
+        if (!(v >= 0.0f && v < 2147483647.0f && v == (float)(int32_t)v)) st->t_integral = false;
+        else if (v > fmax) fmax = v;
+    }
+    return st->t_integral ? (int32_t)fmax : -1;
+}
+
 kc_status kc__ds_storage_finish(kc_ds_storage *st, int num_classes, kc_dataset **out) {
     *out = NULL;
-    int32_t max = -1;
-    for (int64_t i = 0; i < st->n; i++)
-        if (st->y[i] > max) max = st->y[i];
+    int32_t max = max_label(st);
     kc_dataset *d = kc__calloc(1, sizeof *d, "a dataset");
     if (!d) {
         kc__ds_storage_free(st);
@@ -209,6 +240,17 @@ kc_status kc__dataset_gather(const kc_dataset *d, const int64_t *idx, int64_t fi
     return s;
 }
 
+kc_status kc__dataset_gather_targets(const kc_dataset *d, const int64_t *idx, int64_t first, int64_t n, float *t) {
+    const kc_ds_storage *st = d->st;
+    const int64_t e = st->t ? st->t_size : 1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = d->start + (idx ? idx[i] : first + i); /* index into the storage */
+        if (st->t) memcpy(t + i * e, st->t + j * e, (size_t)e * sizeof(float));
+        else t[i] = (float)st->y[j];
+    }
+    return KC_STATUS_OK;
+}
+
 int64_t kc__dataset_example_size(const kc_dataset *d) { return d ? d->st->example_size : 0; }
 
 void kc__dataset_set_fault(kc_dataset *d, int64_t index) {
@@ -216,6 +258,18 @@ void kc__dataset_set_fault(kc_dataset *d, int64_t index) {
 }
 
 /* ---------------------------------------------------------------- public API */
+
+/* A shape argument of rank 1..KC_MAX_RANK with positive dimensions. */
+static kc_status check_shape(const char *fn, const char *what, kc_shape s, const char *pass) {
+    if (s.rank < 1 || s.rank > KC_MAX_RANK)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: %s rank %d is not 1..%d; pass %s", fn, what, s.rank,
+                        KC_MAX_RANK, pass);
+    for (int i = 0; i < s.rank; i++)
+        if (s.dim[i] < 1)
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: %s dimension %d is %d; every dimension must be >= 1",
+                            fn, what, i, s.dim[i]);
+    return KC_STATUS_OK;
+}
 
 kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc_shape shape,
                                  int num_classes, kc_dataset **out) {
@@ -227,13 +281,7 @@ kc_status kc_dataset_from_memory(const float *x, const int32_t *y, int64_t n, kc
     if (n < 1)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: n = %lld; a dataset "
                         "needs at least one example", (long long)n);
-    if (shape.rank < 1 || shape.rank > KC_MAX_RANK)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: shape rank %d is not "
-                        "1..%d; pass the shape of one example, e.g. (28, 28, 1)", shape.rank, KC_MAX_RANK);
-    for (int i = 0; i < shape.rank; i++)
-        if (shape.dim[i] < 1)
-            return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: shape dimension %d "
-                            "is %d; every dimension must be >= 1", i, shape.dim[i]);
+    KC_TRY(check_shape("kc_dataset_from_memory", "shape", shape, "the shape of one example, e.g. (28, 28, 1)"));
     if (num_classes < 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory: num_classes = %d; pass "
                         "0 to use max label + 1", num_classes);
@@ -291,6 +339,10 @@ kc_status kc_dataset_read(const kc_dataset *d, int64_t start, int64_t count, flo
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_read: examples [%lld, %lld + %lld) "
                         "are outside dataset %s of %lld examples", (long long)start, (long long)start,
                         (long long)count, d->st->source, (long long)d->count);
+    if (y && d->st->t)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_read: dataset %s holds label tensors of %lld values "
+                        "per example, not class indices; read them with kc_dataset_read_targets",
+                        d->st->source, (long long)d->st->t_size);
     return kc__dataset_gather(d, NULL, start, count, x, y);
 }
 
@@ -402,4 +454,48 @@ kc_status kc_dataset_open(const char *spec, kc_dataset **out) {
     free(a);
     free(b);
     return s;
+}
+
+/* ---------------------------------------------------------------- label tensors */
+
+kc_shape kc_dataset_target_shape(const kc_dataset *d) {
+    kc_shape s = {0};
+    return d && d->st->t ? d->st->t_shape : s;
+}
+
+kc_status kc_dataset_read_targets(const kc_dataset *d, int64_t start, int64_t count, float *t) {
+    if (!d || !t) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_read_targets: the %s is NULL", !d ? "dataset" : "output");
+    if (start < 0 || count < 0 || start > d->count || count > d->count - start)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_read_targets: examples [%lld, %lld + %lld) "
+                        "are outside dataset %s of %lld examples", (long long)start, (long long)start,
+                        (long long)count, d->st->source, (long long)d->count);
+    return kc__dataset_gather_targets(d, NULL, start, count, t);
+}
+
+kc_status kc_dataset_from_memory_targets(const float *x, const float *t, int64_t n, kc_shape shape,
+                                         kc_shape target_shape, kc_dataset **out) {
+    if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory_targets: out is NULL");
+    *out = NULL;
+    if (!x || !t || n < 1)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_dataset_from_memory_targets: %s; pass the examples x "
+                        "(n, shape...), their labels t (n, target_shape...) and n >= 1",
+                        !x ? "x is NULL" : !t ? "t is NULL" : "n < 1");
+    KC_TRY(check_shape("kc_dataset_from_memory_targets", "shape", shape, "the shape of one example, e.g. (28, 28, 1)"));
+    KC_TRY(check_shape("kc_dataset_from_memory_targets", "target shape", target_shape,
+                       "the shape of one example's labels, e.g. (1) or (H, W)"));
+    kc_ds_storage *st = NULL;
+    KC_TRY(kc__ds_storage_create(KC_DS_F32, n, shape, "memory", &st));
+    kc_status s = kc__ds_storage_add_targets(st, target_shape);
+    if (s != KC_STATUS_OK) {
+        kc__ds_storage_free(st);
+        return s;
+    }
+    memcpy(st->x_f32, x, (size_t)n * (size_t)st->example_size * sizeof(float));
+    memcpy(st->t, t, (size_t)n * (size_t)st->t_size * sizeof(float));
+    s = kc__ds_check_finite(st->t, n, st->t_size, "labels", "memory");
+    if (s != KC_STATUS_OK) {
+        kc__ds_storage_free(st);
+        return s;
+    }
+    return kc__ds_storage_finish(st, 0, out);
 }

@@ -22,7 +22,12 @@ typedef struct kc_ds_storage {
     int64_t example_size;   /* elements per example: product of shape */
     uint8_t *x_u8;          /* (n, example_size) when dtype == KC_DS_U8, else NULL */
     float *x_f32;           /* (n, example_size) when dtype == KC_DS_F32, else NULL */
-    int32_t *y;             /* (n) class labels, >= 0 */
+    int32_t *y;             /* (n) class labels, >= 0 (zeros when t holds the labels) */
+    float *t;               /* (n, t_size) label tensors (float or one-hot targets, per-pixel masks,
+                             * regression targets), or NULL: the labels are the class indices y */
+    kc_shape t_shape;       /* one example's labels as stored (e.g. (1), (K), (H, W), (H, W, 1)) */
+    int64_t t_size;         /* floats per example in t: product of t_shape */
+    bool t_integral;        /* every value of t is an integer >= 0 (class indices: masks, int files) */
     int num_classes;        /* max label + 1, computed once when the storage is finished */
     int64_t fault_index;    /* tests: gathering this example fails with KC_STATUS_IO; -1: never */
     void *map;              /* a memory-mapped file holding x (x_u8/x_f32 point inside it), or NULL */
@@ -53,6 +58,9 @@ kc_status kc__ds_storage_create_mapped(kc_ds_dtype dtype, int64_t n, kc_shape sh
 /* A storage of labels only (y allocated, x NULL): the examples of a folder of images
  * decoded each time they are gathered (st->img set by the caller). */
 kc_status kc__ds_storage_create_labels(int64_t n, kc_shape shape, const char *source, kc_ds_storage **out);
+/* Give a storage label tensors of t_shape per example (st->t, uninitialised; y zeroed).
+ * Filled by the caller, who then calls kc__ds_storage_finish (which sets t_integral). */
+kc_status kc__ds_storage_add_targets(kc_ds_storage *st, kc_shape t_shape);
 /* Free a storage that no dataset views yet (refs == 0). NULL is fine. */
 void kc__ds_storage_free(kc_ds_storage *st);
 void kc__img_meta_free(struct kc_img_meta *m); /* image_load.c */
@@ -65,6 +73,9 @@ kc_status kc__image_decode_batch(const struct kc_img_meta *meta, const int64_t *
  * both relative to d's start, and the caller has checked them against d's size. */
 kc_status kc__dataset_gather(const kc_dataset *d, const int64_t *idx, int64_t first, int64_t n,
                              float *x, int32_t *y);
+/* Copy the label tensors of examples (as kc__dataset_gather picks them) into t (n, t_size);
+ * a dataset of class labels writes them as floats (t_size 1). */
+kc_status kc__dataset_gather_targets(const kc_dataset *d, const int64_t *idx, int64_t first, int64_t n, float *t);
 /* Elements per example (product of the shape). */
 int64_t kc__dataset_example_size(const kc_dataset *d);
 /* Tests: make gathering example `index` (relative to d's start; -1 clears) fail, as an

@@ -29,6 +29,8 @@ struct kc_loader {
     int64_t example_size;    /* floats per example */
     float *x;                /* (nslots, batch_size, example_size) */
     int32_t *y;              /* (nslots, batch_size) */
+    float *t;                /* (nslots, batch_size, t_size) when the dataset has label tensors, else NULL */
+    int64_t t_size;
     kc_batch *slots;         /* (nslots) */
 
     pthread_t thread;
@@ -66,7 +68,9 @@ static void *producer(void *arg) {
         int32_t *y = l->y + (size_t)k * (size_t)l->batch_size;                         /* (n) */
         kc__trace *tr = __atomic_load_n(&l->trace, __ATOMIC_ACQUIRE);
         double t0 = kc__trace_is_open(tr) ? kc__now() : 0;
+        float *t = l->t ? l->t + (size_t)k * (size_t)l->batch_size * (size_t)l->t_size : NULL; /* (n, t_size) */
         kc_status s = kc__dataset_gather(l->d, l->order + first, 0, n, x, y);
+        if (s == KC_STATUS_OK && t) s = kc__dataset_gather_targets(l->d, l->order + first, 0, n, t);
         if (t0 > 0) {
             if (!named) kc__trace_name_thread(tr, "loader");
             named = true;
@@ -81,7 +85,7 @@ static void *producer(void *arg) {
             pthread_mutex_unlock(&l->mu);
             return NULL;
         }
-        l->slots[k] = (kc_batch){.x = x, .y = y, .n = n, .index = b};
+        l->slots[k] = (kc_batch){.x = x, .y = y, .t = t, .t_size = l->t_size, .n = n, .index = b};
         l->produced++;
         pthread_cond_broadcast(&l->can_take);
         pthread_mutex_unlock(&l->mu);
@@ -124,11 +128,15 @@ kc_status kc__loader_create(const kc_dataset *d, const int64_t *order, int64_t c
     l->x = l->order ? kc__malloc_aligned((size_t)nslots * (size_t)batch_size * (size_t)e * sizeof(float),
                                          "the loader's batches") : NULL;
     l->y = l->x ? kc__calloc((size_t)nslots * (size_t)batch_size, sizeof(int32_t), "the loader's labels") : NULL;
-    l->slots = l->y ? kc__calloc((size_t)nslots, sizeof(kc_batch), "the loader's slots") : NULL;
+    l->t_size = d->st->t ? d->st->t_size : 0;
+    l->t = l->y && l->t_size ? kc__malloc_aligned((size_t)nslots * (size_t)batch_size * (size_t)l->t_size * sizeof(float),
+                                                  "the loader's label tensors") : NULL;
+    l->slots = l->y && (l->t || !l->t_size) ? kc__calloc((size_t)nslots, sizeof(kc_batch), "the loader's slots") : NULL;
     if (!l->slots) {
         free(l->order);
         free(l->x);
         free(l->y);
+        free(l->t);
         free(l);
         return KC_STATUS_OUT_OF_MEMORY;
     }
@@ -199,6 +207,7 @@ void kc__loader_destroy(kc_loader *l) {
     free(l->slots);
     free(l->x);
     free(l->y);
+    free(l->t);
     free(l->order);
     free(l);
 }

@@ -8,7 +8,9 @@
 
 typedef struct kc_batch {
     const float *x;   /* (n, example shape) */
-    const int32_t *y; /* (n) class labels */
+    const int32_t *y; /* (n) class labels (zeros when t is set) */
+    const float *t;   /* (n, t_size) label tensors of a dataset that has them (kc_dataset_target_shape), else NULL */
+    int64_t t_size;
     int n;            /* examples in this batch (the last one may be short) */
     int64_t index;    /* 0-based batch number */
 } kc_batch;

@@ -4,7 +4,10 @@
  * Images: uint8, float32 or float64 (narrowed to float32), either byte order, (N, H, W) ->
  * (H, W, 1), (N, H, W, C) or (N, D) -> (D), C order: the rule predict's reader
  * (tools/kerac/npy.c) follows too.
- * Labels: any integer dtype, (N,) or (N, 1). */
+ * Labels: any integer dtype, (N,) or (N, 1): class indices. Anything else of an integer,
+ * bool, float32 or float64 dtype is a label tensor (one-hot or float targets, binary
+ * targets, per-pixel masks): kept as floats of the stored shape, checked against the
+ * model's output and loss when training starts (src/model/targets.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -242,33 +245,34 @@ static kc_status npy_read_f64(const npy_file *f, float *dst, int64_t count) {
     return s;
 }
 
+/* Integer item i of raw (any integer or bool dtype, in the host's byte order) as int64. */
+static int64_t int_item(const npy_file *f, const uint8_t *raw, int64_t i) {
+    const uint8_t *p = raw + i * f->itemsize;
+    bool is_signed = f->kind == 'i';
+    switch (f->itemsize) {
+    case 1: return is_signed ? (int64_t) * (const int8_t *)p : (int64_t)*p;
+    case 2: {
+        uint16_t u;
+        memcpy(&u, p, 2);
+        return is_signed ? (int64_t)(int16_t)u : (int64_t)u;
+    }
+    case 4: {
+        uint32_t u;
+        memcpy(&u, p, 4);
+        return is_signed ? (int64_t)(int32_t)u : (int64_t)u;
+    }
+    default: {
+        uint64_t u;
+        memcpy(&u, p, 8);
+        return (!is_signed && u > (uint64_t)INT64_MAX) ? INT64_MAX : (int64_t)u;
+    }
+    }
+}
+
 /* Widen labels of any integer dtype to int32, rejecting negatives. raw: (n) items. */
 static kc_status convert_labels(const npy_file *f, const uint8_t *raw, int64_t n, int32_t *y) {
     for (int64_t i = 0; i < n; i++) {
-        const uint8_t *p = raw + i * f->itemsize;
-        int64_t v;
-        bool is_signed = f->kind == 'i';
-        switch (f->itemsize) {
-        case 1: v = is_signed ? (int64_t) * (const int8_t *)p : (int64_t)*p; break;
-        case 2: {
-            uint16_t u;
-            memcpy(&u, p, 2);
-            v = is_signed ? (int64_t)(int16_t)u : (int64_t)u;
-            break;
-        }
-        case 4: {
-            uint32_t u;
-            memcpy(&u, p, 4);
-            v = is_signed ? (int64_t)(int32_t)u : (int64_t)u;
-            break;
-        }
-        default: {
-            uint64_t u;
-            memcpy(&u, p, 8);
-            v = (!is_signed && u > (uint64_t)INT64_MAX) ? INT64_MAX : (int64_t)u;
-            break;
-        }
-        }
+        int64_t v = int_item(f, raw, i);
         if (v < 0)
             return kc__fail(KC_STATUS_BAD_FILE, "labels file '%s' has a negative label %lld at index %lld; "
                             "class labels must be >= 0", f->path, (long long)v, (long long)i);
@@ -278,6 +282,58 @@ static kc_status convert_labels(const npy_file *f, const uint8_t *raw, int64_t n
         y[i] = (int32_t)v;
     }
     return KC_STATUS_OK;
+}
+
+static bool is_int_kind(const npy_file *f) {
+    return (f->kind == 'i' || f->kind == 'u' || f->kind == 'b') &&
+           (f->itemsize == 1 || f->itemsize == 2 || f->itemsize == 4 || f->itemsize == 8) &&
+           (f->kind != 'b' || f->itemsize == 1);
+}
+
+/* Class indices (N,) / (N, 1) of an integer dtype: the int32 labels y. Else a label tensor. */
+static bool class_index_labels(const npy_file *f) {
+    return is_int_kind(f) && f->kind != 'b' && (f->rank == 1 || (f->rank == 2 && f->dims[1] == 1));
+}
+
+/* The label tensor's shape per example ((N,) -> (1)) and dtype, or an error naming what fits. */
+static kc_status tensor_shape(const npy_file *f, kc_shape *shape) {
+    if (!is_int_kind(f) && !(f->kind == 'f' && (f->itemsize == 4 || f->itemsize == 8)))
+        return kc__fail(KC_STATUS_UNSUPPORTED, "labels file '%s' has dtype '%s'; kerac reads integer class "
+                        "indices or float32/float64 targets: save y.astype('int64') or y.astype('float32')",
+                        f->path, f->descr);
+    if (f->rank < 1 || f->rank > KC_MAX_RANK + 1)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "labels file '%s' has %d dimensions; labels are (N,), (N, K), "
+                        "(N, H, W) or (N, H, W, C)", f->path, f->rank);
+    if (f->fortran && f->rank > 1)
+        return kc__fail(KC_STATUS_UNSUPPORTED, "labels file '%s' is stored in Fortran order; save "
+                        "numpy.ascontiguousarray(y)", f->path);
+    memset(shape, 0, sizeof *shape);
+    int64_t e = 1;
+    for (int i = 1; i < f->rank; i++) {
+        if (f->dims[i] < 1 || f->dims[i] > INT_MAX || (e *= f->dims[i]) > ((int64_t)1 << 40))
+            return kc__fail(KC_STATUS_BAD_FILE, "labels file '%s' has dimension %d = %lld; every example "
+                            "dimension must be 1..%d", f->path, i, (long long)f->dims[i], INT_MAX);
+        shape->dim[shape->rank++] = (int)f->dims[i];
+    }
+    if (shape->rank == 0) shape->dim[shape->rank++] = 1; /* (N,) -> (1) */
+    return KC_STATUS_OK;
+}
+
+/* Read a label tensor of count values into t as floats (byte-swapped where needed). */
+static kc_status read_tensor(const npy_file *f, float *t, int64_t count) {
+    if (f->kind == 'f' && f->itemsize == 8) return npy_read_f64(f, t, count);
+    if (f->kind == 'f') {
+        KC_TRY(npy_read(f, t, count * 4));
+        if (needs_swap(f->order, 4)) swap_bytes((uint8_t *)t, count, 4);
+        return KC_STATUS_OK;
+    }
+    uint8_t *raw = malloc((size_t)KC_MAX(count, 1) * (size_t)f->itemsize); /* (count) items as stored */
+    if (!raw) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading labels file '%s'", f->path);
+    kc_status s = npy_read(f, raw, count * f->itemsize);
+    if (s == KC_STATUS_OK && needs_swap(f->order, f->itemsize)) swap_bytes(raw, count, f->itemsize);
+    for (int64_t i = 0; s == KC_STATUS_OK && i < count; i++) t[i] = (float)int_item(f, raw, i);
+    free(raw);
+    return s;
 }
 
 static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, const char *y_path,
@@ -320,20 +376,18 @@ static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, 
         return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' declares %lld examples of %lld values, too "
                         "large to be real", x_path, (long long)n, (long long)e);
 
-    /* labels */
-    if (!((fy->kind == 'i' || fy->kind == 'u') &&
-          (fy->itemsize == 1 || fy->itemsize == 2 || fy->itemsize == 4 || fy->itemsize == 8)))
-        return kc__fail(KC_STATUS_UNSUPPORTED, "labels file '%s' has dtype '%s'; labels must be integer "
-                        "class indices: save y.astype('int64')", y_path, fy->descr);
-    if (!(fy->rank == 1 || (fy->rank == 2 && fy->dims[1] == 1)))
-        return kc__fail(KC_STATUS_UNSUPPORTED, "labels file '%s' has %d dimensions%s; labels must be (N,) "
-                        "or (N, 1) class indices (for one-hot labels save y.argmax(axis=1))", y_path, fy->rank,
-                        fy->rank == 2 ? " (N, K)" : "");
-    if (fy->dims[0] != n)
+    /* labels: class indices, or a label tensor */
+    const bool indices = class_index_labels(fy);
+    kc_shape t_shape = {0};
+    if (!indices) KC_TRY(tensor_shape(fy, &t_shape));
+    if (fy->rank < 1 || fy->dims[0] != n)
         return kc__fail(KC_STATUS_BAD_FILE, "images file '%s' has %lld examples but labels file '%s' has "
-                        "%lld labels; the counts must match", x_path, (long long)n, y_path, (long long)fy->dims[0]);
+                        "%lld labels; the counts must match", x_path, (long long)n, y_path,
+                        (long long)(fy->rank < 1 ? 0 : fy->dims[0]));
     KC_TRY(npy_check_size(fx, n * e));
-    KC_TRY(npy_check_size(fy, n));
+    int64_t ty = 1; /* label values per example */
+    for (int i = 0; i < t_shape.rank; i++) ty *= t_shape.dim[i];
+    KC_TRY(npy_check_size(fy, n * ty));
 
     char source[512];
     snprintf(source, sizeof source, "'%s'", x_path);
@@ -343,18 +397,21 @@ static kc_status npy_load_files(npy_file *fx, npy_file *fy, const char *x_path, 
     bool map = !narrow && !needs_swap(fx->order, fx->itemsize) && fx->data_offset % fx->itemsize == 0;
     if (map) KC_TRY(kc__ds_storage_create_mapped(dtype, n, shape, source, x_path, fx->data_offset, &st));
     else KC_TRY(kc__ds_storage_create(dtype, n, shape, source, &st));
-    uint8_t *raw_y = malloc((size_t)n * (size_t)fy->itemsize); /* (n) labels as stored */
-    kc_status s = raw_y ? KC_STATUS_OK : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", y_path);
+    uint8_t *raw_y = indices ? malloc((size_t)n * (size_t)fy->itemsize) : NULL; /* (n) labels as stored */
+    kc_status s = raw_y || !indices ? KC_STATUS_OK
+                                    : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory reading '%s'", y_path);
+    if (s == KC_STATUS_OK && !indices) s = kc__ds_storage_add_targets(st, t_shape);
     if (s == KC_STATUS_OK && !map && narrow) s = npy_read_f64(fx, st->x_f32, n * e);
     else if (s == KC_STATUS_OK && !map)
         s = npy_read(fx, dtype == KC_DS_U8 ? (void *)st->x_u8 : (void *)st->x_f32, n * e * fx->itemsize);
-    if (s == KC_STATUS_OK) s = npy_read(fy, raw_y, n * fy->itemsize);
-    if (s == KC_STATUS_OK) {
-        if (!map && !narrow && needs_swap(fx->order, fx->itemsize))
-            swap_bytes((uint8_t *)st->x_f32, n * e, fx->itemsize);
+    if (s == KC_STATUS_OK) s = indices ? npy_read(fy, raw_y, n * fy->itemsize) : read_tensor(fy, st->t, n * ty);
+    if (s == KC_STATUS_OK && !map && !narrow && needs_swap(fx->order, fx->itemsize))
+        swap_bytes((uint8_t *)st->x_f32, n * e, fx->itemsize);
+    if (s == KC_STATUS_OK && indices) {
         if (needs_swap(fy->order, fy->itemsize)) swap_bytes(raw_y, n, fy->itemsize);
         s = convert_labels(fy, raw_y, n, st->y);
     }
+    if (s == KC_STATUS_OK && !indices) s = kc__ds_check_finite(st->t, n, ty, "labels", y_path);
     if (s == KC_STATUS_OK && dtype == KC_DS_F32) s = kc__ds_check_finite(st->x_f32, n, e, "images", x_path);
     free(raw_y);
     if (s != KC_STATUS_OK) {

@@ -496,6 +496,43 @@ static kc_status check_axes(const reader *r) {
     return KC_STATUS_OK;
 }
 
+/* compile_config's loss: "name", or {"class_name": "BinaryCrossentropy", "config":
+ * {"from_logits": true, ...}}; a class name becomes its snake_case function name. Kept only
+ * when kc_compile knows it (other losses: as if there were none). */
+static void read_saved_loss(kc_model *m, const json_t *cc) {
+    const json_t *loss = json_object_get(cc, "loss");
+    const char *name = json_string_value(loss);
+    char buf[sizeof m->saved_loss];
+    m->saved_loss[0] = '\0';
+    m->saved_from_logits = 0;
+    if (!name && json_is_object(loss)) {
+        const char *cls = json_string_value(json_object_get(loss, "class_name"));
+        size_t n = 0;
+        for (const char *c = cls; c && *c && n + 2 < sizeof buf; c++) {
+            if (*c >= 'A' && *c <= 'Z' && n > 0) buf[n++] = '_';
+            buf[n++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        }
+        buf[n] = '\0';
+        name = n ? buf : NULL;
+        m->saved_from_logits = json_is_true(json_object_get(json_object_get(loss, "config"), "from_logits"));
+    }
+    for (int k = 0; name && k < KC_LOSS_COUNT; k++)
+        if (strcmp(name, kc_loss_name((kc_loss_kind)k)) == 0) snprintf(m->saved_loss, sizeof m->saved_loss, "%s", name);
+    if (!m->saved_loss[0] && name) {
+        if (strcmp(name, "mse") == 0) snprintf(m->saved_loss, sizeof m->saved_loss, "mean_squared_error");
+        if (strcmp(name, "mae") == 0) snprintf(m->saved_loss, sizeof m->saved_loss, "mean_absolute_error");
+    }
+    if (name && !m->saved_loss[0])
+        kc__log(KC_LOG_DEBUG, PFX "the file was compiled with loss '%s', which kerac does not have", name);
+}
+
+int kc_model_saved_loss(const kc_model *m, const char **loss, int *from_logits) {
+    if (!m || !m->saved_loss[0]) return 0;
+    if (loss) *loss = m->saved_loss;
+    if (from_logits) *from_logits = m->saved_from_logits;
+    return 1;
+}
+
 static kc_status read_model(reader *r, const json_t *root) {
     if (!json_is_object(root))
         return kc__fail(KC_STATUS_BAD_FILE, PFX "the top level is %s; expected {\"class_name\": ..., \"config\": ...}",
@@ -534,6 +571,7 @@ static kc_status read_model(reader *r, const json_t *root) {
     r->m->before_alloc_user = r->before_alloc_user;
     if (s == KC_STATUS_OK) s = kc_model_build(r->m);
     if (s != KC_STATUS_OK) return kc__wrap(s, PFX);
+    read_saved_loss(r->m, json_object_get(root, "compile_config"));
     return check_axes(r);
 }
 

@@ -74,9 +74,10 @@ kc_status kc_compile(kc_model *m, const kc_compile_opts *opts) {
         return s;
     }
     kc_layer *o = m->layers[kc__model_output(m)];
-    int classes = (int)kc__shape_size(&o->out_shape);
+    /* classes: the output's last axis (a per-pixel head classifies every position) */
+    int classes = o->out_shape.rank ? o->out_shape.dim[o->out_shape.rank - 1] : 1;
     if ((loss == KC_LOSS_SPARSE_CCE || loss == KC_LOSS_CCE) && classes < 2)
-        s = kc__fail(KC_STATUS_SHAPE, "loss '%s' needs at least 2 outputs per example; layer '%s' outputs %d",
+        s = kc__fail(KC_STATUS_SHAPE, "loss '%s' needs at least 2 classes (the output's last axis); layer '%s' outputs %d",
                      opts->loss ? opts->loss : kc_loss_name(KC_LOSS_SPARSE_CCE), o->name, classes);
     m->loss = loss;
     m->n_metrics = 0;
@@ -135,23 +136,4 @@ kc_status kc_compile(kc_model *m, const kc_compile_opts *opts) {
 int kc_model_num_metrics(const kc_model *m) { return m ? m->n_metrics : 0; }
 const char *kc_model_metric_name(const kc_model *m, int i) {
     return m && i >= 0 && i < m->n_metrics ? m->metrics[i].name : NULL;
-}
-
-int kc__model_target_width(const kc_model *m) {
-    if (!m->compiled) return 1;
-    if (m->loss == KC_LOSS_SPARSE_CCE) return 1;
-    return (int)kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
-}
-
-/* Class labels -> the loss's targets: indices (sparse), one-hot rows, or the label
- * itself for a single output (binary / regression). */
-void kc__labels_to_targets(const kc_model *m, const int32_t *labels, int n, float *t) {
-    int w = kc__model_target_width(m);
-    if (w == 1) {
-        for (int i = 0; i < n; i++) t[i] = (float)labels[i];
-        return;
-    }
-    memset(t, 0, (size_t)n * (size_t)w * sizeof(float));
-    for (int i = 0; i < n; i++)
-        if (labels[i] >= 0 && labels[i] < w) t[(size_t)i * w + labels[i]] = 1.0f;
 }

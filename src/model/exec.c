@@ -123,27 +123,31 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
     return KC_STATUS_OK;
 }
 
+/* The loss and metrics run on rows of the output's last axis: batch * positions of them
+ * (targets.c); fit and evaluate divide their sums by the positions. */
 static kc_loss_desc loss_desc(const kc_model *m, int batch) {
     const kc_layer *o = m->layers[kc__model_output(m)];
-    kc_loss_desc d = {.kind = m->loss, .n = batch, .c = (int)kc__shape_size(&o->out_shape),
+    int p = kc__model_positions(m);
+    kc_loss_desc d = {.kind = m->loss, .n = batch * p, .c = (int)(kc__shape_size(&o->out_shape) / p),
                       .from_logits = m->from_logits || m->fused_loss};
     return d;
 }
 
+/* Binary accuracy compares the output with 0.5 as Keras does, also when the loss takes it
+ * as logits (from_logits=True); only a sigmoid folded into the loss (fused_loss: the buffer
+ * holds its logits) compares the logits with 0. */
 static kc_status add_metrics(kc_model *m, int batch) {
-    const kc_layer *o = m->layers[kc__model_output(m)];
-    int c = (int)kc__shape_size(&o->out_shape);
+    kc_loss_desc d = loss_desc(m, batch);
     for (int i = 0; i < m->n_metrics; i++)
-        KC_TRY(m->be->count_correct(m->be, kc__model_output_buffer(m), m->batch_targets, batch, c, m->metrics[i].sparse,
-                                    m->metrics[i].k, m->from_logits || m->fused_loss,
-                                    m->dev_scalars + KC_SCALAR_METRICS + i));
+        KC_TRY(m->be->count_correct(m->be, kc__model_output_buffer(m), m->batch_targets, d.n, d.c, m->metrics[i].sparse,
+                                    m->metrics[i].k, m->fused_loss, m->dev_scalars + KC_SCALAR_METRICS + i));
     return KC_STATUS_OK;
 }
 
 kc_status kc__model_accumulate_metrics(kc_model *m, int batch) {
     kc_loss_desc d = loss_desc(m, batch);
     KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets,
-                                        m->dev_scalars + KC_SCALAR_LOSS, NULL, batch));
+                                        m->dev_scalars + KC_SCALAR_LOSS, NULL, d.n));
     return add_metrics(m, batch);
 }
 
@@ -201,7 +205,8 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
     int out = kc__model_output(m);
     prof_mark t0 = PROF_START(m);
     KC_TRY(m->be->loss_forward_backward(m->be, &d, kc__model_output_buffer(m), m->batch_targets,
-                                        m->dev_scalars + KC_SCALAR_LOSS, AT(m->plan.dy_off[out]), grad_n));
+                                        m->dev_scalars + KC_SCALAR_LOSS, AT(m->plan.dy_off[out]),
+                                        grad_n * kc__model_positions(m)));
     KC_TRY(add_metrics(m, batch));
     if (timed(m)) prof_stop(m, t0, &m->prof_loss, "loss", "loss");
     KC_TRY(backward(m, batch));
@@ -260,7 +265,8 @@ kc_status kc__model_apply_gradients(kc_model *m, const float *grads) {
 kc_status kc__model_finish_outputs(kc_model *m, int batch) {
     if (!m->fused_loss) return KC_STATUS_OK;
     const kc_layer *o = m->layers[kc__model_output(m)];
-    int c = (int)kc__shape_size(&o->out_shape);
+    int64_t size = kc__shape_size(&o->out_shape);
+    int c = (int)(size / kc__model_positions(m)); /* softmax over the last axis (per pixel for a per-pixel head) */
     kc_act_params a = o->ops->activation(o);
-    return m->be->act_forward(m->be, a, kc__model_output_buffer(m), kc__model_output_buffer(m), (int64_t)batch * c, c);
+    return m->be->act_forward(m->be, a, kc__model_output_buffer(m), kc__model_output_buffer(m), (int64_t)batch * size, c);
 }

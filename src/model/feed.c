@@ -47,19 +47,23 @@ static kc_status check_slot(const kc__feed *f, int slot, const char *what) {
     return KC_STATUS_OK;
 }
 
-kc_status kc__feed_put(kc__feed *f, const float *x, const int32_t *y, int n, int *slot) {
+kc_status kc__feed_put(kc__feed *f, const float *x, const int32_t *y, const float *t, int64_t t_size, int n, int *slot) {
     int k = f->next;
     KC_TRY(check_slot(f, k, "put"));
     if (n <= 0 || n > f->cap)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "input feed: a batch of %d examples does not fit slots of %d", n,
                         f->cap);
-    if (f->width && !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "input feed: this batch needs labels");
+    if (f->width && !y && !t) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "input feed: this batch needs labels");
+    if (f->width && t && t_size != f->width)
+        return kc__fail(KC_STATUS_SHAPE, "input feed: labels of %lld values per example for targets of %d; the "
+                        "labels were not checked against the model", (long long)t_size, f->width);
     kc_backend *be = f->m->be;
     /* the slot's previous upload must have read the host buffers before they change */
     KC_TRY(be->feed_wait(be, k));
     size_t xb = (size_t)n * (size_t)f->in_size * sizeof(float);
     memcpy(f->host_x[k], x, xb);
-    if (f->width) kc__labels_to_targets(f->m, y, n, f->host_t[k]);
+    if (f->width && t) memcpy(f->host_t[k], t, (size_t)n * (size_t)f->width * sizeof(float));
+    else if (f->width) kc__labels_to_targets(f->m, y, n, f->host_t[k]);
     int mark = f->m->tracing ? kc__devtime_mark(f->m, KC_STREAM_COPY) : -1; /* a traced step: the copy stream's span */
     KC_TRY(be->feed_upload(be, k, f->dev_x[k], f->host_x[k], xb));
     if (f->width)

@@ -33,10 +33,11 @@ typedef struct kc__feed {
 kc_status kc__feed_open(kc_model *m, int cap, bool targets, kc__feed *f);
 /* Waits for the feed's copies, then frees it (a zeroed or closed feed is fine). */
 void kc__feed_close(kc__feed *f);
-/* Stage n examples (x: (n, input shape); y: class labels, or NULL without targets) in the
- * next slot and start their upload; *slot names it. Returns once the host memory the
- * caller passed may be reused. */
-kc_status kc__feed_put(kc__feed *f, const float *x, const int32_t *y, int n, int *slot);
+/* Stage n examples (x: (n, input shape); y: class labels, or NULL without targets; t: label
+ * tensors (n, t_size) instead of y when the dataset has them, checked by kc__check_labels)
+ * in the next slot and start their upload; *slot names it. Returns once the host memory
+ * the caller passed may be reused. */
+kc_status kc__feed_put(kc__feed *f, const float *x, const int32_t *y, const float *t, int64_t t_size, int n, int *slot);
 /* The device work enqueued from now on sees the slot's batch (no host wait). */
 kc_status kc__feed_acquire(kc__feed *f, int slot);
 /* Rows [off, off + n) of the slot's batch become the model's input (copied into the plan's

@@ -70,17 +70,7 @@ static kc_status check_data(kc_model *m, const kc_dataset *d, const char *what) 
                         "model's InputLayer or change its shape", what, kc__shape_str(&ds, false, a, sizeof a), m->name,
                         kc__shape_str(&in, false, b, sizeof b));
     }
-    int classes = kc_dataset_num_classes(d);
-    int outputs = (int)kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
-    bool classify = m->loss == KC_LOSS_SPARSE_CCE || m->loss == KC_LOSS_CCE;
-    if (classify && classes > outputs)
-        return kc__fail(KC_STATUS_SHAPE,
-                        "%s labels go up to %d but model '%s' has %d outputs; a label must be below the number of "
-                        "classes (make the last Dense layer %d units)", what, classes - 1, m->name, outputs, classes);
-    if (m->loss == KC_LOSS_BCE && outputs == 1 && classes > 2)
-        return kc__fail(KC_STATUS_SHAPE, "%s labels go up to %d but binary_crossentropy with one output needs 0/1 labels",
-                        what, classes - 1);
-    return KC_STATUS_OK;
+    return kc__check_labels(m, d, what);
 }
 
 /* The step's loss sum and metric counts: the one host read (and wait) of a step. */
@@ -109,7 +99,7 @@ static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__
     const kc_batch *b = NULL;
     int slot = -1, rows = 0;
     if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
-    if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, rows = b->n, &slot);
+    if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, b->t, b->t_size, rows = b->n, &slot);
     while (s == KC_STATUS_OK && b) {
         float sc[KC_SCALAR_COUNT];
         s = kc__feed_acquire(feed, slot);
@@ -120,11 +110,12 @@ static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__
         if (s == KC_STATUS_OK) s = kc__feed_release(feed, slot);
         int done = rows, next = -1;
         if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b); /* the next batch travels while this one computes */
-        if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, rows = b->n, &next);
+        if (s == KC_STATUS_OK && b) s = kc__feed_put(feed, b->x, b->y, b->t, b->t_size, rows = b->n, &next);
         if (s == KC_STATUS_OK) s = read_scalars(m, sc);
         if (s != KC_STATUS_OK) break;
-        acc->loss_sum += sc[KC_SCALAR_LOSS];
-        for (int i = 0; i < m->n_metrics; i++) acc->correct[i] += sc[KC_SCALAR_METRICS + i];
+        const double per = 1.0 / kc__model_positions(m); /* sums over positions -> per example */
+        acc->loss_sum += sc[KC_SCALAR_LOSS] * per;
+        for (int i = 0; i < m->n_metrics; i++) acc->correct[i] += sc[KC_SCALAR_METRICS + i] * per;
         acc->samples += done;
         slot = next;
     }
@@ -139,6 +130,12 @@ static kc_status check_ready(kc_model *m, const char *what) {
     if (!m->compiled)
         return kc__fail(KC_STATUS_STATE, "%s: model '%s' is not compiled; call kc_compile first", what, m->name);
     return KC_STATUS_OK;
+}
+
+kc_status kc_model_check_data(kc_model *m, const kc_dataset *d) {
+    KC_TRY(check_ready(m, "kc_model_check_data"));
+    if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_model_check_data: the dataset is NULL");
+    return check_data(m, d, "the data's");
 }
 
 kc_status kc_evaluate(kc_model *m, const kc_dataset *d, int batch_size, kc_eval_result *out) {
@@ -174,7 +171,7 @@ kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, flo
     kc__feed f;
     KC_TRY(kc__feed_open(m, bs, false, &f));
     int slot = -1;
-    kc_status s = kc__feed_put(&f, x, NULL, (int)KC_MIN((int64_t)bs, n), &slot);
+    kc_status s = kc__feed_put(&f, x, NULL, NULL, 0, (int)KC_MIN((int64_t)bs, n), &slot);
     for (int64_t i = 0; i < n && s == KC_STATUS_OK; i += bs) {
         int b = (int)KC_MIN((int64_t)bs, n - i), next = -1;
         s = kc__feed_acquire(&f, slot);
@@ -183,7 +180,7 @@ kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, flo
         if (s == KC_STATUS_OK) s = kc__model_finish_outputs(m, b);
         if (s == KC_STATUS_OK) s = kc__feed_release(&f, slot);
         if (s == KC_STATUS_OK && i + bs < n) /* the next batch travels while this one computes */
-            s = kc__feed_put(&f, x + (i + bs) * in_size, NULL, (int)KC_MIN((int64_t)bs, n - i - bs), &next);
+            s = kc__feed_put(&f, x + (i + bs) * in_size, NULL, NULL, 0, (int)KC_MIN((int64_t)bs, n - i - bs), &next);
         if (s == KC_STATUS_OK)
             s = m->be->to_host(m->be, y + i * out_size, kc__model_output_buffer(m),
                                (size_t)b * (size_t)out_size * sizeof(float));
@@ -256,6 +253,7 @@ static kc_status read_step(kc_model *m, int n, int mb, double *sums, const kc_co
     KC_TRY(read_scalars(m, sc));
     double d[1 + KC_MAX_METRICS] = {(n + mb - 1) / mb > 1 ? sc[KC_SCALAR_STEP_LOSS] : sc[KC_SCALAR_LOSS]};
     for (int i = 0; i < m->n_metrics; i++) d[1 + i] = sc[KC_SCALAR_METRICS + i];
+    for (int i = 0; i <= m->n_metrics; i++) d[i] /= kc__model_positions(m); /* sums over positions -> per example */
     KC_TRY(kc__dist_sum(coll, d, 1 + m->n_metrics, "the all-reduce of the loss and metrics"));
     for (int i = 0; i <= m->n_metrics; i++) sums[i] += d[i];
     return KC_STATUS_OK;
@@ -496,7 +494,7 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
     const kc_batch *b = NULL;
     int slot = -1, rows = 0;
     if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
-    if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, rows = b->n, &slot);
+    if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, b->t, b->t_size, rows = b->n, &slot);
     while (s == KC_STATUS_OK && !r->stop && b) {
         uint64_t step_seed = kc__hash64(r->seed + 0x51ed27u * (uint64_t)(m->opt.iterations + 1));
         if (kc__dist_on(r->coll) && r->coll->rank > 0) step_seed = kc__hash64(step_seed ^ (uint64_t)r->coll->rank);
@@ -509,7 +507,7 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
         if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b);
         kc__trace_span(m, "wait for data", "data", tt);
         tt = kc__trace_t0(m);
-        if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, rows = b->n, &next);
+        if (s == KC_STATUS_OK && b) s = kc__feed_put(&r->feed, b->x, b->y, b->t, b->t_size, rows = b->n, &next);
         kc__trace_span(m, "upload next batch", "copy", tt);
         tt = kc__trace_t0(m);
         if (s == KC_STATUS_OK) s = read_step(m, done, r->mb, e->sums, r->coll);

@@ -123,6 +123,10 @@ struct kc_model {
     bool has_image_opts;
     kc_image_opts image_opts;  /* class_names points to image_classes */
     char **image_classes;      /* (image_opts.num_class_names) */
+
+    /* the loss of the file's Keras compile_config ("" when none): kc_model_saved_loss */
+    char saved_loss[48];
+    int saved_from_logits;
 };
 
 /* Sticky builder error: record the first failure in the model. Returns s. */
@@ -184,10 +188,18 @@ kc_status kc__memory_budget(kc_model *m, size_t *budget, char *why, size_t why_n
  * a line for the log. */
 kc_status kc__auto_batch_size(kc_model *m, int cap, int grad_accum, int *out, char *reason, size_t reason_n);
 
-/* Targets width for the compiled loss: 1 for sparse labels, else output size. */
+/* ---- targets.c: labels as the loss's targets */
+/* Positions per example: the output's size over its last axis (1 for a Dense head, H * W
+ * per pixel). The loss and metrics run on batch * positions rows of the last axis. */
+int kc__model_positions(const kc_model *m);
+/* Target floats per example for the compiled loss: positions for sparse labels, else the
+ * output size. */
 int kc__model_target_width(const kc_model *m);
 /* Convert class labels (host) to the loss's target layout (host, (n, width)). */
 void kc__labels_to_targets(const kc_model *m, const int32_t *labels, int n, float *targets);
+/* Whether d's labels (class indices or label tensors) fit the output and the compiled loss:
+ * SHAPE naming both shapes and what to do when not. `what`: "training data", ... */
+kc_status kc__check_labels(kc_model *m, const kc_dataset *d, const char *what);
 
 /* ---- observe.c: traces and numerics checks */
 /* At a training step's start: opens the trace when this step is traced; returns its start. */

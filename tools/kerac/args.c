@@ -274,7 +274,8 @@ int cli_check_data_fits(kc_model *m, const kc_dataset *d, const char *spec, cons
     s = kc_model_output_shape(m, &out);
     if (s) return cli_fail(s, CLI_PHASE_LOAD);
     if (!loss) loss = "sparse_categorical_crossentropy";
-    if (strstr(loss, "crossentropy") && out.rank == 1) {
+    kc_shape labels = kc_dataset_target_shape(d); /* label tensors: kc_fit / kc_evaluate check them */
+    if (strstr(loss, "crossentropy") && out.rank == 1 && labels.rank == 0) {
         int classes = out.dim[0] == 1 ? 2 : out.dim[0];
         int need = kc_dataset_num_classes(d);
         if (need > classes)

@@ -15,7 +15,9 @@ static const char usage[] =
     "                        cifar10:DIR[:test]  npy:X.npy,Y.npy  idx:IMAGES,LABELS\n"
     "                        images:DIR (read as the model was trained on its folder)\n"
     "  --batch-size N        examples per step (default 128)\n"
-    "  --loss NAME           default sparse_categorical_crossentropy\n"
+    "  --loss NAME           default: the loss MODEL was compiled with in Keras, else\n"
+    "                        sparse_categorical_crossentropy\n"
+    "  --from-logits         the model outputs logits (Keras's from_logits=True)\n"
     "  --metrics A[,B...]    default accuracy\n"
     "  --json                print one JSON object: {\"loss\", \"accuracy\", ..., \"samples\", \"seconds\"}\n"
     "  --device D            where to run: cpu, cuda, cuda:N or auto (default:\n"
@@ -37,7 +39,7 @@ int cli_cmd_evaluate(int argc, char **argv) {
     char metrics_buf[256];
     int n_metrics = 1;
     long batch = 128;
-    bool json = false;
+    bool json = false, from_logits = false, has_loss = false;
     cli_device_opts dev = {0};
     int rc;
     while (cli_args_next(&a)) {
@@ -53,6 +55,7 @@ int cli_cmd_evaluate(int argc, char **argv) {
             if ((rc = cli_int_value(&a, 1, 1 << 20, &batch))) return rc;
         } else if (cli_is(&a, "--loss")) {
             if ((rc = cli_value(&a, &loss))) return rc;
+            has_loss = true;
         } else if (cli_is(&a, "--metrics")) {
             const char *v;
             if ((rc = cli_value(&a, &v))) return rc;
@@ -63,6 +66,9 @@ int cli_cmd_evaluate(int argc, char **argv) {
         } else if (cli_is(&a, "--json")) {
             if ((rc = cli_flag(&a))) return rc;
             json = true;
+        } else if (cli_is(&a, "--from-logits")) {
+            if ((rc = cli_flag(&a))) return rc;
+            from_logits = true;
         } else if ((rc = cli_device_option(&a, &dev)) >= 0) {
             if (rc) return rc;
         } else {
@@ -84,12 +90,19 @@ int cli_cmd_evaluate(int argc, char **argv) {
         rc = cli_fail(s, CLI_PHASE_LOAD);
         goto done;
     }
+    int saved_logits = 0; /* no --loss: the loss the file was compiled with in Keras */
+    if (!has_loss && kc_model_saved_loss(m, &loss, &saved_logits) && saved_logits) from_logits = true;
     if ((rc = cli_check_data_fits(m, d, data, loss))) goto done;
-    kc_compile_opts co = {.loss = loss};
+    kc_compile_opts co = {.loss = loss, .from_logits = from_logits ? KC_TRUE : KC_DEFAULT};
     for (int i = 0; i < n_metrics; i++) co.metrics[i] = metrics[i];
     if ((s = kc_compile(m, &co))) {
         rc = cli_fail(s, CLI_PHASE_RUN);
         if (s == KC_STATUS_INVALID_ARGUMENT) rc = CLI_EXIT_USAGE; /* a bad --loss / --metrics */
+        goto done;
+    }
+    if ((s = kc_model_check_data(m, d))) { /* labels against the output and loss */
+        cli_fail(s, CLI_PHASE_LOAD);
+        rc = CLI_EXIT_INPUT;
         goto done;
     }
     kc_eval_result r;

@@ -42,7 +42,10 @@ static const char usage[] =
     "  --optimizer NAME        sgd, adam, adamw or rmsprop (default adam)\n"
     "  --lr X                  learning rate (default: Keras's for the optimizer: 0.01 for\n"
     "                          sgd, 0.001 for the others)\n"
-    "  --loss NAME             default sparse_categorical_crossentropy\n"
+    "  --loss NAME             default: the loss MODEL was compiled with in Keras (its\n"
+    "                          compile_config), else sparse_categorical_crossentropy\n"
+    "                          (README: labels and targets per loss)\n"
+    "  --from-logits           the model outputs logits (Keras's from_logits=True)\n"
     "  --metrics A[,B...]      default accuracy\n"
     "  --head SPEC             put a new head on MODEL's output (a base saved with\n"
     "                          include_top=False) and freeze MODEL's own layers: SPEC is\n"
@@ -145,7 +148,7 @@ typedef struct train_args {
     cli_image_opts img;    /* --data images:DIR */
     const char *test_data; /* --test-data */
     const char *freeze, *trainable_from, *head; /* transfer learning */
-    bool has_loss;
+    bool has_loss, from_logits;
     cli_observe_opts obs;
     cli_dist dist;
 } train_args;
@@ -247,6 +250,7 @@ static const train_opt k_train_opts[] = {
     {"--save", NULL, OPT_STRING, AT(save)},
     {"--loss", NULL, OPT_STRING, AT(loss), GIVEN(has_loss), .compile = true},
     {"--metrics", NULL, OPT_FUNC, .compile = true, .parse = opt_metrics},
+    {"--from-logits", NULL, OPT_FLAG, AT(from_logits), .compile = true},
     {"--checkpoint", NULL, OPT_STRING, AT(checkpoint)},
     {"--checkpoint-every", NULL, OPT_FUNC, .parse = opt_checkpoint_every},
     {"--keep", NULL, OPT_LONG, AT(keep), GIVEN(has_keep), 1, 1000000},
@@ -492,7 +496,11 @@ static int open_model(train_run *r) {
 static int compile_model(train_run *r) {
     train_args *t = r->t;
     if (t->resume) return 0;
-    kc_compile_opts co = {.optimizer = {.name = t->optimizer, .learning_rate = t->lr}, .loss = t->loss};
+    kc_compile_opts co = {.optimizer = {.name = t->optimizer, .learning_rate = t->lr}, .loss = t->loss,
+                          .from_logits = t->from_logits ? KC_TRUE : KC_DEFAULT};
+    int saved_logits = 0; /* no --loss: the loss the file was compiled with in Keras, when it has one */
+    if (!t->has_loss && !t->img.has_label_mode && kc_model_saved_loss(r->m, &co.loss, &saved_logits) && saved_logits)
+        co.from_logits = KC_TRUE;
     if (t->n_metrics > 0)
         for (int i = 0; i < t->n_metrics; i++) co.metrics[i] = t->metrics[i];
     else
@@ -501,6 +509,16 @@ static int compile_model(train_run *r) {
     if (!s) return 0;
     int rc = cli_fail(s, CLI_PHASE_RUN);
     return s == KC_STATUS_INVALID_ARGUMENT ? CLI_EXIT_USAGE : rc; /* a bad --loss / --metrics */
+}
+
+/* Step 3b: the labels against the compiled model's output and loss (a binary head, one-hot
+ * targets, per-pixel masks ...): refused now, as a bad input, not after the header. */
+static int check_labels(train_run *r) {
+    kc_status s = kc_model_check_data(r->m, r->train);
+    if (!s && r->test) s = kc_model_check_data(r->m, r->test);
+    if (!s) return 0;
+    cli_fail(s, CLI_PHASE_LOAD);
+    return CLI_EXIT_INPUT;
 }
 
 /* Step 4, --save: try the format and the folder now, on a scratch file next to the target,
@@ -673,7 +691,7 @@ static int train(train_args *t) {
     if (t->dist.size > 1 && !t->has_threads) kc_set_num_threads(cli_dist_threads(&t->dist));
     if (t->has_threads) kc_set_num_threads((int)t->threads);
 
-    static int (*const steps[])(train_run *) = {open_data,    open_model, compile_model, probe_save,
+    static int (*const steps[])(train_run *) = {open_data,    open_model, compile_model, check_labels, probe_save,
                                                 print_header, run_fit,    save_model,    evaluate_test};
     int rc = 0;
     for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !rc; i++) rc = steps[i](&r);

@@ -6,7 +6,9 @@
  *   BCE         probs:  mean_c -(t log(clip(p)) + (1-t) log(1 - clip(p)))
  *               logits: mean_c max(x,0) - x t + log1p(exp(-|x|))
  *   MSE, MAE:   mean_c (p-t)^2, mean_c |p-t|
- * *loss_sum = sum over the n examples (overwritten; the caller accumulates batches), and
+ * A row is one example of a Dense head or one position (pixel) of a per-pixel head: the model
+ * passes n = batch * positions rows of the output's last axis (src/model/targets.c).
+ * *loss_sum = sum over the n rows (overwritten; the caller accumulates batches), and
  * dpred = d(sum of losses)/d(pred) / grad_n. In probability mode the gradient is that of
  * the clipped formula: zero where the clip is active. Sums are in double. */
 #include <math.h>
@@ -173,7 +175,7 @@ kc_status kc__cpu_count_correct(kc_backend *be, const float *pred, const float *
     int bad = -1; /* first example with an invalid label */
     if (c == 1) {
         const float thr = from_logits ? 0.0f : 0.5f;
-        for (int i = 0; i < n; i++) count += (pred[i] > thr) == (target[i] > 0.5f);
+        for (int i = 0; i < n; i++) count += (pred[i] > thr ? 1.0f : 0.0f) == target[i]; /* Keras: exact 0/1 */
     } else {
         for (int i = 0; i < n; i++) {
             const float *p = pred + (size_t)i * c; /* (c) */

@@ -462,7 +462,7 @@ __global__ void k_count_correct(const float *pred, const float *target, int n, i
     if (c == 1) {
         const float thr = from_logits ? 0.0f : 0.5f;
         unsigned long long local = 0;
-        KC_GRID_LOOP(i, (int64_t)n) local += (pred[i] > thr) == (target[i] > 0.5f);
+        KC_GRID_LOOP(i, (int64_t)n) local += (pred[i] > thr ? 1.0f : 0.0f) == target[i]; // Keras: exact 0/1
         if (local) atomicAdd(count, local);
         return;
     }
