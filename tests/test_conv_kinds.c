@@ -450,6 +450,24 @@ static void test_json(void **state) {
         assert_null(strstr(t, "\"groups\""));
         free(t);
     }
+    /* tf-keras's SeparableConv2D writes its Conv base's unused kernel_initializer (NASNet: he_normal) */
+    const char *nasnet =
+        "{\"class_name\": \"Functional\", \"keras_version\": \"2.16.0\", \"config\": {\"name\": \"f\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"config\": {\"batch_input_shape\": [null, 8, 8, 2], \"name\": \"i\"}, "
+        "\"name\": \"i\", \"inbound_nodes\": []}, {\"class_name\": \"SeparableConv2D\", \"name\": \"sep\", \"config\": "
+        "{\"name\": \"sep\", \"filters\": 2, \"kernel_size\": [3, 3], \"groups\": 1, \"kernel_initializer\": "
+        "{\"module\": \"keras.initializers\", \"class_name\": \"HeNormal\", \"config\": {\"seed\": null}, "
+        "\"registered_name\": null}}, \"inbound_nodes\": [[[\"i\", 0, 0, {}]]]}], "
+        "\"input_layers\": [[\"i\", 0, 0]], \"output_layers\": [[\"sep\", 0, 0]]}}";
+    kc_model *nm = NULL;
+    if (kc_model_from_json(nasnet, strlen(nasnet), &nm) != KC_STATUS_OK) fail_msg("%s", kc_last_error());
+    for (int fl = 2; fl <= 3; fl++) {
+        char *t = NULL;
+        assert_int_equal(kc_model_to_json(nm, fl, &t), KC_STATUS_OK);
+        assert_null(strstr(t, "\"kernel_initializer\""));
+        free(t);
+    }
+    kc_model_destroy(nm);
     /* JSON errors name the layer and the key */
     const char *bad[] = {
         "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"InputLayer\", "

@@ -78,6 +78,8 @@ static const fixture_model k_models[] = {
     {"shared", "shared_tower", 357},
     /* nested models in legacy .h5: Keras 3's and tf-keras's files (and the .keras) */
     {"nested_h5", "nested_h5", 647},
+    /* tf-keras arithmetic on tensors (TFOpLambda layers): a tf-keras .h5 only */
+    {"tf_ops", "tf_ops", 395},
 };
 
 /* The entry of k_models with this stem. */
@@ -841,6 +843,38 @@ static void test_regularize_layers(void **state) {
     kc_model_destroy(m);
 }
 
+/* tf-keras's TFOpLambda layers (x + 3.0, * (1 / 6), x - 0.25, x / 2.0, x + tensor, x * tensor:
+ * MobileNetV3's hard_sigmoid and ConvNeXt's residual add in tf-keras .h5 files) read as
+ * TensorOp layers; kerac's own .keras and .h5 of the model read back with the same outputs. */
+static void test_tf_ops(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("tf_ops");
+    check_file(fm, ".keras2.h5", "_y2.npy", true);
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras2.h5"), &m), "tf_ops.keras2.h5");
+    npy x, want;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    npy_load(fpath(fm->stem, "_y2.npy"), &want);
+    char dir[] = "/tmp/kerac-tfops-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/saved%s", dir, k ? ".h5" : ".keras");
+        must(kc_model_save(m, path), path);
+        kc_model *back = NULL;
+        must(kc_model_load(path, &back), path);
+        float *y = predict(back, &x, &want, path);
+        double d = max_abs_diff(y, want.data, want.size);
+        if (!(d <= TOL)) fail_msg("%s: kerac's saved model differs from tf-keras by %.3g", path, d);
+        free(y);
+        kc_model_destroy(back);
+        unlink(path);
+    }
+    rmdir(dir);
+    npy_free(&x);
+    npy_free(&want);
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const char *src = getenv("KERAC_SOURCE_DIR");
     snprintf(g_dir, sizeof g_dir, "%s/tests/fixtures/keras", src && *src ? src : "..");
@@ -877,6 +911,7 @@ int main(void) {
         /* Gaussian noise layers, shared layers */
         cmocka_unit_test(test_gauss_noise),
         cmocka_unit_test(test_shared_layers),
+        cmocka_unit_test(test_tf_ops), /* tf-keras TFOpLambda */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -282,7 +282,12 @@ static kc_status parse_op_node(const json_t *entry, int i, parsed_layer *pl, ten
     KC_TRY(kc__json_parse_op_node(entry, i, pl, targs, &nt));
     for (int k = 0; k < nt; k++) {
         tensor_ref t;
-        KC_TRY(keras_tensor_ref(pl, targs[k], &t));
+        if (json_is_array(targs[k])) { /* tf-keras's TFOpLambda: [layer, node, tensor(, kwargs)] */
+            if (!parse_history(targs[k], &t))
+                return kc__fail(KC_STATUS_BAD_FILE, PFX "%s: argument %d is not [layer, node, tensor]", pl->label, k);
+        } else {
+            KC_TRY(keras_tensor_ref(pl, targs[k], &t));
+        }
         KC_TRY(add_ref(pl, &t, refs, n));
     }
     return KC_STATUS_OK;

@@ -170,7 +170,9 @@ static int64_t sep_flops(const kc_layer *l) {
 
 /* The Keras config keys, in Keras 3's order. tf-keras (a Conv subclass there) also writes
  * groups (1) and its base's unused kernel_initializer / kernel_regularizer /
- * kernel_constraint: read at those values, never written, since Keras 3 refuses them. */
+ * kernel_constraint: read, never written, since Keras 3 refuses them. tf-keras never uses
+ * that kernel_initializer (it builds the depthwise and pointwise kernels only), and
+ * NASNet sets it to he_normal: any value is accepted. */
 #define O(member) offsetof(kc_separable_conv2d_opts, member)
 static const kc__field k_keras_keys[] = {
     {"depth_multiplier", KC_F_INT, KC_F_W, O(depth_multiplier), NULL, 0},
@@ -193,7 +195,7 @@ static const kc__field k_keras_keys[] = {
     KC_KEY_NULL("depthwise_constraint", KC_F_W),
     KC_KEY_NULL("pointwise_constraint", KC_F_W),
     KC_KEY_NULL("bias_constraint", KC_F_W),
-    {"kernel_initializer", KC_F_FIXED_INIT, 0, KC_F_NO_OFFSET, "glorot_uniform", 0},
+    KC_KEY_IGNORE("kernel_initializer"),
     KC_KEY_NULL("kernel_regularizer", 0),
     KC_KEY_NULL("kernel_constraint", 0),
 };
