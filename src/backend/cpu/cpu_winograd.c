@@ -40,9 +40,11 @@
 #include "cpu.h"
 
 #define WG_EMAX 36 /* entries of a transformed 6x6 tile (F(4x4)) */
-/* bytes of V and M per chunk of tiles: large enough for GEMMs of a few hundred rows,
- * small enough to stay in the last-level cache between the transforms and the GEMMs */
-#define WG_CHUNK_BYTES ((size_t)6 << 20)
+/* bytes of V and M per chunk of tiles: small enough to stay in a core's L2 between the
+ * transforms and the GEMMs (1 MiB: 10-35 % faster than 6 MiB per pass on workload B's
+ * layers, bench_conv, one thread, CPU time; bench/RESULTS.md), large enough for GEMMs of
+ * tens to hundreds of rows (and at least 32 tiles, winograd_chunk) */
+#define WG_CHUNK_BYTES ((size_t)1 << 20)
 /* channels transformed at a time: the inner loops run over a block with no bounds test
  * (pixels outside the image read a block of zeros, outputs outside it go to a sink), so
  * that they vectorise */
