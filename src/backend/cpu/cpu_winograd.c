@@ -21,13 +21,15 @@
  * per tile, about 3x more per tile for F(4x4)) and a larger rounding error (F(4x4)'s
  * coefficients up to 8; test_winograd measures both).
  *
- * Workspace: the E transformed kernels (E C F floats; backward_filter's sums S), then V and
- * M for a chunk of tiles (E Tc (C + F) floats). Tiles run chunk by chunk, Tc fixed by C + F
- * (winograd_chunk), the same for all three passes so one workspace fits them.
- * One OpenMP parallel region per pass: per chunk, the input transform (split over tiles),
- * the E GEMMs (split over the threads by entry and, with more threads than E / 2, by rows,
- * each an OpenBLAS call on one thread: OpenBLAS runs single-threaded inside a parallel
- * region) and the output transform, with a barrier between them; no fork/join per GEMM.
+ * Workspace: the E transformed kernels (E C F floats; backward_filter's sums S), then one
+ * slot per thread (kc__num_threads when planned): V and M for a chunk of tiles
+ * (E Tc (C + F) floats, Tc fixed by C + F: winograd_chunk) and a thread's partial S (E C F),
+ * the same for all three passes so one workspace fits them.
+ * One OpenMP parallel region per pass and no barrier inside it: each thread runs whole chunks
+ * of tiles in its own slot, the input transform, the E GEMMs (each an OpenBLAS call on one
+ * thread: OpenBLAS runs single-threaded inside a parallel region) and the output transform
+ * (backward_filter: its partial S, the slots added at the end). A barrier or fork/join per
+ * chunk costs a time slice whenever the machine is busier than its cores.
  * The transforms are vectorised over channels (ivdep: the blocks they read and write never
  * overlap). */
 #include <string.h>
@@ -88,11 +90,29 @@ static int64_t winograd_chunk(const kc_conv2d_desc *d, int m) {
     return KC_MIN(tc, most);
 }
 
+/* floats of one thread's slot: V and M of a chunk, and backward_filter's partial sums S */
+static size_t slot_floats(const kc_conv2d_desc *d, int m) {
+    const size_t e = (size_t)(m + 2) * (m + 2);
+    return e * (size_t)winograd_chunk(d, m) * (d->c + d->f) + e * d->c * d->f;
+}
+
 size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     const int m = wg_tile(be, d);
-    const size_t e = (size_t)(m + 2) * (m + 2);
-    size_t u = e * d->c * d->f, vm = e * (size_t)winograd_chunk(d, m) * (d->c + d->f);
-    return (u + vm) * sizeof(float);
+    const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slots = (size_t)KC_MAX(1, KC_MIN(kc__num_threads(), 64));
+    return (u + slots * slot_floats(d, m)) * sizeof(float);
+}
+
+/* The threads a pass runs on: the team, at most one per 16 tiles and per slot the workspace
+ * holds (a workspace planned for fewer threads caps the team instead of overflowing). */
+static int pass_threads(const kc_conv2d_desc *d, int m, size_t ws_bytes, int64_t tiles) {
+    const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slot = slot_floats(d, m);
+    const int64_t slots = (int64_t)((ws_bytes / sizeof(float) - u) / slot);
+#ifdef _OPENMP
+    const int64_t team = omp_get_max_threads(); /* what the other kernels' parallel loops get */
+#else
+    const int64_t team = 1;
+#endif
+    return (int)KC_MAX(1, KC_MIN(KC_MIN(team, slots), tiles / 16));
 }
 
 /* ---- the one-dimensional transforms of F(2x2) (m = 2: 4 <-> 2 values) and F(4x4) (m = 4:
@@ -360,37 +380,50 @@ static void output_tile(const wg_geom *g, float *mm, int64_t tile, int64_t t, si
     }
 }
 
-static int team_size(void) {
+static int thread_id(void) {
 #ifdef _OPENMP
-    return omp_get_num_threads();
+    return omp_get_thread_num();
 #else
-    return 1;
+    return 0;
 #endif
 }
 
-/* The forward pass for geometry g: x (n, h, w, c) -> y (n, oh, ow, f) with U already in ws. */
-static void winograd_run(const wg_geom *g, int f, int64_t tc_max, const float *x, const float *u,
-                         const float *bias, int relu, float *y, float *vm) {
+/* A pass split in chunks of tiles: chunk k is tiles [k tc, min((k + 1) tc, total)). */
+typedef struct wg_split {
+    int64_t total, tc, chunks;
+    int threads;
+} wg_split;
+
+/* tc at most tc_max (the workspace's), small enough that every thread gets a chunk */
+static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t ws_bytes) {
+    wg_split sp = {.total = (int64_t)g->n * g->th * g->tw};
+    const int64_t tc_max = winograd_chunk(d, m);
+    const int nt = pass_threads(d, m, ws_bytes, sp.total);
+    const int par = kc__cpu_par(sp.total * (m + 2) * (m + 2) * (int64_t)(d->c + d->f));
+    sp.threads = par ? nt : 1;
+    sp.tc = KC_MIN(tc_max, KC_MAX(1, (sp.total + sp.threads - 1) / sp.threads));
+    sp.chunks = (sp.total + sp.tc - 1) / sp.tc;
+    return sp;
+}
+
+/* The forward pass for geometry g: x (n, h, w, c) -> y (n, oh, ow, f) with U already in ws.
+ * Each thread runs whole chunks in its own slot of the workspace (vm + thread * slot): the
+ * input transform, the E GEMMs (OpenBLAS on one thread inside the parallel region) and the
+ * output transform, with no barrier between chunks. */
+static void winograd_run(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *u,
+                         const float *bias, int relu, float *y, float *vm, size_t slot) {
     const int c = g->c, ne = (g->m + 2) * (g->m + 2);
-    const int64_t total = (int64_t)g->n * g->th * g->tw;
-#pragma omp parallel if (kc__cpu_par(total * ne * (int64_t)(c + f)))
+#pragma omp parallel num_threads(sp->threads) if (sp->threads > 1)
     {
-        const int rs = KC_MAX(1, (2 * team_size() + ne - 1) / ne); /* row blocks per entry */
-        for (int64_t t0 = 0; t0 < total; t0 += tc_max) {
-            const int64_t tc = KC_MIN(tc_max, total - t0);
-            float *v = vm, *mm = vm + (size_t)ne * tc * c;
+        float *v = vm + (size_t)thread_id() * slot;
 #pragma omp for schedule(static)
+        for (int64_t k = 0; k < sp->chunks; k++) {
+            const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
+            float *mm = v + (size_t)ne * tc * c;
             for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
-#pragma omp for schedule(static)
-            for (int k = 0; k < ne * rs; k++) { /* M[e] rows [r0, r1) = V[e] U[e], one thread */
-                const int e = k / rs, part = k % rs;
-                const int64_t r0 = tc * part / rs, r1 = tc * (part + 1) / rs;
-                if (r1 > r0)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), f, c, 1.0f,
-                                v + ((size_t)e * tc + r0) * c, c, u + (size_t)e * c * f, f, 0.0f,
-                                mm + ((size_t)e * tc + r0) * f, f);
-            }
-#pragma omp for schedule(static)
+            for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f, c, 1.0f, v + (size_t)e * tc * c, c,
+                            u + (size_t)e * c * f, f, 0.0f, mm + (size_t)e * tc * f, f);
             for (int64_t t = 0; t < tc; t++) output_tile(g, mm, t0 + t, t, (size_t)tc * f, f, bias, relu, y, NULL);
         }
     }
@@ -411,7 +444,8 @@ kc_status kc__cpu_winograd_forward(kc_backend *be, const kc_conv2d_desc *d, cons
     float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
     filter_transform(m, w, d->c, d->f, 0, u);
     const wg_geom g = geom(m, d->n, d->h, d->w, d->c, d->oh, d->ow, d->pad_top, d->pad_left);
-    winograd_run(&g, d->f, winograd_chunk(d, m), x, u, b, d->relu != 0, y, vm);
+    const wg_split sp = split(d, m, &g, ws_bytes);
+    winograd_run(&g, d->f, &sp, x, u, b, d->relu != 0, y, vm, slot_floats(d, m));
     return KC_STATUS_OK;
 }
 
@@ -422,7 +456,8 @@ kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d
     float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
     filter_transform(m, w, d->c, d->f, 1, u); /* U[e] (F, C) */
     const wg_geom g = geom(m, d->n, d->oh, d->ow, d->f, d->h, d->w, 2 - d->pad_top, 2 - d->pad_left);
-    winograd_run(&g, d->c, winograd_chunk(d, m), dy, u, NULL, 0, dx, vm);
+    const wg_split sp = split(d, m, &g, ws_bytes);
+    winograd_run(&g, d->c, &sp, dy, u, NULL, 0, dx, vm, slot_floats(d, m));
     return KC_STATUS_OK;
 }
 
@@ -430,29 +465,39 @@ kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc 
                                            float *dw, void *ws, size_t ws_bytes) {
     KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_backward_filter"));
     const int c = d->c, f = d->f, m = wg_tile(be, d), ne = (m + 2) * (m + 2);
-    float *s = ws, *vm = s + (size_t)ne * c * f;
+    const size_t cf = (size_t)ne * c * f, slot = slot_floats(d, m);
+    float *s = ws, *vm = s + cf;
     const wg_geom g = geom(m, d->n, d->h, d->w, c, d->oh, d->ow, d->pad_top, d->pad_left);
-    const int64_t total = (int64_t)g.n * g.th * g.tw, tc_max = winograd_chunk(d, m);
-#pragma omp parallel if (kc__cpu_par(total * ne * (int64_t)(c + f)))
+    const wg_split sp = split(d, m, &g, ws_bytes);
+    /* each thread sums its chunks' V[e]^T G[e] into its slot's S, zeroed first; the slots are
+     * then added in thread order (reproducible for a given thread count) */
+    int used = 1; /* the team OpenMP gave */
+#pragma omp parallel num_threads(sp.threads) if (sp.threads > 1)
     {
-        const int rs = KC_MAX(1, (2 * team_size() + ne - 1) / ne); /* row blocks of S per entry */
-        for (int64_t t0 = 0; t0 < total; t0 += tc_max) {
-            const int64_t tc = KC_MIN(tc_max, total - t0);
-            float *v = vm, *gt = vm + (size_t)ne * tc * c;
+        float *v = vm + (size_t)thread_id() * slot, *part = v + slot - cf;
+        memset(part, 0, cf * sizeof(float));
+#ifdef _OPENMP
+#pragma omp master
+        used = omp_get_num_threads();
+#endif
 #pragma omp for schedule(static)
+        for (int64_t k = 0; k < sp.chunks; k++) {
+            const int64_t t0 = k * sp.tc, tc = KC_MIN(sp.tc, sp.total - t0);
+            float *gt = v + (size_t)ne * tc * c;
             for (int64_t t = 0; t < tc; t++) {
                 input_tile(&g, x, t0 + t, t, (size_t)tc * c, v);
                 output_tile(&g, gt, t0 + t, t, (size_t)tc * f, f, NULL, 0, NULL, dy);
             }
-#pragma omp for schedule(static)
-            for (int k = 0; k < ne * rs; k++) { /* S[e] rows [c0, c1) (+)= V[e]^T G[e], one thread */
-                const int e = k / rs, part = k % rs, c0 = c * part / rs, c1 = c * (part + 1) / rs;
-                if (c1 > c0)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, f, (int)tc, 1.0f,
-                                v + (size_t)e * tc * c + c0, c, gt + (size_t)e * tc * f, f, t0 ? 1.0f : 0.0f,
-                                s + ((size_t)e * c + c0) * f, f);
-            }
+            for (int e = 0; e < ne; e++) /* S[e] (C, F) += V[e]^T G[e] */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
+                            gt + (size_t)e * tc * f, f, 1.0f, part + (size_t)e * c * f, f);
         }
+    }
+#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)cf * used))
+    for (int64_t i = 0; i < (int64_t)cf; i++) {
+        float sum = 0.0f;
+        for (int t = 0; t < used; t++) sum += vm[(size_t)t * slot + slot - cf + (size_t)i];
+        s[i] = sum;
     }
     filter_grad_transform(m, s, c, f, dw);
     return KC_STATUS_OK;
