@@ -1,13 +1,18 @@
 /* bench_conv.c — the CPU backend's convolution kernels shape by shape, one against the
- * other in one process: Winograd F(2x2,3x3) against im2col + GEMM (the same backend
- * created with cpu_winograd off), each pass (forward, backward-data, backward-filter) timed
- * alternately A, B, A, B, ... and reported as medians and their ratio, with the multiply-add
- * rate of the im2col path as GFLOP/s (and Winograd's in direct-convolution FLOP, its "effective" rate). Alternating in one
- * process keeps the ratio meaningful on a shared, loaded machine, where absolute times are
- * noise. Output: one JSON line per shape and pass.
+ * others in one process: Winograd F(2x2,3x3), Winograd F(4x4,3x3) and im2col + GEMM (the
+ * same backend created with cpu_winograd_tile 2, 4 and cpu_winograd off), each pass
+ * (forward, backward-data, backward-filter) timed alternately 2, 4, im2col, 2, 4, ... and
+ * reported as medians and their ratios (speedup: im2col / F(2x2), speedup4: im2col /
+ * F(4x4), f4_vs_f2: F(2x2) / F(4x4)), with the multiply-add rate of the im2col path as
+ * GFLOP/s (and each Winograd's in direct-convolution FLOP, its "effective" rate).
+ * Alternating in one process keeps the ratios meaningful on a shared, loaded machine, where
+ * absolute times are noise. Output: one JSON line per shape and pass.
  *
  *   bench_conv [REPS]          (default 15 alternations; KERAC_CPU_ISA picks the kernels,
- *                              BENCH_CLOCK=cpu times CPU time instead of the wall clock)
+ *                              BENCH_CLOCK=cpu times CPU time instead of the wall clock,
+ *                              BENCH_SHAPES=TEXT only the shapes whose name holds TEXT)
+ * Winograd runs with cpu_winograd = KC_TRUE: at any channel count, where the default keeps
+ * im2col below KC_CPU_WINOGRAD_MIN_C / KC_CPU_WINOGRAD4_MIN_C channels.
  *
  * Shapes: the 3x3 stride-1 convolutions of workloads A and B (bench/README.md) and of
  * ResNet50 / MobileNetV2 at 96x96 (batch 32). Build: cmake --build build --target bench_conv */
@@ -19,6 +24,8 @@
 #include "kerac.h"
 #include "kerac_backend.h"
 
+enum { NB = 3 }; /* the kernels compared: F(2x2), F(4x4), im2col */
+
 typedef struct shape {
     const char *name;
     int n, h, w, c, f, pad;
@@ -26,6 +33,11 @@ typedef struct shape {
 
 static const shape k_shapes[] = {
     {"A conv2d_1 (13x13, 32->64, valid)", 128, 13, 13, 32, 64, 0},
+    {"B conv 1.2 (32x32, 32->32, same)", 64, 32, 32, 32, 32, 1},
+    {"B conv 2.1 (16x16, 32->64, same)", 64, 16, 16, 32, 64, 1},
+    {"B conv 2.2 (16x16, 64->64, same)", 64, 16, 16, 64, 64, 1},
+    {"B conv 3.1 (8x8, 64->128, same)", 64, 8, 8, 64, 128, 1},
+    {"B conv 3.2 (8x8, 128->128, same)", 64, 8, 8, 128, 128, 1},
     {"B block1 (32x32, 64->64, same)", 64, 32, 32, 64, 64, 1},
     {"B block2 (16x16, 128->128, same)", 64, 16, 16, 128, 128, 1},
     {"B block3 (8x8, 256->256, same)", 64, 8, 8, 256, 256, 1},
@@ -79,44 +91,57 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_conv: %s\n", kc_last_error());
         return 1;
     }
-    kc_device_opts off = o;
-    o.cpu_winograd = KC_TRUE;
-    off.cpu_winograd = KC_FALSE;
-    kc_backend *be[2] = {NULL, NULL}; /* 0: winograd, 1: im2col */
-    if (kc_backend_cpu_create_ex(&o, &be[0]) != KC_STATUS_OK || kc_backend_cpu_create_ex(&off, &be[1]) != KC_STATUS_OK) {
-        fprintf(stderr, "bench_conv: %s\n", kc_last_error());
-        return 1;
-    }
+    kc_device_opts opt[NB] = {o, o, o};
+    opt[0].cpu_winograd = opt[1].cpu_winograd = KC_TRUE;
+    opt[0].cpu_winograd_tile = 2;
+    opt[1].cpu_winograd_tile = 4;
+    opt[2].cpu_winograd = KC_FALSE;
+    kc_backend *be[NB] = {NULL, NULL, NULL}; /* 0: F(2x2), 1: F(4x4), 2: im2col */
+    for (int b = 0; b < NB; b++)
+        if (kc_backend_cpu_create_ex(&opt[b], &be[b]) != KC_STATUS_OK) {
+            fprintf(stderr, "bench_conv: %s\n", kc_last_error());
+            return 1;
+        }
     static const char *const pass_name[3] = {"forward", "backward_data", "backward_filter"};
     for (size_t k = 0; k < sizeof k_shapes / sizeof k_shapes[0]; k++) {
         const shape *s = &k_shapes[k];
+        if (getenv("BENCH_SHAPES") && !strstr(s->name, getenv("BENCH_SHAPES"))) continue;
         kc_conv2d_desc d = {.n = s->n, .h = s->h, .w = s->w, .c = s->c, .f = s->f, .kh = 3, .kw = 3, .sh = 1,
                             .sw = 1, .dh = 1, .dw = 1, .pad_top = s->pad, .pad_left = s->pad,
                             .oh = s->h + 2 * s->pad - 2, .ow = s->w + 2 * s->pad - 2};
         size_t nx = (size_t)d.n * d.h * d.w * d.c, ny = (size_t)d.n * d.oh * d.ow * d.f, nw = (size_t)9 * d.c * d.f;
-        size_t wsb[2] = {be[0]->conv2d_workspace(be[0], &d), be[1]->conv2d_workspace(be[1], &d)};
+        size_t wsb[NB];
+        void *ws[NB];
+        for (int b = 0; b < NB; b++) {
+            wsb[b] = be[b]->conv2d_workspace(be[b], &d);
+            if (!(ws[b] = malloc(wsb[b] + 1))) return 1;
+        }
         float *x = calloc(nx, 4), *w = calloc(nw, 4), *y = calloc(ny, 4);
-        void *ws[2] = {malloc(wsb[0] + 1), malloc(wsb[1] + 1)};
-        if (!x || !w || !y || !ws[0] || !ws[1]) return 1;
+        if (!x || !w || !y) return 1;
         for (size_t i = 0; i < nx; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
         for (size_t i = 0; i < nw; i++) w[i] = (float)(i % 7) * 0.05f - 0.15f;
         const double flop = 2.0 * (double)ny * 9.0 * d.c;
         for (int pass = 0; pass < 3; pass++) {
-            double *t[2] = {malloc(sizeof(double) * (size_t)reps), malloc(sizeof(double) * (size_t)reps)};
-            for (int b = 0; b < 2; b++) run(be[b], &d, pass, x, w, y, ws[b], wsb[b]); /* warm-up */
+            double *t[NB], med[NB];
+            for (int b = 0; b < NB; b++) {
+                if (!(t[b] = malloc(sizeof(double) * (size_t)reps))) return 1;
+                run(be[b], &d, pass, x, w, y, ws[b], wsb[b]); /* warm-up */
+            }
             for (int r = 0; r < reps; r++)
-                for (int b = 0; b < 2; b++) t[b][r] = run(be[b], &d, pass, x, w, y, ws[b], wsb[b]);
-            double mw = median(t[0], reps), mi = median(t[1], reps);
-            printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"winograd_ms\":%.3f,\"im2col_ms\":%.3f,"
-                   "\"speedup\":%.3f,\"im2col_gflops\":%.1f,\"winograd_effective_gflops\":%.1f,\"reps\":%d,\"clock\":\"%s\"}\n",
-                   s->name, pass_name[pass], kc_backend_cpu_isa(be[0]), 1e3 * mw, 1e3 * mi, mi / mw, flop / mi * 1e-9,
-                   flop / mw * 1e-9, reps, g_clock == CLOCK_MONOTONIC ? "wall" : "cpu");
+                for (int b = 0; b < NB; b++) t[b][r] = run(be[b], &d, pass, x, w, y, ws[b], wsb[b]);
+            for (int b = 0; b < NB; b++) med[b] = median(t[b], reps);
+            printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"winograd_ms\":%.3f,\"winograd4_ms\":%.3f,"
+                   "\"im2col_ms\":%.3f,\"speedup\":%.3f,\"speedup4\":%.3f,\"f4_vs_f2\":%.3f,\"im2col_gflops\":%.1f,"
+                   "\"winograd_effective_gflops\":%.1f,\"winograd4_effective_gflops\":%.1f,\"reps\":%d,\"clock\":\"%s\"}\n",
+                   s->name, pass_name[pass], kc_backend_cpu_isa(be[0]), 1e3 * med[0], 1e3 * med[1], 1e3 * med[2],
+                   med[2] / med[0], med[2] / med[1], med[0] / med[1], flop / med[2] * 1e-9, flop / med[0] * 1e-9,
+                   flop / med[1] * 1e-9, reps, g_clock == CLOCK_MONOTONIC ? "wall" : "cpu");
             fflush(stdout);
-            free(t[0]), free(t[1]);
+            for (int b = 0; b < NB; b++) free(t[b]);
         }
-        free(x), free(w), free(y), free(ws[0]), free(ws[1]);
+        free(x), free(w), free(y);
+        for (int b = 0; b < NB; b++) free(ws[b]);
     }
-    kc_backend_destroy(be[0]);
-    kc_backend_destroy(be[1]);
+    for (int b = 0; b < NB; b++) kc_backend_destroy(be[b]);
     return 0;
 }

@@ -1,13 +1,20 @@
-/* bench_train.c — kerac side of the workload-A CPU benchmark (see bench/README.md).
+/* bench_train.c — kerac side of the CPU benchmarks (see bench/README.md).
  *
- * The default CNN (Keras's mnist_convnet, kc_default_cnn) on Fashion-MNIST, through the
- * public API only: Adam lr 1e-3, sparse categorical crossentropy, batch 128.
+ * Workload A (BENCH_WORKLOAD=A, the default): the default CNN (Keras's mnist_convnet,
+ * kc_default_cnn) on Fashion-MNIST, through the public API only: Adam lr 1e-3, sparse
+ * categorical crossentropy, batch 128.
+ * Workload B (BENCH_WORKLOAD=B): the VGG-style CNN with BatchNorm of bench/workloads.h on
+ * synthetic 32x32x3 images (fixed seed, held in memory), SGD lr 0.01 momentum 0.9, batch 64;
+ * inference over the first 5,000 of those images.
  *
  *   training:  kc_fit for WARMUP + STEPS steps (one epoch, steps_per_epoch); a callback
  *              stamps the clock at the end of step WARMUP-1 and of the last step, so the
  *              rate covers exactly STEPS steps (the loader thread included).
- *   inference: kc_predict on the 10,000 test images at batch 1000: one warm-up pass,
- *              then the median of REPS passes.
+ *   inference: kc_predict on the 10,000 test images (B: 5,000 synthetic ones) at batch
+ *              1000: one warm-up pass, then the median of REPS passes.
+ *   sgemm:     OpenBLAS's SGEMM rate on this machine with the same threads (1024^3 through
+ *              the backend's gemm, median of 5), and the fraction of it that training
+ *              reaches: images/s x FLOP per training image / SGEMM FLOP/s.
  *
  * Prints one JSON line on stdout:
  *   {"impl":"kerac","train_images_per_second":..,"infer_images_per_second":..,"threads":2,...}
@@ -18,10 +25,12 @@
  * kerac_backend.h) and openblas_threads (OpenBLAS's thread count after training: 1 there
  * means every GEMM ran on one thread; see bench/RESULTS.md, "two speeds").
  *
- * Environment: BENCH_THREADS (default 2; passed to kc_set_num_threads), BENCH_WARMUP (5),
+ * Environment: BENCH_CLOCK (wall, or cpu: the process's CPU time), BENCH_WORKLOAD (A or B), BENCH_BATCH (A: 128, B: 64), BENCH_SGEMM (1; 0: no
+ * SGEMM probe), BENCH_THREADS (default 2; passed to kc_set_num_threads), BENCH_WARMUP (5),
  * BENCH_STEPS (100), BENCH_INFER_REPS (5; 0: no inference, its rate printed as 0), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
  * BENCH_TEST_SPEC (default "fashion-mnist:test"), BENCH_PROFILE (1: every training step profiled
- * and traced, as `kerac train --profile` does for its steps; bench/profile_overhead.sh).
+ * and traced, as `kerac train --profile` does for its steps; bench/profile_overhead.sh; the
+ * per-layer times per step go to stderr).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -31,15 +40,20 @@
 
 #include "kerac.h"
 #include "kerac_backend.h"
+#include "workloads.h"
 
 /* OpenBLAS's own query (the library kerac links); weak, so that another BLAS still links */
 extern int openblas_get_num_threads(void) __attribute__((weak));
 
-enum { BATCH = 128, INFER_BATCH = 1000, MAX_REPS = 100 };
+enum { INFER_BATCH = 1000, MAX_REPS = 100, B_INFER = 5000 };
+
+/* BENCH_CLOCK=cpu: the process's CPU time (all its threads) instead of the wall clock, the
+ * measure that survives a loaded machine (with THREADS=1, where no thread spins waiting) */
+static clockid_t g_clock = CLOCK_MONOTONIC;
 
 static double now_seconds(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(g_clock, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -94,23 +108,69 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* OpenBLAS's SGEMM in GFLOP/s through the backend's gemm: n^3, median of 5 after one warm-up. */
+static double sgemm_gflops(kc_backend *be, int n) {
+    float *a = calloc((size_t)n * n, sizeof(float)), *b = calloc((size_t)n * n, sizeof(float));
+    float *c = calloc((size_t)n * n, sizeof(float));
+    double t[5], rate = 0;
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = (float)(i % 17) * 0.01f;
+        int ok = 1;
+        for (int r = -1; r < 5 && ok; r++) {
+            double t0 = now_seconds();
+            ok = be->gemm(be, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n) == KC_STATUS_OK;
+            if (r >= 0) t[r] = now_seconds() - t0;
+        }
+        if (ok) {
+            qsort(t, 5, sizeof t[0], cmp_double);
+            rate = 2.0 * n * n * (double)n / t[2] * 1e-9;
+        }
+    }
+    free(a), free(b), free(c);
+    return rate;
+}
+
+/* Workload B's data: n synthetic images (the first B_INFER also serve inference). */
+static kc_status open_synthetic(int64_t n, float **x, kc_dataset **out) {
+    int32_t *y = malloc((size_t)n * sizeof(int32_t));
+    *x = malloc((size_t)n * 32 * 32 * 3 * sizeof(float));
+    if (!*x || !y) {
+        free(y);
+        return KC_STATUS_OUT_OF_MEMORY;
+    }
+    bench_synthetic(*x, y, n, 32 * 32 * 3);
+    kc_status s = kc_dataset_from_memory(*x, y, n, (kc_shape){3, {32, 32, 3}}, 10, out);
+    free(y); /* copied by the dataset */
+    return s;
+}
+
 static int fail(const char *what, kc_status s) {
     fprintf(stderr, "bench_train: %s failed (%s): %s\n", what, kc_status_name(s), kc_last_error());
     return 1;
 }
 
 int main(void) {
+    const char *wl = env_str("BENCH_WORKLOAD", "A");
+    const int is_b = !strcmp(wl, "B") || !strcmp(wl, "b");
+    if (!is_b && strcmp(wl, "A") && strcmp(wl, "a")) {
+        fprintf(stderr, "bench_train: BENCH_WORKLOAD must be A or B, not '%s'\n", wl);
+        return 2;
+    }
     int threads = env_int("BENCH_THREADS", 2);
+    int batch = env_int("BENCH_BATCH", is_b ? 64 : 128);
     int warmup = env_int("BENCH_WARMUP", 5);
     int steps = env_int("BENCH_STEPS", 100);
     int reps = env_int("BENCH_INFER_REPS", 5);
+    const int probe_sgemm = env_int("BENCH_SGEMM", 1) != 0;
     const char *train_spec = env_str("BENCH_TRAIN_SPEC", "fashion-mnist:train");
     const char *test_spec = env_str("BENCH_TEST_SPEC", "fashion-mnist:test");
-    if (threads < 1 || warmup < 0 || steps < 1 || reps < 0 || reps > MAX_REPS) {
-        fprintf(stderr, "bench_train: need BENCH_THREADS >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, "
+    if (threads < 1 || batch < 1 || warmup < 0 || steps < 1 || reps < 0 || reps > MAX_REPS) {
+        fprintf(stderr, "bench_train: need BENCH_THREADS >= 1, BENCH_BATCH >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, "
                         "0 <= BENCH_INFER_REPS <= %d (integers)\n", MAX_REPS);
         return 2;
     }
+    const int cpu_clock = !strcmp(env_str("BENCH_CLOCK", "wall"), "cpu");
+    if (cpu_clock) g_clock = CLOCK_PROCESS_CPUTIME_ID;
     const double t_main = now_seconds();
     kc_set_num_threads(threads);
 
@@ -119,22 +179,33 @@ int main(void) {
     kc_model *m = NULL;
     kc_dataset *train = NULL, *test = NULL;
     kc_history *hist = NULL;
-    float *x = NULL; /* (n_test, 28, 28, 1) */
-    float *y = NULL; /* (n_test, 10) */
+    float *x = NULL;  /* (n_test, 28, 28, 1); B: the synthetic images (n, 32, 32, 3) */
+    float *y = NULL;  /* (n_test, 10) */
+    float *bx = NULL; /* B's synthetic images */
 
-    if ((s = kc_default_cnn(28, 28, 1, 10, &m)) != KC_STATUS_OK) { rc = fail("kc_default_cnn", s); goto done; }
-    s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-3),
-                                         .loss = "sparse_categorical_crossentropy"});
-    if (s != KC_STATUS_OK) { rc = fail("kc_compile", s); goto done; }
+    if (is_b) {
+        if (!(m = bench_workload_b())) { rc = fail("workload B model", KC_STATUS_OUT_OF_MEMORY); goto done; }
+        s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_SGD(.learning_rate = 0.01, .momentum = 0.9),
+                                             .loss = "sparse_categorical_crossentropy"});
+    } else if ((s = kc_default_cnn(28, 28, 1, 10, &m)) == KC_STATUS_OK) {
+        s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-3),
+                                             .loss = "sparse_categorical_crossentropy"});
+    }
+    if (s != KC_STATUS_OK) { rc = fail("building and compiling the model", s); goto done; }
     const int profile = env_int("BENCH_PROFILE", 0) == 1;
     if (profile && ((s = kc_model_set_profiling(m, 1)) || (s = kc_model_trace_steps(m, 1, 1 << 30)))) {
         rc = fail("profiling", s);
         goto done;
     }
-    if ((s = kc_dataset_open(train_spec, &train)) != KC_STATUS_OK) { rc = fail(train_spec, s); goto done; }
-    if ((s = kc_dataset_open(test_spec, &test)) != KC_STATUS_OK) { rc = fail(test_spec, s); goto done; }
+    if (is_b) {
+        const int64_t n_b = (int64_t)(warmup + steps) * batch > B_INFER ? (int64_t)(warmup + steps) * batch : B_INFER;
+        if ((s = open_synthetic(n_b, &bx, &train)) != KC_STATUS_OK) { rc = fail("synthetic data", s); goto done; }
+    } else {
+        if ((s = kc_dataset_open(train_spec, &train)) != KC_STATUS_OK) { rc = fail(train_spec, s); goto done; }
+        if ((s = kc_dataset_open(test_spec, &test)) != KC_STATUS_OK) { rc = fail(test_spec, s); goto done; }
+    }
 
-    int64_t per_pass = kc_dataset_size(train) / BATCH;
+    int64_t per_pass = kc_dataset_size(train) / batch;
     if (warmup + steps > per_pass) {
         fprintf(stderr, "bench_train: BENCH_WARMUP + BENCH_STEPS = %d is more than the %lld full batches "
                         "of %s; lower them\n", warmup + steps, (long long)per_pass, train_spec);
@@ -146,7 +217,7 @@ int main(void) {
     timer t = {.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1};
     kc_callback cb = {.user = &t, .on_train_begin = on_train_begin, .on_batch_end = on_batch_end};
     kc_callback *cbs[] = {&cb};
-    s = kc_fit(m, train, &(kc_fit_opts){.epochs = 1, .batch_size = BATCH, .steps_per_epoch = warmup + steps,
+    s = kc_fit(m, train, &(kc_fit_opts){.epochs = 1, .batch_size = batch, .steps_per_epoch = warmup + steps,
                                         .callbacks = cbs, .num_callbacks = 1}, &hist);
     if (s != KC_STATUS_OK) { rc = fail("kc_fit", s); goto done; }
     if (t.seen != warmup + steps || t.t_start < 0 || t.t_end < 0 || t.t_end <= t.t_start) {
@@ -154,12 +225,27 @@ int main(void) {
                 (long long)t.seen, warmup + steps);
         goto done;
     }
-    double train_ips = (double)steps * BATCH / (t.t_end - t.t_start);
+    double train_ips = (double)steps * batch / (t.t_end - t.t_start);
+    if (profile) { /* per-layer milliseconds per step (wall clock) on stderr */
+        const int64_t total = warmup + steps;
+        for (int i = 0;; i++) {
+            kc_layer_timing lt;
+            if (kc_model_layer_timing(m, i, &lt) != KC_STATUS_OK) break;
+            fprintf(stderr, "bench_train: %-24s %-20s forward %7.2f ms backward %7.2f ms\n", lt.name, lt.class_name,
+                    1e3 * lt.forward_seconds / (double)total, 1e3 * lt.backward_seconds / (double)total);
+        }
+    }
 
     /* ---- inference */
-    int64_t n = kc_dataset_size(test);
+    int64_t n = is_b ? B_INFER : kc_dataset_size(test);
     double infer_ips = 0;
     if (reps == 0) goto report;
+    if (is_b) {
+        x = bx, bx = NULL;
+        y = malloc((size_t)(n * 10) * sizeof *y);
+        if (!y) { fprintf(stderr, "bench_train: out of memory\n"); goto done; }
+        goto predict;
+    }
     kc_shape in_shape = kc_dataset_shape(test);
     int64_t per_example = 1;
     for (int i = 0; i < in_shape.rank; i++) per_example *= in_shape.dim[i];
@@ -173,6 +259,7 @@ int main(void) {
     if (!x || !y) { fprintf(stderr, "bench_train: out of memory for %lld test images\n", (long long)n); goto done; }
     if ((s = kc_dataset_read(test, 0, n, x, NULL)) != KC_STATUS_OK) { rc = fail("kc_dataset_read", s); goto done; }
 
+predict:;
     double times[MAX_REPS];
     for (int r = 0; r <= reps; r++) { /* pass 0 is a warm-up */
         double t0 = now_seconds();
@@ -196,15 +283,22 @@ report:;
     const char *isa = "?";
     kc_backend *probe = NULL;
     kc_device_opts dopts;
-    if (kc_device_opts_default(&dopts) == KC_STATUS_OK && kc_backend_cpu_create_ex(&dopts, &probe) == KC_STATUS_OK)
+    double sgemm = 0;
+    if (kc_device_opts_default(&dopts) == KC_STATUS_OK && kc_backend_cpu_create_ex(&dopts, &probe) == KC_STATUS_OK) {
         isa = kc_backend_cpu_isa(probe);
-    printf("{\"impl\": \"kerac\", \"train_images_per_second\": %.1f, \"infer_images_per_second\": %.1f, "
+        if (probe_sgemm) sgemm = sgemm_gflops(probe, 1024);
+    }
+    const double flop = is_b ? BENCH_B_TRAIN_FLOP : BENCH_A_TRAIN_FLOP;
+    printf("{\"impl\": \"kerac\", \"workload\": \"%s\", \"train_images_per_second\": %.1f, "
+           "\"infer_images_per_second\": %.1f, "
            "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
            "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\", "
-           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d, \"profile\": %d}\n",
-           train_ips, infer_ips, kc_get_num_threads(), warmup, steps, BATCH, INFER_BATCH, (long long)n, t.loss,
-           kc_version(), t.t_first - t_main, isa, openblas_get_num_threads ? openblas_get_num_threads() : -1,
-           profile);
+           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d, \"profile\": %d, "
+           "\"train_flop_per_image\": %.4g, \"sgemm_gflops\": %.1f, \"sgemm_fraction\": %.3f, \"clock\": \"%s\"}\n",
+           is_b ? "B" : "A", train_ips, infer_ips, kc_get_num_threads(), warmup, steps, batch, INFER_BATCH,
+           (long long)n, t.loss, kc_version(), t.t_first - t_main, isa,
+           openblas_get_num_threads ? openblas_get_num_threads() : -1, profile, flop, sgemm,
+           sgemm > 0 ? train_ips * flop * 1e-9 / sgemm : 0.0, cpu_clock ? "cpu" : "wall");
     kc_backend_destroy(probe);
     fflush(stdout);
     rc = 0;
@@ -212,6 +306,7 @@ report:;
 done:
     free(x);
     free(y);
+    free(bx);
     kc_history_destroy(hist);
     kc_dataset_destroy(test);
     kc_dataset_destroy(train);

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# bench/run.sh — workload-A CPU benchmark: kerac against PyTorch, same machine, same threads.
+# bench/run.sh — CPU benchmark: kerac against PyTorch, same machine, same threads.
 #
 #   bench/run.sh [--record] [--no-build] [-h]
 #
+#   WORKLOAD=A|B      A: the default CNN on Fashion-MNIST (default); B: the VGG-style CNN
+#                     with BatchNorm on synthetic 32x32x3 images, batch 64 (bench/workloads.h)
 #   ROUNDS=N          rounds of alternating runs (default 3): kerac, pytorch, kerac, pytorch, ...
 #   THREADS=N         threads for both programs (default 2)
+#   BENCH_CLOCK=cpu   both programs time their process's CPU time, not the wall clock (with
+#                     THREADS=1: the work itself, on a loaded machine)
 #   BENCH_WARMUP, BENCH_STEPS, BENCH_INFER_REPS   passed through (defaults 5, 100, 5)
 #   TORCH_LAYOUTS     PyTorch layouts to run each round (default "nchw channels_last";
 #                     "nchw" alone is the plain PyTorch model)
@@ -26,15 +30,19 @@ for arg in "$@"; do
     case "$arg" in
         --record) RECORD=1 ;;
         --no-build) BUILD=0 ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
 
 ROUNDS="${ROUNDS:-3}"
+WORKLOAD="${WORKLOAD:-A}"
+case "$WORKLOAD" in A|B) ;; *) echo "run.sh: WORKLOAD must be A or B, got '$WORKLOAD'" >&2; exit 2 ;; esac
+export BENCH_WORKLOAD="$WORKLOAD"
 THREADS="${THREADS:-2}"
 TORCH_LAYOUTS="${TORCH_LAYOUTS:-nchw channels_last}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
+export BENCH_CLOCK="${BENCH_CLOCK:-wall}"
 export BENCH_WARMUP="${BENCH_WARMUP:-5}" BENCH_STEPS="${BENCH_STEPS:-100}" BENCH_INFER_REPS="${BENCH_INFER_REPS:-5}"
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "run.sh: ROUNDS must be a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
 case "$THREADS" in ''|*[!0-9]*|0) echo "run.sh: THREADS must be a positive integer, got '$THREADS'" >&2; exit 2 ;; esac
@@ -47,7 +55,7 @@ DATA_DIR=/usr/share/datasets/fashion-mnist
 missing=()
 "$PY" -c 'import torch' 2>/dev/null || missing+=(python3-torch)
 "$PY" -c 'import numpy' 2>/dev/null || missing+=(python3-numpy)
-[ -f "$DATA_DIR/train-images-idx3-ubyte.gz" ] || missing+=(dataset-fashion-mnist)
+[ "$WORKLOAD" = B ] || [ -f "$DATA_DIR/train-images-idx3-ubyte.gz" ] || missing+=(dataset-fashion-mnist)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "run.sh: installing ${missing[*]}" >&2
@@ -98,7 +106,7 @@ run_one() { # label, command...
     echo "  $label: $line" >&2
 }
 
-echo "run.sh: $ROUNDS round(s), $THREADS threads, warm-up $BENCH_WARMUP + $BENCH_STEPS steps, " \
+echo "run.sh: workload $WORKLOAD, $ROUNDS round(s), $THREADS threads, $BENCH_CLOCK clock, warm-up $BENCH_WARMUP + $BENCH_STEPS steps, " \
      "OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, load $LOAD_BEFORE" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
@@ -117,7 +125,7 @@ COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
 if [ "$COMMIT" != none ] && [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ]; then COMMIT="$COMMIT+dirty"; fi
 
 # ---- medians, ratios, table, JSON summary, optional RESULTS.md row
-RECORD="$RECORD" RAW="$RAW" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" \
+WORKLOAD="$WORKLOAD" RECORD="$RECORD" RAW="$RAW" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" \
 CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
 RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
@@ -159,8 +167,17 @@ for k in torch_keys:
 
 best = {m: max(torch_keys, key=lambda k: med[k][m])
         for m in ("train_images_per_second", "infer_images_per_second")}
+B = os.environ["WORKLOAD"] == "B"
+# the SGEMM rate kerac's program measured in each round (OpenBLAS, same threads), and the
+# fraction of it each side's training reaches (images/s x FLOP per image / SGEMM FLOP/s)
+sgemm = statistics.median([r["sgemm_gflops"] for r in groups.get("kerac", []) if r.get("sgemm_gflops")] or [0])
+flop = 231.8e6 if B else 14.65e6
 summary = {
-    "benchmark": "workload-A mnist_convnet fashion-mnist cpu",
+    "benchmark": "workload-B vgg-style bn synthetic 32x32x3 batch 64 cpu" if B else "workload-A mnist_convnet fashion-mnist cpu",
+    "clock": sorted({r.get("clock", "wall") for r in rows}),
+    "sgemm_gflops": round(sgemm, 1),
+    "sgemm_fraction": {k: round(med[k]["train_images_per_second"] * flop * 1e-9 / sgemm, 3) if sgemm else None
+                       for k in med},
     "commit": os.environ["COMMIT"], "rounds": int(os.environ["ROUNDS"]),
     "threads": int(os.environ["THREADS"]),
     "median": {k: {m.split("_")[0]: round(v, 1) for m, v in d.items()} for k, d in med.items()},
@@ -197,9 +214,12 @@ if os.environ["RECORD"] == "1":
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
         cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels)")
-    # into workload A's table: after its last row (the file has other sections after it)
+    # into the workload's table: after its last row (the file has other sections after it)
     text = open(os.environ["RESULTS"]).read().split("\n")
-    head = next((n for n, l in enumerate(text) if l.startswith("| date | commit | rounds | kerac train")), None)
+    table = "| date (B) | commit | rounds | kerac train" if B else "| date | commit | rounds | kerac train"
+    head = next((n for n, l in enumerate(text) if l.startswith(table)), None)
+    if B:
+        row = row.rstrip("\n") + f" {summary['sgemm_gflops']} GFLOP/s, kerac {summary['sgemm_fraction']['kerac']} |\n"
     at = len(text)
     if head is not None:
         at = head + 1

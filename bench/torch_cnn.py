@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""PyTorch side of the workload-A benchmark (see bench/README.md).
+"""PyTorch side of the CPU benchmarks (see bench/README.md).
 
-The default CNN (Keras's mnist_convnet) on Fashion-MNIST, written in PyTorch:
-Conv2D 32 3x3 relu, MaxPool 2, Conv2D 64 3x3 relu, MaxPool 2, Flatten, Dropout 0.5,
-Dense 10 (logits; CrossEntropyLoss = softmax + sparse categorical crossentropy),
-Adam lr 1e-3 (eps 1e-7, Keras's default), batch 128, shuffled every epoch.
+Workload A (BENCH_WORKLOAD=A, the default): the default CNN (Keras's mnist_convnet) on
+Fashion-MNIST, written in PyTorch: Conv2D 32 3x3 relu, MaxPool 2, Conv2D 64 3x3 relu,
+MaxPool 2, Flatten, Dropout 0.5, Dense 10 (logits; CrossEntropyLoss = softmax + sparse
+categorical crossentropy), Adam lr 1e-3 (eps 1e-7, Keras's default), batch 128, shuffled
+every epoch.
+Workload B (BENCH_WORKLOAD=B): the VGG-style CNN with BatchNorm, make_model("B") of
+bench/gpu/torch_gpu.py (the one PyTorch definition), on synthetic 32x32x3 images (uniform
+[0, 1) pixels, labels 0..9, fixed seed, (WARMUP + STEPS) x 64 of them, at least 5,000), SGD
+lr 0.01 momentum 0.9, batch 64 (BENCH_BATCH); inference over the first 5,000.
 
 Measures
   training:  images/s over STEPS steps after WARMUP warm-up steps (batch 128)
@@ -14,7 +19,8 @@ and prints one JSON line:
   {"impl":"pytorch","train_images_per_second":..,"infer_images_per_second":..,"threads":2,...}
 
 Environment (read here, set by bench/run.sh): BENCH_THREADS (default 2), BENCH_WARMUP (5),
-BENCH_STEPS (100), BENCH_INFER_REPS (5), BENCH_TORCH_LAYOUT (nchw, PyTorch's default
+BENCH_STEPS (100), BENCH_INFER_REPS (5), BENCH_CLOCK (wall, or cpu: the process's CPU time,
+time.process_time), BENCH_WORKLOAD (A), BENCH_BATCH (A: 128, B: 64), BENCH_TORCH_LAYOUT (nchw, PyTorch's default
 contiguous layout, or channels_last: NHWC in memory, the layout kerac uses), FASHION_MNIST_DIR
 (default /usr/share/datasets/fashion-mnist). The glibc malloc variables
 (MALLOC_MMAP_THRESHOLD_, ...) must be set before the process starts: run.sh does that.
@@ -30,8 +36,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-BATCH = 128
 INFER_BATCH = 1000
+B_INFER = 5000
 
 
 def read_idx(path):
@@ -72,8 +78,21 @@ def make_model():
     )
 
 
+def synthetic_b(n):
+    gen = torch.Generator().manual_seed(1337)
+    x = torch.rand(n, 3, 32, 32, generator=gen)
+    y = torch.randint(0, 10, (n,), generator=gen)
+    return x, y, x[:B_INFER]
+
+
 def main():
+    workload = os.environ.get("BENCH_WORKLOAD", "A").upper()
+    if workload not in ("A", "B"):
+        print(f"torch_cnn.py: BENCH_WORKLOAD={workload!r} is not A or B", file=sys.stderr)
+        return 2
+    batch = int(os.environ.get("BENCH_BATCH", "64" if workload == "B" else "128"))
     threads = int(os.environ.get("BENCH_THREADS", "2"))
+    clock = time.process_time if os.environ.get("BENCH_CLOCK", "wall") == "cpu" else time.perf_counter
     warmup = int(os.environ.get("BENCH_WARMUP", "5"))
     steps = int(os.environ.get("BENCH_STEPS", "100"))
     reps = int(os.environ.get("BENCH_INFER_REPS", "5"))
@@ -90,21 +109,29 @@ def main():
 
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
-    xtr, ytr = load(directory, "train")
-    xte, _ = load(directory, "test")
-
-    model = make_model()
+    if workload == "B":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
+        from torch_gpu import make_model as make_gpu_model
+        xtr, ytr, xte = synthetic_b(max((warmup + steps) * batch, B_INFER))
+        model = make_gpu_model("B")
+    else:
+        xtr, ytr = load(directory, "train")
+        xte, _ = load(directory, "test")
+        model = make_model()
     if layout == "channels_last":
         fmt = torch.channels_last
         model = model.to(memory_format=fmt)
         xtr = xtr.contiguous(memory_format=fmt)
         xte = xte.contiguous(memory_format=fmt)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    if workload == "B":
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
 
     # training: shuffled batches of 128, like kc_fit (a new permutation each epoch)
     n = xtr.shape[0]
-    per_epoch = n // BATCH
+    per_epoch = n // batch
     gen = torch.Generator().manual_seed(1337)
     perm = torch.randperm(n, generator=gen)
     model.train()
@@ -112,11 +139,11 @@ def main():
     loss_sum = 0.0
     for step in range(warmup + steps):
         if step == warmup:
-            t0 = time.perf_counter()
+            t0 = clock()
         k = step % per_epoch
         if k == 0 and step > 0:
             perm = torch.randperm(n, generator=gen)
-        idx = perm[k * BATCH:(k + 1) * BATCH]
+        idx = perm[k * batch:(k + 1) * batch]
         xb = xtr.index_select(0, idx)
         yb = ytr.index_select(0, idx)
         opt.zero_grad(set_to_none=True)
@@ -124,19 +151,19 @@ def main():
         loss.backward()
         opt.step()
         loss_sum += loss.item()  # kc_fit keeps the same running mean
-    train_seconds = time.perf_counter() - t0
-    train_ips = steps * BATCH / train_seconds
+    train_seconds = clock() - t0
+    train_ips = steps * batch / train_seconds
 
     # inference: batch 1000 over the test set
     model.eval()
     times = []
     with torch.no_grad():
         for rep in range(reps + 1):  # the first pass is a warm-up
-            t = time.perf_counter()
+            t = clock()
             for s in range(0, xte.shape[0], INFER_BATCH):
                 out = model(xte[s:s + INFER_BATCH])
                 probs = torch.softmax(out, dim=1)  # the Keras model ends in softmax
-            dt = time.perf_counter() - t
+            dt = clock() - t
             if rep > 0:
                 times.append(dt)
     del probs
@@ -144,13 +171,15 @@ def main():
 
     print(json.dumps({
         "impl": "pytorch",
+        "clock": "cpu" if clock is time.process_time else "wall",
+        "workload": workload,
         "train_images_per_second": round(train_ips, 1),
         "infer_images_per_second": round(infer_ips, 1),
         "threads": threads,
         "layout": layout,
         "warmup_steps": warmup,
         "steps": steps,
-        "batch_size": BATCH,
+        "batch_size": batch,
         "infer_batch_size": INFER_BATCH,
         "infer_images": int(xte.shape[0]),
         "mean_loss": round(loss_sum / (warmup + steps), 4),

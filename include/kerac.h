@@ -562,14 +562,19 @@ typedef struct kc_device_opts {
                                    * (default: plain fp32) */
     /* cpu-speed: the CPU's kernels */
     int cpu_isa;                  /* kc_cpu_isa: KC_CPU_ISA_AUTO (0) the best the processor runs */
-    int cpu_winograd;             /* KC_FALSE: no Winograd F(2x2,3x3) for 3x3 stride-1 convolutions,
-                                   * im2col + GEMM instead (default: Winograd where it applies) */
+    int cpu_winograd;             /* KC_FALSE: no Winograd for 3x3 stride-1 convolutions, im2col +
+                                   * GEMM instead; default: Winograd where it applies and wins
+                                   * (enough channels); KC_TRUE: at any channel count */
+    /* speed-b: Winograd's output tile */
+    int cpu_winograd_tile;        /* 2: F(2x2,3x3) only, 4: F(4x4,3x3) only; 0: chosen per shape */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
  * KERAC_GPU_MEMORY, KERAC_MEMORY_LIMIT, KERAC_CUDNN_WORKSPACE_LIMIT (sizes like 512M, 2G),
  * KERAC_CUDNN_BENCHMARK, KERAC_DETERMINISTIC, KERAC_TF32 (1/true/yes/on), KERAC_CPU_ISA
- * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off); an unset
+ * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off, 1: at
+ * any channel count),
+ * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

@@ -9,7 +9,8 @@
  *   refused_when_missing       a set beyond what the processor runs is KC_STATUS_UNSUPPORTED
  *                              with the reason (when this processor lacks one), an unknown
  *                              one KC_STATUS_INVALID_ARGUMENT
- *   environment                KERAC_CPU_ISA and KERAC_CPU_WINOGRAD reach kc_device_opts
+ *   environment                KERAC_CPU_ISA, KERAC_CPU_WINOGRAD and KERAC_CPU_WINOGRAD_TILE
+ *                              reach kc_device_opts
  *                              (read in one place); a bad value names the variable
  *   open_ex_picks_it           kc_backend_open_ex with cpu_isa runs that set */
 #include <math.h>
@@ -255,6 +256,14 @@ static void test_environment(void **state) {
     assert_int_equal(kc_device_opts_default(&o), KC_STATUS_OK);
     assert_int_equal(o.cpu_isa, KC_CPU_ISA_AVX2);
     assert_int_equal(o.cpu_winograd, KC_FALSE);
+    setenv("KERAC_CPU_WINOGRAD_TILE", "4", 1);
+    assert_int_equal(kc_device_opts_default(&o), KC_STATUS_OK);
+    assert_int_equal(o.cpu_winograd_tile, 4);
+    setenv("KERAC_CPU_WINOGRAD_TILE", "6", 1);
+    assert_int_equal(kc_device_opts_default(&o), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "KERAC_CPU_WINOGRAD_TILE"));
+    assert_int_equal(o.cpu_isa, KC_CPU_ISA_AVX2); /* the other fields are still read */
+    unsetenv("KERAC_CPU_WINOGRAD_TILE");
     setenv("KERAC_CPU_ISA", "sse9", 1);
     setenv("KERAC_TF32", "1", 1);
     assert_int_equal(kc_device_opts_default(&o), KC_STATUS_INVALID_ARGUMENT);

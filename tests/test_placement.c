@@ -102,6 +102,8 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
         {conv(4, 12, 12, 1, 256, 3, 1, 0), RAN_DIRECT},
         {conv(4, 12, 12, 1, 512, 3, 1, 0), RAN_DIRECT}, /* the old label said im2col past 256 filters */
         {conv(2, 8, 8, 64, 64, 3, 1, 1), RAN_IM2COL}, /* Winograd: 3x3 stride 1, >= 64 channels */
+        {conv(2, 12, 12, 32, 32, 3, 1, 1), RAN_IM2COL}, /* Winograd F(4x4): 8x8 outputs or more, >= 32 */
+        {conv(2, 6, 6, 32, 32, 3, 1, 1), RAN_IM2COL},   /* 6x6 outputs, 32 channels: not Winograd */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const kc_conv2d_desc *d = &cases[i].d;
@@ -115,7 +117,9 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
             fail_msg("case %zu: the label says \"%s\" but the kernel that runs is %s", i, label,
                      ran == RAN_1X1 ? "the 1x1 GEMM" : ran == RAN_DIRECT ? "the direct kernel" : "im2col + GEMM");
         assert_int_equal(ran, cases[i].want);
-        bool wino = d->kh == 3 && d->sh == 1 && d->c >= KC_CPU_WINOGRAD_MIN_C && d->f >= KC_CPU_WINOGRAD_MIN_C;
+        const int min_c = d->oh >= KC_CPU_WINOGRAD4_MIN_HW && d->ow >= KC_CPU_WINOGRAD4_MIN_HW ? KC_CPU_WINOGRAD4_MIN_C
+                                                                                          : KC_CPU_WINOGRAD_MIN_C;
+        bool wino = d->kh == 3 && d->sh == 1 && d->c >= min_c && d->f >= min_c;
         assert_int_equal(strstr(label, "cpu winograd") != NULL, wino);
     }
     /* a call with too little workspace would fail: so does its description */

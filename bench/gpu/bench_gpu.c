@@ -3,10 +3,8 @@
  *   workload A: the default CNN (Keras mnist_convnet: Conv 32 3x3 relu, MaxPool, Conv 64
  *               3x3 relu, MaxPool, Flatten, Dropout 0.5, Dense 10 softmax) on 28x28x1
  *               images, Adam lr 1e-3 (eps 1e-7), batch 128
- *   workload B: a VGG-style CNN on 32x32x3 images: [Conv 3x3 32 (same) + BN + ReLU] x2,
- *               MaxPool 2, [Conv 3x3 64 + BN + ReLU] x2, MaxPool 2, [Conv 3x3 128 + BN +
- *               ReLU] x2, GlobalAveragePooling, Dense 10 softmax; SGD lr 0.01 momentum 0.9,
- *               batch 256
+ *   workload B: a VGG-style CNN on 32x32x3 images (bench/workloads.h, shared with the CPU
+ *               benchmark bench_train.c), SGD lr 0.01 momentum 0.9, batch 256
  * Data: synthetic, of the right shape (uniform [0, 1) pixels, uniform labels 0..9, from a
  * fixed seed) held in host memory; kc_fit shuffles it and its loader thread gathers each
  * batch, which is uploaded to the device every step (part of the measured time).
@@ -34,6 +32,7 @@
 #include <time.h>
 
 #include "kerac.h"
+#include "../workloads.h"
 
 enum { MAX_REPS = 50 };
 
@@ -88,24 +87,6 @@ static int fail(const char *what, kc_status s) {
     return 1;
 }
 
-static kc_model *workload_b(void) {
-    kc_model *m = NULL;
-    if (kc_sequential("vgg_small", &m) != KC_STATUS_OK) return NULL;
-    kc_add(m, KC_INPUT(.shape = {32, 32, 3}));
-    const int filters[3] = {32, 64, 128};
-    for (int b = 0; b < 3; b++) {
-        for (int r = 0; r < 2; r++) {
-            kc_add(m, KC_CONV2D(.filters = filters[b], .kernel_size = {3, 3}, .padding = "same"));
-            kc_add(m, KC_BATCHNORM());
-            kc_add(m, KC_ACTIVATION(.activation = "relu"));
-        }
-        if (b < 2) kc_add(m, KC_MAXPOOL2D(.pool_size = {2, 2}));
-    }
-    kc_add(m, KC_GLOBALAVGPOOL2D());
-    kc_add(m, KC_DENSE(.units = 10, .activation = "softmax"));
-    return m;
-}
-
 int main(void) {
     const char *wl = getenv("BENCH_WORKLOAD");
     const int is_b = wl && (wl[0] == 'B' || wl[0] == 'b');
@@ -143,19 +124,11 @@ int main(void) {
         fprintf(stderr, "bench_gpu: out of host memory for %lld training images\n", (long long)n_train);
         goto done;
     }
-    uint64_t r = 0x9e3779b97f4a7c15ull; /* xorshift: fixed synthetic data */
-    for (int64_t i = 0; i < n_train * per_image; i++) {
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        x[i] = (float)(r >> 40) * (1.0f / 16777216.0f);
-    }
-    for (int64_t i = 0; i < n_train; i++) {
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        y[i] = (int32_t)(r % 10);
-    }
+    bench_synthetic(x, y, n_train, per_image);
     const float *xi = x; /* inference: the first infer_n training images */
 
     if (is_b) {
-        m = workload_b();
+        m = bench_workload_b();
         if (!m) { rc = fail("workload B model", KC_STATUS_OUT_OF_MEMORY); goto done; }
     } else if ((s = kc_default_cnn(28, 28, 1, 10, &m)) != KC_STATUS_OK) {
         rc = fail("kc_default_cnn", s);

@@ -41,6 +41,18 @@ static kc_status env_cpu_isa(int *out) {
     return kc__fail(KC_STATUS_INVALID_ARGUMENT, "KERAC_CPU_ISA: '%.40s' is not one of auto, baseline, avx2, avx512", v);
 }
 
+/* KERAC_CPU_WINOGRAD_TILE: auto (or unset, or 0), 2, 4 */
+static kc_status env_winograd_tile(int *out) {
+    const char *v = getenv("KERAC_CPU_WINOGRAD_TILE");
+    *out = 0;
+    if (!v || !*v || !strcasecmp(v, "auto") || !strcmp(v, "0")) return KC_STATUS_OK;
+    if (!strcmp(v, "2") || !strcmp(v, "4")) {
+        *out = v[0] - '0';
+        return KC_STATUS_OK;
+    }
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "KERAC_CPU_WINOGRAD_TILE: '%.40s' is not one of auto, 2, 4", v);
+}
+
 kc_status kc_device_opts_default(kc_device_opts *out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_device_opts_default: the output pointer is NULL");
     memset(out, 0, sizeof *out);
@@ -59,9 +71,13 @@ kc_status kc_device_opts_default(kc_device_opts *out) {
     char first[KC_ERROR_MAX];
     snprintf(first, sizeof first, "%s", kc_last_error());
     kc_status s2 = env_size("KERAC_CUDNN_WORKSPACE_LIMIT", &out->cudnn_workspace_limit);
+    char second[KC_ERROR_MAX];
+    snprintf(second, sizeof second, "%s", kc_last_error());
+    kc_status s3 = env_winograd_tile(&out->cpu_winograd_tile);
     if (s0 != KC_STATUS_OK) return kc__fail(s0, "%s", isa_err);
     if (s1 != KC_STATUS_OK) return kc__fail(s1, "%s", first);
-    return s2;
+    if (s2 != KC_STATUS_OK) return kc__fail(s2, "%s", second);
+    return s3;
 }
 
 static kc_status copy_string(char *dst, size_t n, const char *src, const char *what) {

@@ -70,7 +70,10 @@ static inline int kc__cpu_par(int64_t n) { return n > KC_CPU_PAR_MIN; }
 /* The instruction sets this build has kernels for, as kc_cpu_isa (kerac.h), and their names. */
 int kc__cpu_isa_best(void); /* the best the processor runs (cpuid), KC_CPU_ISA_BASELINE at least */
 const char *kc__cpu_isa_label(int isa); /* "baseline", "avx2", "avx512" */
-int kc__cpu_winograd_enabled(const kc_backend *be); /* kc_device_opts.cpu_winograd */
+/* kc_device_opts.cpu_winograd: 0 off (KC_FALSE), 1 where it wins (the default), 2 wherever it
+ * runs, at any channel count (KC_TRUE) */
+int kc__cpu_winograd_enabled(const kc_backend *be);
+int kc__cpu_winograd_tile(const kc_backend *be);    /* kc_device_opts.cpu_winograd_tile: 0, 2, 4 */
 kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out);
 void kc__cpu_free(kc_backend *be, void *p);
 kc_status kc__cpu_to_device(kc_backend *be, void *dst, const void *src, size_t bytes);
@@ -102,17 +105,32 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
-/* ---- cpu_winograd.c: Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with "valid" or
- * "same" padding and at least KC_CPU_WINOGRAD_MIN_C input and output channels, unless the
+/* ---- cpu_winograd.c: Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 stride-1 convolutions with
+ * "valid" or "same" padding and at least KC_CPU_WINOGRAD_MIN_C (F(2x2)) or
+ * KC_CPU_WINOGRAD4_MIN_C (F(4x4)) input and output channels, unless the
  * backend was created without it. The conv2d entries of cpu_gemm_conv.c hand such a
  * convolution to these. Where it wins (bench/bench_conv, one thread, CPU time, Winograd
  * against im2col alternately; bench/RESULTS.md): 1.2-1.8x at 64 to 256 channels on 6x6 to
  * 32x32 images, all three passes; 0.72-0.97x for workload A's 32 -> 64 on 13x13, and
- * 0.86-1.2x at 16 -> 16: hence 64. */
+ * 0.86-1.2x at 16 -> 16: hence 64 for F(2x2). */
 #ifndef KC_CPU_WINOGRAD_MIN_C
 #define KC_CPU_WINOGRAD_MIN_C 64
 #endif
+/* F(4x4,3x3) (fewer multiply-adds, larger transforms and error) where the output is at least
+ * KC_CPU_WINOGRAD4_MIN_HW on each side, from KC_CPU_WINOGRAD4_MIN_C channels in and out;
+ * F(2x2,3x3) elsewhere; kc_device_opts.cpu_winograd_tile forces one. Measured (bench_conv,
+ * one thread, CPU time; bench/RESULTS.md, "Workload B"): F(4x4) 1.4-2.4x im2col from 32
+ * channels on 8x8 to 32x32 outputs (1.1-1.8x F(2x2)), 0.9-1.15x at 16 channels, and 0.63x
+ * F(2x2) on 6x6 outputs (a 4x4 tile wastes 44 % there). */
+#ifndef KC_CPU_WINOGRAD4_MIN_HW
+#define KC_CPU_WINOGRAD4_MIN_HW 8
+#endif
+#ifndef KC_CPU_WINOGRAD4_MIN_C
+#define KC_CPU_WINOGRAD4_MIN_C 32
+#endif
 int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d);
+/* The output tile the convolution runs with (2 or 4), 0 when Winograd does not apply. */
+int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d);
 size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d);
 kc_status kc__cpu_winograd_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
                                    const float *b, float *y, void *ws, size_t ws_bytes);

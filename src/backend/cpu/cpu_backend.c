@@ -20,6 +20,7 @@ typedef struct cpu_mem {
     size_t limit; /* 0: none */
     int isa;      /* kc_cpu_isa of the kernels in the table */
     int winograd; /* Winograd for the 3x3 stride-1 convolutions that suit it */
+    int wg_tile;  /* its output tile: 2, 4, or 0 (chosen per shape) */
 } cpu_mem;
 
 #define KC_CPU_HEADER 64
@@ -272,7 +273,8 @@ static void cpu_destroy(kc_backend *be) {
     free(be);
 }
 
-int kc__cpu_winograd_enabled(const kc_backend *be) { return be && be->ctx && ((const cpu_mem *)be->ctx)->winograd; }
+int kc__cpu_winograd_enabled(const kc_backend *be) { return be && be->ctx ? ((const cpu_mem *)be->ctx)->winograd : 0; }
+int kc__cpu_winograd_tile(const kc_backend *be) { return be && be->ctx ? ((const cpu_mem *)be->ctx)->wg_tile : 0; }
 
 kc_status kc_backend_cpu_create(kc_backend **out) { return kc_backend_cpu_create_ex(NULL, out); }
 
@@ -281,6 +283,11 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     *out = NULL;
     int isa = KC_CPU_ISA_BASELINE;
     KC_TRY(choose_isa(opts ? opts->cpu_isa : KC_CPU_ISA_AUTO, &isa));
+    const int wg_tile = opts ? opts->cpu_winograd_tile : 0;
+    if (wg_tile != 0 && wg_tile != 2 && wg_tile != 4)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "kc_device_opts.cpu_winograd_tile = %d: use 2 (F(2x2,3x3)), 4 (F(4x4,3x3)) or 0 (by shape)",
+                        wg_tile);
     kc_backend *be = calloc(1, sizeof *be);
     if (!be) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cpu backend");
     be->abi = KC_BACKEND_ABI;
@@ -293,7 +300,9 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cpu backend");
     }
     ((cpu_mem *)be->ctx)->isa = isa;
-    ((cpu_mem *)be->ctx)->winograd = !opts || opts->cpu_winograd != KC_FALSE;
+    /* 1: where it wins; 2: asked for (KC_TRUE), at any channel count */
+    ((cpu_mem *)be->ctx)->winograd = !opts ? 1 : opts->cpu_winograd == KC_FALSE ? 0 : opts->cpu_winograd == KC_TRUE ? 2 : 1;
+    ((cpu_mem *)be->ctx)->wg_tile = wg_tile;
     be->destroy = cpu_destroy;
     be->memory_stats = cpu_memory_stats;
     be->reset_peak = cpu_reset_peak;

@@ -463,8 +463,9 @@ kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                         "cpu conv2d: a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this "
                         "convolution)", ws_bytes, need);
-    if (kc__cpu_winograd_applies(be, d)) {
-        snprintf(buf, n, "cpu winograd F(2x2,3x3) (%d to %d channels, %s transforms, OpenBLAS)", d->c, d->f,
+    const int wg = kc__cpu_winograd_tile_of(be, d);
+    if (wg) {
+        snprintf(buf, n, "cpu winograd F(%dx%d,3x3) (%d to %d channels, %s transforms, OpenBLAS)", wg, wg, d->c, d->f,
                  KC_CPU_ISA_NAME);
         return KC_STATUS_OK;
     }

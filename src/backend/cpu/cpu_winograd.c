@@ -1,105 +1,199 @@
-/* cpu_winograd.c — 3x3 stride-1 convolutions by Winograd F(2x2, 3x3), NHWC / HWIO.
+/* cpu_winograd.c — 3x3 stride-1 convolutions by Winograd F(2x2, 3x3) and F(4x4, 3x3), NHWC / HWIO.
  *
- * Each 2x2 block of outputs (a tile) comes from a 4x4 block of inputs. With the transforms
- *     B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
- *     G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
- *     A^T = [1 1 1 0; 0 1 -1 -1]
- * a tile's output is Y = A^T [(G w G^T) . (B^T d B)] A, where "." multiplies the 16
- * entries one by one. Across channels the 16 entries become 16 independent GEMMs:
+ * Each m x m block of outputs (a tile; m = 2 or 4) comes from an a x a block of inputs,
+ * a = m + 2. With the transforms of F(m x m, 3x3),
+ *     F(2x2): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+ *             G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+ *             A^T = [1 1 1 0; 0 1 -1 -1]
+ *     F(4x4): B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+ *                    0 4 0 -5 0 1]
+ *             G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+ *             A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+ * a tile's output is Y = A^T [(G w G^T) . (B^T d B)] A, where "." multiplies the E = a^2
+ * entries one by one. Across channels the E entries become E independent GEMMs:
  *     forward:          V[e] (T, C) = B^T d B;  U[e] (C, F) = G w G^T;  M[e] = V[e] U[e]  (T, F);
  *                       y = A^T M A (+ b, ReLU)
  *     backward_data:    the forward of dy with the kernel turned by 180 degrees and C, F swapped,
  *                       padding 2 - pad (a stride-1 3x3 convolution's transpose is one)
  *     backward_filter:  S[e] (C, F) = sum over tiles V[e]^T (A g A^T)[e];  dW = G^T S G
- * 16 products of C x F per 4 outputs instead of 36: 2.25 times fewer multiply-adds than
- * im2col + GEMM, for the price of the transforms (linear in C + F per tile).
+ * E products of C x F per m^2 outputs instead of 9 m^2: 2.25 (F(2x2)) or 4 (F(4x4)) times
+ * fewer multiply-adds than im2col + GEMM, for the price of the transforms (linear in C + F
+ * per tile, about 3x more per tile for F(4x4)) and a larger rounding error (F(4x4)'s
+ * coefficients up to 8; test_winograd measures both).
  *
- * Workspace: the 16 transformed kernels (16 C F floats; backward_filter's sums S), then V
- * and M for a chunk of tiles (16 Tc (C + F) floats). Tiles run chunk by chunk, Tc fixed by
- * C + F (winograd_chunk), the same for all three passes so one workspace fits them.
- * The transforms run in parallel over tiles (OpenMP), vectorised over channels (ivdep: the
- * blocks they read and write never overlap); the GEMMs are OpenBLAS's, called
- * outside any parallel region so that they use every thread. The error against the direct
- * sum is a few float ulps of the sums (test_winograd measures it). */
+ * Workspace: the E transformed kernels (E C F floats; backward_filter's sums S), then one
+ * slot per thread (kc__num_threads when planned): V and M for a chunk of tiles
+ * (E Tc (C + F) floats, Tc fixed by C + F: winograd_chunk) and a thread's partial S (E C F),
+ * the same for all three passes so one workspace fits them.
+ * One OpenMP parallel region per pass and no barrier inside it: each thread runs whole chunks
+ * of tiles in its own slot, the input transform, the E GEMMs (each an OpenBLAS call on one
+ * thread: OpenBLAS runs single-threaded inside a parallel region) and the output transform
+ * (backward_filter: its partial S, the slots added at the end). A barrier or fork/join per
+ * chunk costs a time slice whenever the machine is busier than its cores.
+ * The transforms are vectorised over channels (ivdep: the blocks they read and write never
+ * overlap). */
 #include <string.h>
 
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu.h"
 
-#define WG_E 16 /* entries of a transformed 4x4 tile */
-/* bytes of V and M per chunk of tiles: large enough for GEMMs of a few hundred rows,
- * small enough to stay in the last-level cache between the transforms and the GEMMs */
-#define WG_CHUNK_BYTES ((size_t)6 << 20)
+#define WG_EMAX 36 /* entries of a transformed 6x6 tile (F(4x4)) */
+/* bytes of V and M per chunk of tiles: small enough to stay in a core's L2 between the
+ * transforms and the GEMMs (1 MiB: 10-35 % faster than 6 MiB per pass on workload B's
+ * layers, bench_conv, one thread, CPU time; bench/RESULTS.md), large enough for GEMMs of
+ * tens to hundreds of rows (and at least 32 tiles, winograd_chunk) */
+#define WG_CHUNK_BYTES ((size_t)1 << 20)
 /* channels transformed at a time: the inner loops run over a block with no bounds test
  * (pixels outside the image read a block of zeros, outputs outside it go to a sink), so
  * that they vectorise */
 #define WG_CB 64
 static const float wg_zeros[WG_CB];
 
+/* The output tile m (2 or 4) for this convolution: the backend's setting
+ * (kc_device_opts.cpu_winograd_tile), else by shape (bench/bench_conv, bench/RESULTS.md). */
+static int wg_tile(kc_backend *be, const kc_conv2d_desc *d) {
+    const int forced = kc__cpu_winograd_tile(be);
+    if (forced == 2 || forced == 4) return forced;
+    return d->oh >= KC_CPU_WINOGRAD4_MIN_HW && d->ow >= KC_CPU_WINOGRAD4_MIN_HW ? 4 : 2;
+}
+
 int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d) {
     if (!d || !kc__cpu_winograd_enabled(be)) return 0;
     if (d->kh != 3 || d->kw != 3 || d->sh != 1 || d->sw != 1 || d->dh != 1 || d->dw != 1) return 0;
     if (d->pad_top > 2 || d->pad_left > 2 || d->oh != d->h + 2 * d->pad_top - 2 || d->ow != d->w + 2 * d->pad_left - 2)
         return 0; /* the padding after equals the padding before ("valid", "same") */
-    /* the transforms cost O(C + F) per tile against the 20 C F multiply-adds they save: a
-     * win once both are wide enough (cpu.h, measured with bench/bench_conv) */
-    return d->c >= KC_CPU_WINOGRAD_MIN_C && d->f >= KC_CPU_WINOGRAD_MIN_C;
+    /* the transforms cost O(C + F) per tile against the multiply-adds they save: a win once
+     * both are wide enough (cpu.h, measured with bench/bench_conv); cpu_winograd = KC_TRUE
+     * runs it at any width (to measure where it wins) */
+    if (kc__cpu_winograd_enabled(be) > 1) return 1;
+    const int min_c = wg_tile(be, d) == 4 ? KC_CPU_WINOGRAD4_MIN_C : KC_CPU_WINOGRAD_MIN_C;
+    return d->c >= min_c && d->f >= min_c;
 }
 
-static int64_t tiles_of(int oh, int ow, int n) { return (int64_t)n * ((oh + 1) / 2) * ((ow + 1) / 2); }
+int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d) {
+    return kc__cpu_winograd_applies(be, d) ? wg_tile(be, d) : 0;
+}
+
+static int64_t tiles_of(int oh, int ow, int n, int m) { return (int64_t)n * ((oh + m - 1) / m) * ((ow + m - 1) / m); }
 
 /* tiles per chunk for channel counts c, f (symmetric, so backward-data's swap fits too) */
-static int64_t winograd_chunk(const kc_conv2d_desc *d) {
-    int64_t per = (int64_t)WG_E * (d->c + d->f) * (int64_t)sizeof(float);
+static int64_t winograd_chunk(const kc_conv2d_desc *d, int m) {
+    const int e = (m + 2) * (m + 2);
+    int64_t per = (int64_t)e * (d->c + d->f) * (int64_t)sizeof(float);
     int64_t tc = (int64_t)WG_CHUNK_BYTES / per;
-    int64_t most = KC_MAX(tiles_of(d->oh, d->ow, d->n), tiles_of(d->h, d->w, d->n));
+    int64_t most = KC_MAX(tiles_of(d->oh, d->ow, d->n, m), tiles_of(d->h, d->w, d->n, m));
     tc = KC_MAX(tc, 32);
     return KC_MIN(tc, most);
 }
 
+/* floats of one thread's slot: V and M of a chunk, and backward_filter's partial sums S */
+static size_t slot_floats(const kc_conv2d_desc *d, int m) {
+    const size_t e = (size_t)(m + 2) * (m + 2);
+    return e * (size_t)winograd_chunk(d, m) * (d->c + d->f) + e * d->c * d->f;
+}
+
 size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d) {
-    size_t u = (size_t)WG_E * d->c * d->f, vm = (size_t)WG_E * (size_t)winograd_chunk(d) * (d->c + d->f);
-    return (u + vm) * sizeof(float);
+    const int m = wg_tile(be, d);
+    const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slots = (size_t)KC_MAX(1, KC_MIN(kc__num_threads(), 64));
+    return (u + slots * slot_floats(d, m)) * sizeof(float);
 }
 
-/* U[e] (C, F) = G w G^T per (c, f); flip: the kernel turned by 180 degrees with C and F
- * swapped (w is then (3, 3, F, C) read as the transpose of a (3, 3, C, F) one: U (F, C)). */
-static void filter_transform(const float *w, int c, int f, int flip, float *u) {
-    const int rows = flip ? f : c, cols = flip ? c : f; /* U[e] is (rows, cols) */
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)rows * cols * 9))
-    for (int r = 0; r < rows; r++)
-        for (int q = 0; q < cols; q++) {
-            float g[3][3], t[4][3];
-            for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++)
-                    g[i][j] = flip ? w[(((size_t)(2 - i) * 3 + (2 - j)) * c + q) * f + r]
-                                   : w[(((size_t)i * 3 + j) * c + r) * f + q];
-            for (int j = 0; j < 3; j++) { /* t = G g */
-                t[0][j] = g[0][j];
-                t[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
-                t[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
-                t[3][j] = g[2][j];
-            }
-            for (int i = 0; i < 4; i++) { /* U = t G^T */
-                float *ue = u + ((size_t)i * 4 * rows + r) * cols + q;
-                const size_t step = (size_t)rows * cols;
-                ue[0] = t[i][0];
-                ue[step] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-                ue[2 * step] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-                ue[3 * step] = t[i][2];
-            }
-        }
+/* The threads a pass runs on: the team, at most one per 16 tiles and per slot the workspace
+ * holds (a workspace planned for fewer threads caps the team instead of overflowing). */
+static int pass_threads(const kc_conv2d_desc *d, int m, size_t ws_bytes, int64_t tiles) {
+    const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slot = slot_floats(d, m);
+    const int64_t slots = (int64_t)((ws_bytes / sizeof(float) - u) / slot);
+#ifdef _OPENMP
+    const int64_t team = omp_get_max_threads(); /* what the other kernels' parallel loops get */
+#else
+    const int64_t team = 1;
+#endif
+    return (int)KC_MAX(1, KC_MIN(KC_MIN(team, slots), tiles / 16));
 }
 
-/* The geometry of one pass: input (n, h, w, c), output (n, oh, ow) in 2x2 tiles. */
+/* ---- the one-dimensional transforms of F(2x2) (m = 2: 4 <-> 2 values) and F(4x4) (m = 4:
+ * 6 <-> 4); every 2-D transform applies one to the columns, then to the rows. Always
+ * inlined with a constant m, so each block below compiles to straight-line code per channel
+ * and its channel loop vectorises. */
+#define WG_INLINE static inline __attribute__((always_inline))
+#define WG_UNROLL _Pragma("GCC unroll 8")
+
+/* r (a) = B^T d (a) */
+WG_INLINE void wg_bt(int m, const float *d, float *r) {
+    if (m == 2) {
+        r[0] = d[0] - d[2], r[1] = d[1] + d[2], r[2] = d[2] - d[1], r[3] = d[1] - d[3];
+        return;
+    }
+    r[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    r[1] = d[3] + d[4] - 4.0f * (d[1] + d[2]);
+    r[2] = d[4] - d[3] + 4.0f * (d[1] - d[2]);
+    r[3] = d[4] - d[2] + 2.0f * (d[3] - d[1]);
+    r[4] = d[4] - d[2] + 2.0f * (d[1] - d[3]);
+    r[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+}
+
+/* o (m) = A^T s (a) */
+WG_INLINE void wg_at(int m, const float *s, float *o) {
+    if (m == 2) {
+        o[0] = s[0] + s[1] + s[2], o[1] = s[1] - s[2] - s[3];
+        return;
+    }
+    const float p1 = s[1] + s[2], m1 = s[1] - s[2], p3 = s[3] + s[4], m3 = s[3] - s[4];
+    o[0] = s[0] + p1 + p3;
+    o[1] = m1 + 2.0f * m3;
+    o[2] = p1 + 4.0f * p3;
+    o[3] = m1 + 8.0f * m3 + s[5];
+}
+
+/* r (a) = A v (m) */
+WG_INLINE void wg_a(int m, const float *v, float *r) {
+    if (m == 2) {
+        r[0] = v[0], r[1] = v[0] + v[1], r[2] = v[0] - v[1], r[3] = -v[1];
+        return;
+    }
+    const float pe = v[0] + v[2], po = v[1] + v[3], qe = v[0] + 4.0f * v[2], qo = 2.0f * v[1] + 8.0f * v[3];
+    r[0] = v[0], r[1] = pe + po, r[2] = pe - po, r[3] = qe + qo, r[4] = qe - qo, r[5] = v[3];
+}
+
+/* u (a) = G g (3) */
+WG_INLINE void wg_g(int m, const float *g, float *u) {
+    if (m == 2) {
+        u[0] = g[0], u[1] = 0.5f * (g[0] + g[1] + g[2]), u[2] = 0.5f * (g[0] - g[1] + g[2]), u[3] = g[2];
+        return;
+    }
+    const float e = g[0] + g[2];
+    u[0] = 0.25f * g[0];
+    u[1] = -(e + g[1]) * (1.0f / 6.0f);
+    u[2] = -(e - g[1]) * (1.0f / 6.0f);
+    u[3] = g[0] * (1.0f / 24.0f) + g[1] * (1.0f / 12.0f) + g[2] * (1.0f / 6.0f);
+    u[4] = g[0] * (1.0f / 24.0f) - g[1] * (1.0f / 12.0f) + g[2] * (1.0f / 6.0f);
+    u[5] = g[2];
+}
+
+/* t (3) = G^T s (a) */
+WG_INLINE void wg_gt(int m, const float *s, float *t) {
+    if (m == 2) {
+        t[0] = s[0] + 0.5f * (s[1] + s[2]), t[1] = 0.5f * (s[1] - s[2]), t[2] = 0.5f * (s[1] + s[2]) + s[3];
+        return;
+    }
+    const float p1 = s[1] + s[2], m1 = s[2] - s[1], p3 = s[3] + s[4], m3 = s[3] - s[4];
+    t[0] = 0.25f * s[0] - p1 * (1.0f / 6.0f) + p3 * (1.0f / 24.0f);
+    t[1] = m1 * (1.0f / 6.0f) + m3 * (1.0f / 12.0f);
+    t[2] = (p3 - p1) * (1.0f / 6.0f) + s[5];
+}
+
+/* The geometry of one pass: input (n, h, w, c), output (n, oh, ow) in m x m tiles. */
 typedef struct wg_geom {
-    int n, h, w, c, oh, ow, pt, pl, tw, th; /* th, tw: tiles down and across */
+    int n, h, w, c, oh, ow, pt, pl, tw, th, m; /* th, tw: tiles down and across */
 } wg_geom;
 
-static wg_geom geom(int n, int h, int w, int c, int oh, int ow, int pt, int pl) {
-    return (wg_geom){.n = n, .h = h, .w = w, .c = c, .oh = oh, .ow = ow, .pt = pt, .pl = pl, .th = (oh + 1) / 2,
-                     .tw = (ow + 1) / 2};
+static wg_geom geom(int m, int n, int h, int w, int c, int oh, int ow, int pt, int pl) {
+    return (wg_geom){.n = n, .h = h, .w = w, .c = c, .oh = oh, .ow = ow, .pt = pt, .pl = pl,
+                     .th = (oh + m - 1) / m, .tw = (ow + m - 1) / m, .m = m};
 }
 
 /* The tile's image and its top-left corner in tile units. */
@@ -110,116 +204,228 @@ static inline void tile_at(const wg_geom *g, int64_t tile, int *img, int *ty, in
     *tx = (int)(tile % g->tw);
 }
 
-/* B^T d B for cb channels of one tile (p: its 16 input pixels): out[e * step + ch] */
-static inline void input_block(const float *const p[4][4], int cb, float *out, size_t step) {
+/* U[e] (C, F) = G w G^T per (c, f); flip: the kernel turned by 180 degrees with C and F
+ * swapped (w is then (3, 3, F, C) read as the transpose of a (3, 3, C, F) one: U (F, C)). */
+static void filter_transform(int m, const float *w, int c, int f, int flip, float *u) {
+    const int rows = flip ? f : c, cols = flip ? c : f, a = m + 2; /* U[e] is (rows, cols) */
+    const size_t step = (size_t)rows * cols;
+#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)rows * cols * 9))
+    for (int r = 0; r < rows; r++)
+        for (int q = 0; q < cols; q++) {
+            float g[3][3], t[6][3] = {{0}};
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 3; j++)
+                    g[i][j] = flip ? w[(((size_t)(2 - i) * 3 + (2 - j)) * c + q) * f + r]
+                                   : w[(((size_t)i * 3 + j) * c + r) * f + q];
+            for (int j = 0; j < 3; j++) { /* t = G g */
+                float col[3] = {g[0][j], g[1][j], g[2][j]}, o[6];
+                wg_g(m, col, o);
+                for (int i = 0; i < a; i++) t[i][j] = o[i];
+            }
+            for (int i = 0; i < a; i++) { /* U = t G^T */
+                float o[6];
+                wg_g(m, t[i], o);
+                for (int j = 0; j < a; j++) u[(size_t)(i * a + j) * step + (size_t)r * cols + q] = o[j];
+            }
+        }
+}
+
+/* dW (3, 3, C, F) = G^T S G per (c, f). */
+static void filter_grad_transform(int m, const float *s, int c, int f, float *dw) {
+    const size_t step = (size_t)c * f;
+    const int a = m + 2;
+#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)step * 16))
+    for (int64_t k = 0; k < (int64_t)step; k++) {
+        float t[3][6] = {{0}};
+        for (int j = 0; j < a; j++) { /* t = G^T s */
+            float col[6] = {0}, o[3];
+            for (int i = 0; i < a; i++) col[i] = s[(size_t)(i * a + j) * step + k];
+            wg_gt(m, col, o);
+            for (int i = 0; i < 3; i++) t[i][j] = o[i];
+        }
+        for (int i = 0; i < 3; i++) { /* t G */
+            float o[3];
+            wg_gt(m, t[i], o);
+            for (int j = 0; j < 3; j++) dw[(size_t)(i * 3 + j) * step + k] = o[j];
+        }
+    }
+}
+
+/* B^T d B for cb channels of one tile (p: its a x a input pixels): out[e * step + ch] */
+WG_INLINE void input_block(int m, const float *const *p, int cb, float *out, size_t step) {
+    const int a = m + 2;
 #pragma GCC ivdep
     for (int ch = 0; ch < cb; ch++) {
-        float d[4][4], b[4][4];
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 4; j++) d[i][j] = p[i][j][ch];
-        for (int j = 0; j < 4; j++) { /* b = B^T d */
-            b[0][j] = d[0][j] - d[2][j];
-            b[1][j] = d[1][j] + d[2][j];
-            b[2][j] = d[2][j] - d[1][j];
-            b[3][j] = d[1][j] - d[3][j];
+        float b[6][6];
+        WG_UNROLL for (int j = 0; j < a; j++) { /* b = B^T d, column j */
+            float col[6], r[6];
+            WG_UNROLL for (int i = 0; i < a; i++) col[i] = p[i * a + j][ch];
+            wg_bt(m, col, r);
+            WG_UNROLL for (int i = 0; i < a; i++) b[i][j] = r[i];
         }
-        for (int i = 0; i < 4; i++) { /* (B^T d) B */
-            float *o = out + (size_t)i * 4 * step + ch;
-            o[0] = b[i][0] - b[i][2];
-            o[step] = b[i][1] + b[i][2];
-            o[2 * step] = b[i][2] - b[i][1];
-            o[3 * step] = b[i][1] - b[i][3];
+        WG_UNROLL for (int i = 0; i < a; i++) { /* (B^T d) B, row i */
+            float r[6];
+            wg_bt(m, b[i], r);
+            float *o = out + (size_t)i * a * step + ch;
+            WG_UNROLL for (int j = 0; j < a; j++) o[j * step] = r[j];
         }
     }
 }
 
-/* V[e] (tc, C) for tiles [t0, t0 + tc): B^T d B of each tile's 4x4 input, zeros outside. */
-static void input_transform(const wg_geom *g, const float *x, int64_t t0, int64_t tc, float *v) {
-    const int c = g->c;
-    const size_t step = (size_t)tc * c;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(tc * 16 * c))
-    for (int64_t t = 0; t < tc; t++) {
-        int img, ty, tx;
-        tile_at(g, t0 + t, &img, &ty, &tx);
-        const int y0 = 2 * ty - g->pt, x0 = 2 * tx - g->pl;
-        const float *at[4][4];
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 4; j++) {
-                const int iy = y0 + i, ix = x0 + j;
-                at[i][j] = (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
-                               ? x + (((size_t)img * g->h + iy) * g->w + ix) * c
-                               : NULL;
-            }
-        for (int c0 = 0; c0 < c; c0 += WG_CB) {
-            const float *p[4][4];
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++) p[i][j] = at[i][j] ? at[i][j] + c0 : wg_zeros;
-            input_block((const float *const(*)[4])p, KC_MIN(WG_CB, c - c0), v + (size_t)t * c + c0, step);
-        }
-    }
-}
-
-/* A^T M A (+ b, ReLU) for fb filters of one tile (m: its row of M[0]): out[i][j][q] */
-static inline void output_block(const float *m, size_t step, int fb, const float *bias, int relu, float *const out[2][2]) {
+/* A^T M A (+ b, ReLU) for fb filters of one tile (mm: its row of M[0]): out[i * m + j][q] */
+WG_INLINE void output_block(int m, const float *mm, size_t step, int fb, const float *bias, int relu,
+                            float *const *out) {
+    const int a = m + 2;
 #pragma GCC ivdep
     for (int q = 0; q < fb; q++) {
-        float s[4][2];
-        for (int i = 0; i < 4; i++) { /* s = M A, row i */
-            const float *mi = m + (size_t)i * 4 * step + q;
-            s[i][0] = mi[0] + mi[step] + mi[2 * step];
-            s[i][1] = mi[step] - mi[2 * step] - mi[3 * step];
+        float s[6][4];
+        WG_UNROLL for (int i = 0; i < a; i++) { /* s = M A, row i */
+            float row[6];
+            WG_UNROLL for (int j = 0; j < a; j++) row[j] = mm[(size_t)(i * a + j) * step + q];
+            wg_at(m, row, s[i]);
         }
         const float b = bias ? bias[q] : 0.0f;
-        for (int j = 0; j < 2; j++) {
-            float r0 = s[0][j] + s[1][j] + s[2][j] + b, r1 = s[1][j] - s[2][j] - s[3][j] + b;
-            if (relu) { /* as act_forward's ReLU */
-                r0 = r0 > 0.0f ? r0 : 0.0f;
-                r1 = r1 > 0.0f ? r1 : 0.0f;
+        WG_UNROLL for (int j = 0; j < m; j++) { /* A^T s, column j */
+            float col[6], r[4];
+            WG_UNROLL for (int i = 0; i < a; i++) col[i] = s[i][j];
+            wg_at(m, col, r);
+            WG_UNROLL for (int i = 0; i < m; i++) {
+                float v = r[i] + b;
+                if (relu) v = v > 0.0f ? v : 0.0f; /* as act_forward's ReLU */
+                out[i * m + j][q] = v;
             }
-            out[0][j][q] = r0;
-            out[1][j][q] = r1;
         }
     }
 }
 
-/* y tiles [t0, t0 + tc) = A^T M A (+ b, ReLU), the parts inside (oh, ow). */
-static void output_transform(const wg_geom *g, const float *m, int64_t t0, int64_t tc, int f, const float *bias,
-                             int relu, float *y) {
-    const size_t step = (size_t)tc * f;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(tc * 16 * f))
-    for (int64_t t = 0; t < tc; t++) {
-        int img, ty, tx;
-        tile_at(g, t0 + t, &img, &ty, &tx);
-        float sink[WG_CB];
-        float *at[2][2];
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++) {
-                const int oy = 2 * ty + i, ox = 2 * tx + j;
-                at[i][j] = (oy < g->oh && ox < g->ow) ? y + (((size_t)img * g->oh + oy) * g->ow + ox) * f : NULL;
-            }
-        for (int q0 = 0; q0 < f; q0 += WG_CB) {
-            float *o[2][2];
-            for (int i = 0; i < 2; i++)
-                for (int j = 0; j < 2; j++) o[i][j] = at[i][j] ? at[i][j] + q0 : sink;
-            output_block(m + (size_t)t * f + q0, step, KC_MIN(WG_CB, f - q0), bias ? bias + q0 : NULL, relu,
-                         (float *const(*)[2])o);
+/* A v A^T for fb filters of one tile (v4: its m x m output gradients): out[e * step + q] */
+WG_INLINE void grad_block(int m, const float *const *v4, int fb, float *out, size_t step) {
+    const int a = m + 2;
+#pragma GCC ivdep
+    for (int q = 0; q < fb; q++) {
+        float t[6][4];
+        WG_UNROLL for (int j = 0; j < m; j++) { /* t = A v, column j */
+            float col[4], r[6];
+            WG_UNROLL for (int i = 0; i < m; i++) col[i] = v4[i * m + j][q];
+            wg_a(m, col, r);
+            WG_UNROLL for (int i = 0; i < a; i++) t[i][j] = r[i];
+        }
+        WG_UNROLL for (int i = 0; i < a; i++) { /* t A^T, row i */
+            float r[6];
+            wg_a(m, t[i], r);
+            float *o = out + (size_t)i * a * step + q;
+            WG_UNROLL for (int j = 0; j < a; j++) o[j * step] = r[j];
         }
     }
 }
 
-/* The forward pass for geometry g: x (n, h, w, c) -> y (n, oh, ow, f) with U already in ws. */
-static void winograd_run(const wg_geom *g, int f, int64_t tc_max, const float *x, const float *u,
-                         const float *bias, int relu, float *y, float *vm) {
-    const int c = g->c;
-    const int64_t total = (int64_t)g->n * g->th * g->tw;
-    for (int64_t t0 = 0; t0 < total; t0 += tc_max) {
-        const int64_t tc = KC_MIN(tc_max, total - t0);
-        float *v = vm, *m = vm + (size_t)WG_E * tc * c;
-        input_transform(g, x, t0, tc, v);
-        for (int e = 0; e < WG_E; e++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f, c, 1.0f, v + (size_t)e * tc * c, c,
-                        u + (size_t)e * c * f, f, 0.0f, m + (size_t)e * tc * f, f);
-        output_transform(g, m, t0, tc, f, bias, relu, y);
+/* V[e] row t (C) for tile `tile`: B^T d B of its a x a input, zeros outside; vstep = tc C. */
+static void input_tile(const wg_geom *g, const float *x, int64_t tile, int64_t t, size_t vstep, float *v) {
+    const int m = g->m, a = m + 2, c = g->c;
+    int img, ty, tx;
+    tile_at(g, tile, &img, &ty, &tx);
+    const int y0 = m * ty - g->pt, x0 = m * tx - g->pl;
+    const float *at[WG_EMAX], *p[WG_EMAX];
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++) {
+            const int iy = y0 + i, ix = x0 + j;
+            at[i * a + j] = (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
+                                ? x + (((size_t)img * g->h + iy) * g->w + ix) * c
+                                : NULL;
+        }
+    for (int c0 = 0; c0 < c; c0 += WG_CB) {
+        for (int k = 0; k < a * a; k++) p[k] = at[k] ? at[k] + c0 : wg_zeros;
+        float *o = v + (size_t)t * c + c0;
+        if (m == 4)
+            input_block(4, p, KC_MIN(WG_CB, c - c0), o, vstep);
+        else
+            input_block(2, p, KC_MIN(WG_CB, c - c0), o, vstep);
+    }
+}
+
+/* The m x m outputs of tile `tile` (the parts inside (oh, ow)) from row t of M (mstep = tc F):
+ * A^T M A (+ b, ReLU) when out is y, or, grad != 0, row t of G[e] = A dy A^T from them. */
+static void output_tile(const wg_geom *g, float *mm, int64_t tile, int64_t t, size_t mstep, int f, const float *bias,
+                        int relu, float *y, const float *dy) {
+    const int m = g->m;
+    int img, ty, tx;
+    tile_at(g, tile, &img, &ty, &tx);
+    float sink[WG_CB];
+    const float *base = dy ? dy : y;
+    const float *at[16];
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++) {
+            const int oy = m * ty + i, ox = m * tx + j;
+            at[i * m + j] = (oy < g->oh && ox < g->ow) ? base + (((size_t)img * g->oh + oy) * g->ow + ox) * f : NULL;
+        }
+    for (int q0 = 0; q0 < f; q0 += WG_CB) {
+        const int fb = KC_MIN(WG_CB, f - q0);
+        float *row = mm + (size_t)t * f + q0;
+        if (dy) { /* the gradient's transform: zeros outside */
+            const float *p[16];
+            for (int k = 0; k < m * m; k++) p[k] = at[k] ? at[k] + q0 : wg_zeros;
+            if (m == 4)
+                grad_block(4, p, fb, row, mstep);
+            else
+                grad_block(2, p, fb, row, mstep);
+            continue;
+        }
+        float *o[16];
+        for (int k = 0; k < m * m; k++) o[k] = at[k] ? (float *)at[k] + q0 : sink;
+        const float *bq = bias ? bias + q0 : NULL;
+        if (m == 4)
+            output_block(4, row, mstep, fb, bq, relu, o);
+        else
+            output_block(2, row, mstep, fb, bq, relu, o);
+    }
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* A pass split in chunks of tiles: chunk k is tiles [k tc, min((k + 1) tc, total)). */
+typedef struct wg_split {
+    int64_t total, tc, chunks;
+    int threads;
+} wg_split;
+
+/* tc at most tc_max (the workspace's), small enough that every thread gets a chunk */
+static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t ws_bytes) {
+    wg_split sp = {.total = (int64_t)g->n * g->th * g->tw};
+    const int64_t tc_max = winograd_chunk(d, m);
+    const int nt = pass_threads(d, m, ws_bytes, sp.total);
+    const int par = kc__cpu_par(sp.total * (m + 2) * (m + 2) * (int64_t)(d->c + d->f));
+    sp.threads = par ? nt : 1;
+    sp.tc = KC_MIN(tc_max, KC_MAX(1, (sp.total + sp.threads - 1) / sp.threads));
+    sp.chunks = (sp.total + sp.tc - 1) / sp.tc;
+    return sp;
+}
+
+/* The forward pass for geometry g: x (n, h, w, c) -> y (n, oh, ow, f) with U already in ws.
+ * Each thread runs whole chunks in its own slot of the workspace (vm + thread * slot): the
+ * input transform, the E GEMMs (OpenBLAS on one thread inside the parallel region) and the
+ * output transform, with no barrier between chunks. */
+static void winograd_run(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *u,
+                         const float *bias, int relu, float *y, float *vm, size_t slot) {
+    const int c = g->c, ne = (g->m + 2) * (g->m + 2);
+#pragma omp parallel num_threads(sp->threads) if (sp->threads > 1)
+    {
+        float *v = vm + (size_t)thread_id() * slot;
+#pragma omp for schedule(static)
+        for (int64_t k = 0; k < sp->chunks; k++) {
+            const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
+            float *mm = v + (size_t)ne * tc * c;
+            for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
+            for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f, c, 1.0f, v + (size_t)e * tc * c, c,
+                            u + (size_t)e * c * f, f, 0.0f, mm + (size_t)e * tc * f, f);
+            for (int64_t t = 0; t < tc; t++) output_tile(g, mm, t0 + t, t, (size_t)tc * f, f, bias, relu, y, NULL);
+        }
     }
 }
 
@@ -234,105 +440,65 @@ static kc_status check_ws(kc_backend *be, const kc_conv2d_desc *d, const void *w
 kc_status kc__cpu_winograd_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
                                    const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_forward"));
-    float *u = ws, *vm = u + (size_t)WG_E * d->c * d->f;
-    filter_transform(w, d->c, d->f, 0, u);
-    const wg_geom g = geom(d->n, d->h, d->w, d->c, d->oh, d->ow, d->pad_top, d->pad_left);
-    winograd_run(&g, d->f, winograd_chunk(d), x, u, b, d->relu != 0, y, vm);
+    const int m = wg_tile(be, d);
+    float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
+    filter_transform(m, w, d->c, d->f, 0, u);
+    const wg_geom g = geom(m, d->n, d->h, d->w, d->c, d->oh, d->ow, d->pad_top, d->pad_left);
+    const wg_split sp = split(d, m, &g, ws_bytes);
+    winograd_run(&g, d->f, &sp, x, u, b, d->relu != 0, y, vm, slot_floats(d, m));
     return KC_STATUS_OK;
 }
 
 kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
                                          float *dx, void *ws, size_t ws_bytes) {
     KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_backward_data"));
-    float *u = ws, *vm = u + (size_t)WG_E * d->c * d->f;
-    filter_transform(w, d->c, d->f, 1, u); /* U[e] (F, C) */
-    const wg_geom g = geom(d->n, d->oh, d->ow, d->f, d->h, d->w, 2 - d->pad_top, 2 - d->pad_left);
-    winograd_run(&g, d->c, winograd_chunk(d), dy, u, NULL, 0, dx, vm);
+    const int m = wg_tile(be, d);
+    float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
+    filter_transform(m, w, d->c, d->f, 1, u); /* U[e] (F, C) */
+    const wg_geom g = geom(m, d->n, d->oh, d->ow, d->f, d->h, d->w, 2 - d->pad_top, 2 - d->pad_left);
+    const wg_split sp = split(d, m, &g, ws_bytes);
+    winograd_run(&g, d->c, &sp, dy, u, NULL, 0, dx, vm, slot_floats(d, m));
     return KC_STATUS_OK;
-}
-
-/* A v A^T for fb filters of one tile (v: its 2x2 output gradients): out[e * step + q] */
-static inline void grad_block(const float *const v4[2][2], int fb, float *out, size_t step) {
-#pragma GCC ivdep
-    for (int q = 0; q < fb; q++) {
-        float v[2][2], a[4][2];
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++) v[i][j] = v4[i][j][q];
-        for (int j = 0; j < 2; j++) { /* a = A v, A = [1 0; 1 1; 1 -1; 0 -1] */
-            a[0][j] = v[0][j];
-            a[1][j] = v[0][j] + v[1][j];
-            a[2][j] = v[0][j] - v[1][j];
-            a[3][j] = -v[1][j];
-        }
-        for (int i = 0; i < 4; i++) { /* a A^T */
-            float *oi = out + (size_t)i * 4 * step + q;
-            oi[0] = a[i][0];
-            oi[step] = a[i][0] + a[i][1];
-            oi[2 * step] = a[i][0] - a[i][1];
-            oi[3 * step] = -a[i][1];
-        }
-    }
-}
-
-/* G[e] (tc, F) = A g A^T of each tile's 2x2 output gradient, zeros outside (oh, ow). */
-static void grad_transform(const wg_geom *g, const float *dy, int64_t t0, int64_t tc, int f, float *gt) {
-    const size_t step = (size_t)tc * f;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(tc * 16 * f))
-    for (int64_t t = 0; t < tc; t++) {
-        int img, ty, tx;
-        tile_at(g, t0 + t, &img, &ty, &tx);
-        const float *at[2][2];
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++) {
-                const int oy = 2 * ty + i, ox = 2 * tx + j;
-                at[i][j] = (oy < g->oh && ox < g->ow) ? dy + (((size_t)img * g->oh + oy) * g->ow + ox) * f : NULL;
-            }
-        for (int q0 = 0; q0 < f; q0 += WG_CB) {
-            const float *p[2][2];
-            for (int i = 0; i < 2; i++)
-                for (int j = 0; j < 2; j++) p[i][j] = at[i][j] ? at[i][j] + q0 : wg_zeros;
-            grad_block((const float *const(*)[2])p, KC_MIN(WG_CB, f - q0), gt + (size_t)t * f + q0, step);
-        }
-    }
-}
-
-/* dW (3, 3, C, F) = G^T S G per (c, f). */
-static void filter_grad_transform(const float *s, int c, int f, float *dw) {
-    const size_t step = (size_t)c * f;
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)step * 16))
-    for (int64_t k = 0; k < (int64_t)step; k++) {
-        float m[4][4], t[3][4];
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 4; j++) m[i][j] = s[(size_t)(i * 4 + j) * step + k];
-        for (int j = 0; j < 4; j++) { /* t = G^T m, G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1] */
-            t[0][j] = m[0][j] + 0.5f * (m[1][j] + m[2][j]);
-            t[1][j] = 0.5f * (m[1][j] - m[2][j]);
-            t[2][j] = 0.5f * (m[1][j] + m[2][j]) + m[3][j];
-        }
-        for (int i = 0; i < 3; i++) { /* t G */
-            dw[(size_t)(i * 3 + 0) * step + k] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
-            dw[(size_t)(i * 3 + 1) * step + k] = 0.5f * (t[i][1] - t[i][2]);
-            dw[(size_t)(i * 3 + 2) * step + k] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
-        }
-    }
 }
 
 kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                            float *dw, void *ws, size_t ws_bytes) {
     KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_backward_filter"));
-    const int c = d->c, f = d->f;
-    float *s = ws, *vm = s + (size_t)WG_E * c * f;
-    const wg_geom g = geom(d->n, d->h, d->w, c, d->oh, d->ow, d->pad_top, d->pad_left);
-    const int64_t total = (int64_t)g.n * g.th * g.tw, tc_max = winograd_chunk(d);
-    for (int64_t t0 = 0; t0 < total; t0 += tc_max) {
-        const int64_t tc = KC_MIN(tc_max, total - t0);
-        float *v = vm, *gt = vm + (size_t)WG_E * tc * c;
-        input_transform(&g, x, t0, tc, v);
-        grad_transform(&g, dy, t0, tc, f, gt);
-        for (int e = 0; e < WG_E; e++) /* S[e] (C, F) (+)= V[e]^T G[e] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
-                        gt + (size_t)e * tc * f, f, t0 ? 1.0f : 0.0f, s + (size_t)e * c * f, f);
+    const int c = d->c, f = d->f, m = wg_tile(be, d), ne = (m + 2) * (m + 2);
+    const size_t cf = (size_t)ne * c * f, slot = slot_floats(d, m);
+    float *s = ws, *vm = s + cf;
+    const wg_geom g = geom(m, d->n, d->h, d->w, c, d->oh, d->ow, d->pad_top, d->pad_left);
+    const wg_split sp = split(d, m, &g, ws_bytes);
+    /* each thread sums its chunks' V[e]^T G[e] into its slot's S, zeroed first; the slots are
+     * then added in thread order (reproducible for a given thread count) */
+    int used = 1; /* the team OpenMP gave */
+#pragma omp parallel num_threads(sp.threads) if (sp.threads > 1)
+    {
+        float *v = vm + (size_t)thread_id() * slot, *part = v + slot - cf;
+        memset(part, 0, cf * sizeof(float));
+#ifdef _OPENMP
+#pragma omp master
+        used = omp_get_num_threads();
+#endif
+#pragma omp for schedule(static)
+        for (int64_t k = 0; k < sp.chunks; k++) {
+            const int64_t t0 = k * sp.tc, tc = KC_MIN(sp.tc, sp.total - t0);
+            float *gt = v + (size_t)ne * tc * c;
+            for (int64_t t = 0; t < tc; t++) {
+                input_tile(&g, x, t0 + t, t, (size_t)tc * c, v);
+                output_tile(&g, gt, t0 + t, t, (size_t)tc * f, f, NULL, 0, NULL, dy);
+            }
+            for (int e = 0; e < ne; e++) /* S[e] (C, F) += V[e]^T G[e] */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
+                            gt + (size_t)e * tc * f, f, 1.0f, part + (size_t)e * c * f, f);
+        }
     }
-    filter_grad_transform(s, c, f, dw);
+#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)cf * used))
+    for (int64_t i = 0; i < (int64_t)cf; i++) {
+        float sum = 0.0f;
+        for (int t = 0; t < used; t++) sum += vm[(size_t)t * slot + slot - cf + (size_t)i];
+        s[i] = sum;
+    }
+    filter_grad_transform(m, s, c, f, dw);
     return KC_STATUS_OK;
 }
