@@ -21,7 +21,12 @@
  * Environment: BENCH_THREADS (default 2; passed to kc_set_num_threads), BENCH_WARMUP (5),
  * BENCH_STEPS (100), BENCH_INFER_REPS (5; 0: no inference, its rate printed as 0), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
  * BENCH_TEST_SPEC (default "fashion-mnist:test"), BENCH_PROFILE (1: every training step profiled
- * and traced, as `kerac train --profile` does for its steps; bench/profile_overhead.sh).
+ * and traced, as `kerac train --profile` does for its steps; bench/profile_overhead.sh; the JSON
+ * line then also carries "layer_ms": per layer, milliseconds per training step forward and
+ * backward, warm-up steps included), BENCH_CLOCK (cpu: the training and inference rates are
+ * per second of the process's CPU time, all its threads together, instead of the wall clock;
+ * with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 that measures the work itself on a loaded
+ * machine).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -37,9 +42,11 @@ extern int openblas_get_num_threads(void) __attribute__((weak));
 
 enum { BATCH = 128, INFER_BATCH = 1000, MAX_REPS = 100 };
 
+static clockid_t bench_clock = CLOCK_MONOTONIC; /* CLOCK_PROCESS_CPUTIME_ID with BENCH_CLOCK=cpu */
+
 static double now_seconds(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(bench_clock, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -94,6 +101,29 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* ", \"layer_ms\": {\"name\": [forward, backward], ...}": milliseconds per training step */
+static void print_layer_ms(const kc_model *m, int steps, char *buf, size_t n) {
+    size_t at = (size_t)snprintf(buf, n, ", \"layer_ms\": {");
+    kc_layer_timing lt;
+    for (int i = 0; at < n && kc_model_layer_timing(m, i, &lt) == KC_STATUS_OK; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s\"%s\": [%.3f, %.3f]", i ? ", " : "", lt.name,
+                               1e3 * lt.forward_seconds / steps, 1e3 * lt.backward_seconds / steps);
+    if (at < n) snprintf(buf + at, n - at, "}");
+}
+
+/* The process's anonymous memory backed by transparent huge pages, in KiB (Linux; -1 when
+ * unknown): shows whether the plan's arena got them (KERAC_CPU_HUGEPAGES). */
+static long anon_huge_kib(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kib) == 1) break;
+    fclose(f);
+    return kib;
+}
+
 static int fail(const char *what, kc_status s) {
     fprintf(stderr, "bench_train: %s failed (%s): %s\n", what, kc_status_name(s), kc_last_error());
     return 1;
@@ -109,6 +139,13 @@ int main(void) {
     if (threads < 1 || warmup < 0 || steps < 1 || reps < 0 || reps > MAX_REPS) {
         fprintf(stderr, "bench_train: need BENCH_THREADS >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, "
                         "0 <= BENCH_INFER_REPS <= %d (integers)\n", MAX_REPS);
+        return 2;
+    }
+    const char *clk = env_str("BENCH_CLOCK", "wall");
+    if (strcmp(clk, "cpu") == 0) {
+        bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+    } else if (strcmp(clk, "wall") != 0) {
+        fprintf(stderr, "bench_train: BENCH_CLOCK is 'wall' (default) or 'cpu', not '%s'\n", clk);
         return 2;
     }
     const double t_main = now_seconds();
@@ -155,6 +192,9 @@ int main(void) {
         goto done;
     }
     double train_ips = (double)steps * BATCH / (t.t_end - t.t_start);
+    const long huge_kib = anon_huge_kib(); /* while the training plan is still held */
+    char layer_ms[2048] = ""; /* read now: inference adds forward calls */
+    if (profile) print_layer_ms(m, warmup + steps, layer_ms, sizeof layer_ms);
 
     /* ---- inference */
     int64_t n = kc_dataset_size(test);
@@ -201,10 +241,11 @@ report:;
     printf("{\"impl\": \"kerac\", \"train_images_per_second\": %.1f, \"infer_images_per_second\": %.1f, "
            "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
            "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\", "
-           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d, \"profile\": %d}\n",
+           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d, \"profile\": %d, "
+           "\"clock\": \"%s\", \"anon_huge_kib\": %ld%s}\n",
            train_ips, infer_ips, kc_get_num_threads(), warmup, steps, BATCH, INFER_BATCH, (long long)n, t.loss,
            kc_version(), t.t_first - t_main, isa, openblas_get_num_threads ? openblas_get_num_threads() : -1,
-           profile);
+           profile, clk, huge_kib, layer_ms);
     kc_backend_destroy(probe);
     fflush(stdout);
     rc = 0;

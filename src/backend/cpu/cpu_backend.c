@@ -20,6 +20,7 @@ typedef struct cpu_mem {
     size_t limit; /* 0: none */
     int isa;      /* kc_cpu_isa of the kernels in the table */
     int winograd; /* Winograd for the 3x3 stride-1 convolutions that suit it */
+    int blocked;  /* the register-blocked direct convolutions (cpu_conv_blocked.c) */
 } cpu_mem;
 
 #define KC_CPU_HEADER 64
@@ -273,6 +274,7 @@ static void cpu_destroy(kc_backend *be) {
 }
 
 int kc__cpu_winograd_enabled(const kc_backend *be) { return be && be->ctx && ((const cpu_mem *)be->ctx)->winograd; }
+int kc__cpu_blocked_enabled(const kc_backend *be) { return be && be->ctx && ((const cpu_mem *)be->ctx)->blocked; }
 
 kc_status kc_backend_cpu_create(kc_backend **out) { return kc_backend_cpu_create_ex(NULL, out); }
 
@@ -294,6 +296,7 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     }
     ((cpu_mem *)be->ctx)->isa = isa;
     ((cpu_mem *)be->ctx)->winograd = !opts || opts->cpu_winograd != KC_FALSE;
+    ((cpu_mem *)be->ctx)->blocked = !opts || opts->cpu_conv_blocked != KC_FALSE;
     be->destroy = cpu_destroy;
     be->memory_stats = cpu_memory_stats;
     be->reset_peak = cpu_reset_peak;
