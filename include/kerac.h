@@ -547,13 +547,15 @@ typedef struct kc_device_opts {
     /* issue 17, workload A: the CPU's direct convolutions */
     int cpu_conv_blocked;         /* KC_FALSE: no register-blocked direct convolutions (stride 1, at
                                    * most 32 channels in and 64 out), im2col + GEMM instead */
+    int cpu_hugepages;            /* KC_FALSE: no transparent huge pages asked for the CPU's
+                                   * blocks of 4 MiB or more (the plan's arena) */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
  * KERAC_GPU_MEMORY, KERAC_MEMORY_LIMIT, KERAC_CUDNN_WORKSPACE_LIMIT (sizes like 512M, 2G),
  * KERAC_CUDNN_BENCHMARK, KERAC_DETERMINISTIC, KERAC_TF32 (1/true/yes/on), KERAC_CPU_ISA
  * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off),
- * KERAC_CPU_CONV_BLOCKED (0: off); an unset
+ * KERAC_CPU_CONV_BLOCKED (0: off), KERAC_CPU_HUGEPAGES (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

@@ -34,6 +34,7 @@ static const env_doc kerac_vars[] = {
     {"KERAC_CPU_WINOGRAD", "0: no Winograd for 3x3 convolutions on the CPU (im2col + GEMM)"},
     /* issue 17, workload A (CPU speed) */
     {"KERAC_CPU_CONV_BLOCKED", "0: no register-blocked direct convolutions on the CPU (im2col + GEMM)"},
+    {"KERAC_CPU_HUGEPAGES", "0: no transparent huge pages asked for the CPU's large blocks (the arena)"},
 };
 
 static const char *env_doc_of(const char *name) {
