@@ -30,7 +30,8 @@
  * BENCH_STEPS (100), BENCH_INFER_REPS (5; 0: no inference, its rate printed as 0), BENCH_TRAIN_SPEC (default "fashion-mnist:train"),
  * BENCH_TEST_SPEC (default "fashion-mnist:test"), BENCH_PROFILE (1: every training step profiled
  * and traced, as `kerac train --profile` does for its steps; bench/profile_overhead.sh; the
- * per-layer times per step go to stderr).
+ * per-layer times per step go to stderr, and the JSON line carries them as "layer_ms": per
+ * layer, milliseconds per training step forward and backward, warm-up steps included).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -144,6 +145,29 @@ static kc_status open_synthetic(int64_t n, float **x, kc_dataset **out) {
     return s;
 }
 
+/* ", \"layer_ms\": {\"name\": [forward, backward], ...}": milliseconds per training step */
+static void print_layer_ms(const kc_model *m, int steps, char *buf, size_t n) {
+    size_t at = (size_t)snprintf(buf, n, ", \"layer_ms\": {");
+    kc_layer_timing lt;
+    for (int i = 0; at < n && kc_model_layer_timing(m, i, &lt) == KC_STATUS_OK; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s\"%s\": [%.3f, %.3f]", i ? ", " : "", lt.name,
+                               1e3 * lt.forward_seconds / steps, 1e3 * lt.backward_seconds / steps);
+    if (at < n) snprintf(buf + at, n - at, "}");
+}
+
+/* The process's anonymous memory backed by transparent huge pages, in KiB (Linux; -1 when
+ * unknown): shows whether the plan's arena got them (KERAC_CPU_HUGEPAGES). */
+static long anon_huge_kib(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kib) == 1) break;
+    fclose(f);
+    return kib;
+}
+
 static int fail(const char *what, kc_status s) {
     fprintf(stderr, "bench_train: %s failed (%s): %s\n", what, kc_status_name(s), kc_last_error());
     return 1;
@@ -171,6 +195,10 @@ int main(void) {
     }
     const int cpu_clock = !strcmp(env_str("BENCH_CLOCK", "wall"), "cpu");
     if (cpu_clock) g_clock = CLOCK_PROCESS_CPUTIME_ID;
+    if (!cpu_clock && strcmp(env_str("BENCH_CLOCK", "wall"), "wall") != 0) {
+        fprintf(stderr, "bench_train: BENCH_CLOCK is 'wall' (default) or 'cpu', not '%s'\n", env_str("BENCH_CLOCK", ""));
+        return 2;
+    }
     const double t_main = now_seconds();
     kc_set_num_threads(threads);
 
@@ -235,6 +263,9 @@ int main(void) {
                     1e3 * lt.forward_seconds / (double)total, 1e3 * lt.backward_seconds / (double)total);
         }
     }
+    const long huge_kib = anon_huge_kib(); /* while the training plan is still held */
+    char layer_ms[2048] = ""; /* read now: inference adds forward calls */
+    if (profile) print_layer_ms(m, warmup + steps, layer_ms, sizeof layer_ms);
 
     /* ---- inference */
     int64_t n = is_b ? B_INFER : kc_dataset_size(test);
@@ -294,11 +325,12 @@ report:;
            "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
            "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\", "
            "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d, \"profile\": %d, "
-           "\"train_flop_per_image\": %.4g, \"sgemm_gflops\": %.1f, \"sgemm_fraction\": %.3f, \"clock\": \"%s\"}\n",
+           "\"train_flop_per_image\": %.4g, \"sgemm_gflops\": %.1f, \"sgemm_fraction\": %.3f, \"clock\": \"%s\", "
+           "\"anon_huge_kib\": %ld%s}\n",
            is_b ? "B" : "A", train_ips, infer_ips, kc_get_num_threads(), warmup, steps, batch, INFER_BATCH,
            (long long)n, t.loss, kc_version(), t.t_first - t_main, isa,
            openblas_get_num_threads ? openblas_get_num_threads() : -1, profile, flop, sgemm,
-           sgemm > 0 ? train_ips * flop * 1e-9 / sgemm : 0.0, cpu_clock ? "cpu" : "wall");
+           sgemm > 0 ? train_ips * flop * 1e-9 / sgemm : 0.0, cpu_clock ? "cpu" : "wall", huge_kib, layer_ms);
     kc_backend_destroy(probe);
     fflush(stdout);
     rc = 0;

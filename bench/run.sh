@@ -157,10 +157,15 @@ torch_keys = [k for k in med if k.startswith("pytorch-")]
 def ratio(k, metric):
     return med["kerac"][metric] / med[k][metric]
 
-print(f"{'impl':<32}{'train img/s':>12}{'infer img/s':>12}{'runs':>6}")
+def spread(k, m="train_images_per_second"):
+    """(max - min) / median of the rounds' rates: the steadiness target compares these"""
+    v = [r[m] for r in groups[k]]
+    return (max(v) - min(v)) / med[k][m] if med[k][m] else 0.0
+
+print(f"{'impl':<32}{'train img/s':>12}{'infer img/s':>12}{'runs':>6}{'train spread':>14}{'infer spread':>14}")
 for k in ["kerac"] + torch_keys:
     print(f"{k:<32}{med[k]['train_images_per_second']:>12.0f}{med[k]['infer_images_per_second']:>12.0f}"
-          f"{len(groups[k]):>6}")
+          f"{len(groups[k]):>6}{spread(k):>14.1%}{spread(k, 'infer_images_per_second'):>14.1%}")
 for k in torch_keys:
     print(f"{'kerac / ' + k:<32}{ratio(k, 'train_images_per_second'):>12.2f}"
           f"{ratio(k, 'infer_images_per_second'):>12.2f}")
@@ -196,14 +201,16 @@ summary = {
     "kerac_openblas_threads": sorted({r.get("openblas_threads", -1) for r in groups.get("kerac", [])}),
     "kerac_start_to_first_step_s": round(statistics.median(r.get("start_to_first_step_s", float("nan"))
                                                            for r in groups.get("kerac", [{}])), 3),
-    "train_spread": {k: round((max(r["train_images_per_second"] for r in v) - min(r["train_images_per_second"] for r in v))
-                              / med[k]["train_images_per_second"], 3) for k, v in groups.items()},
+    "train_spread": {k: round(spread(k), 3) for k in groups},
+    "infer_spread": {k: round(spread(k, "infer_images_per_second"), 3) for k in groups},
 }
 print(json.dumps(summary))
 
 if os.environ["RECORD"] == "1":
-    def cell(k, m):
-        return f"{med[k][m]:.0f}" if k in med else "-"
+    def cell(k, m):  # the median and, over 2+ rounds, the spread of the rounds
+        if k not in med:
+            return "-"
+        return f"{med[k][m]:.0f}" + (f" ({spread(k, m):.0%})" if len(groups[k]) > 1 else "")
     t, i = "train_images_per_second", "infer_images_per_second"
     row = ("| {date} | {commit} | {rounds} | {kt} | {pt} | {ct} | {rt:.2f} | {ki} | {pi} | {ci} | {ri:.2f} "
            "| {load} | {cpu} |\n").format(

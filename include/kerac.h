@@ -567,6 +567,11 @@ typedef struct kc_device_opts {
                                    * (enough channels); KC_TRUE: at any channel count */
     /* speed-b: Winograd's output tile */
     int cpu_winograd_tile;        /* 2: F(2x2,3x3) only, 4: F(4x4,3x3) only; 0: chosen per shape */
+    /* workload A: the CPU's direct convolutions */
+    int cpu_conv_blocked;         /* KC_FALSE: no register-blocked direct convolutions (stride 1, at
+                                   * most 32 channels in and 64 out), im2col + GEMM instead */
+    int cpu_hugepages;            /* KC_FALSE: no transparent huge pages asked for the CPU's
+                                   * blocks of 4 MiB or more (the plan's arena) */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
@@ -574,7 +579,8 @@ typedef struct kc_device_opts {
  * KERAC_CUDNN_BENCHMARK, KERAC_DETERMINISTIC, KERAC_TF32 (1/true/yes/on), KERAC_CPU_ISA
  * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off, 1: at
  * any channel count),
- * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile); an unset
+ * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
+ * KERAC_CPU_HUGEPAGES (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

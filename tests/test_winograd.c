@@ -30,6 +30,8 @@
 #include "kerac.h"
 #include "kerac_backend.h"
 
+#include "conv_check.h"
+
 /* the bound on max |winograd - direct| / max |direct| (float sums of up to 9 * 130 terms); the
  * gradient checks (test_gradcheck_layers) accept 2e-2 relative plus 2e-3 absolute, and the
  * backward passes here are checked against the exact gradients of the same sums, which is
@@ -43,13 +45,6 @@
 static kc_conv2d_desc conv3(int n, int h, int w, int c, int f, int pad) {
     return (kc_conv2d_desc){.n = n, .h = h, .w = w, .c = c, .f = f, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1,
                             .dw = 1, .pad_top = pad, .pad_left = pad, .oh = h + 2 * pad - 2, .ow = w + 2 * pad - 2};
-}
-
-static float *rnd(size_t n, unsigned *seed) {
-    float *p = malloc(n * sizeof(float));
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = (float)rand_r(seed) / (float)RAND_MAX * 2.0f - 1.0f;
-    return p;
 }
 
 static double x_at(const kc_conv2d_desc *d, const float *x, int img, int iy, int ix, int ch) {
@@ -80,42 +75,6 @@ static void direct(const kc_conv2d_desc *d, const float *x, const float *w, cons
             }
         y[o] = d->relu && s < 0 ? 0.0 : s;
     }
-}
-
-/* max |a - ref| / max |ref| */
-static double rel_err(const float *a, const double *ref, size_t n) {
-    double e = 0, m = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        e = fmax(e, fabs((double)a[i] - ref[i]));
-        m = fmax(m, fabs(ref[i]));
-    }
-    return e / m;
-}
-
-typedef struct passes {
-    float *y, *dx, *dw, *db;
-} passes;
-
-static void run_passes(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w, const float *b,
-                       const float *dy, passes *out) {
-    const size_t ws_bytes = be->conv2d_workspace(be, d);
-    void *ws = malloc(ws_bytes ? ws_bytes : 1);
-    out->y = malloc((size_t)d->n * d->oh * d->ow * d->f * sizeof(float));
-    out->dx = malloc((size_t)d->n * d->h * d->w * d->c * sizeof(float));
-    out->dw = malloc((size_t)9 * d->c * d->f * sizeof(float));
-    out->db = malloc((size_t)d->f * sizeof(float));
-    assert_true(ws && out->y && out->dx && out->dw && out->db);
-    assert_int_equal(be->conv2d_forward(be, d, x, w, b, out->y, ws, ws_bytes), KC_STATUS_OK);
-    assert_int_equal(be->conv2d_backward_data(be, d, dy, w, out->dx, ws, ws_bytes), KC_STATUS_OK);
-    assert_int_equal(be->conv2d_backward_filter(be, d, x, dy, out->dw, out->db, ws, ws_bytes), KC_STATUS_OK);
-    free(ws);
-}
-
-static void free_passes(passes *p) {
-    free(p->y);
-    free(p->dx);
-    free(p->dw);
-    free(p->db);
 }
 
 static const kc_conv2d_desc *cases(size_t *n) {

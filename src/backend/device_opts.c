@@ -63,6 +63,8 @@ kc_status kc_device_opts_default(kc_device_opts *out) {
     out->deterministic = env_flag("KERAC_DETERMINISTIC");
     out->tf32 = env_flag("KERAC_TF32");
     out->cpu_winograd = env_flag("KERAC_CPU_WINOGRAD");
+    out->cpu_conv_blocked = env_flag("KERAC_CPU_CONV_BLOCKED");
+    out->cpu_hugepages = env_flag("KERAC_CPU_HUGEPAGES");
     /* every variable is read even when one is bad, so *out has every other field */
     kc_status s0 = env_cpu_isa(&out->cpu_isa);
     char isa_err[KC_ERROR_MAX];

@@ -32,6 +32,9 @@ static const env_doc kerac_vars[] = {
     {"KERAC_CUDA_DEBUG_SYNC", "1: synchronise after every GPU kernel (slow; for debugging)"},
     {"KERAC_CPU_ISA", "the CPU kernels: auto, baseline, avx2, avx512"},
     {"KERAC_CPU_WINOGRAD", "0: no Winograd for 3x3 convolutions on the CPU (im2col + GEMM)"},
+    /* issue 17, workload A (CPU speed) */
+    {"KERAC_CPU_CONV_BLOCKED", "0: no register-blocked direct convolutions on the CPU (im2col + GEMM)"},
+    {"KERAC_CPU_HUGEPAGES", "0: no transparent huge pages asked for the CPU's large blocks (the arena)"},
 };
 
 static const char *env_doc_of(const char *name) {

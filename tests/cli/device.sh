@@ -74,8 +74,13 @@ run 0 train "${COMMON[@]}" --device cpu --quiet --save "$T/m.json"
 # --log-device-placement: one line per layer with the kernel the backend says it runs
 run 0 train "${COMMON[@]}" --device cpu --quiet --log-device-placement
 has "$T/err" "placement: conv2d (Conv2D) on cpu: cpu direct conv (patch 3x3x1, 32 filters)"
-has "$T/err" "placement: conv2d_1 (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x32"
 has "$T/err" "placement: dense (Dense) on cpu: cpu gemm (OpenBLAS)"
+# conv2d_1 (32 -> 64): the register-blocked direct kernel where the processor has AVX2 or
+# AVX-512, im2col otherwise; KERAC_CPU_CONV_BLOCKED=0 keeps im2col everywhere
+grep -qE "placement: conv2d_1 \(Conv2D\) on cpu: cpu (register-blocked direct conv \(patch 3x3x32, 64 filters\)|im2col\+gemm \(OpenBLAS, patch 3x3x32)" "$T/err" ||
+    fail "no conv2d_1 placement line with the blocked or the im2col kernel: $(cat "$T/err")"
+KERAC_CPU_CONV_BLOCKED=0 run 0 train "${COMMON[@]}" --device cpu --quiet --log-device-placement
+has "$T/err" "placement: conv2d_1 (Conv2D) on cpu: cpu im2col+gemm (OpenBLAS, patch 3x3x32"
 
 # cpu-speed: --cpu-isa picks the CPU kernels' instruction set, named in the placement lines;
 # an unknown set is a usage error, and so is KERAC_CPU_ISA's (named)

@@ -89,9 +89,15 @@ void kc__cpu_fill_kernels(kc_backend *be);
 /* ---- cpu_gemm_conv.c */
 /* The kernel a convolution runs (the same for every batch chunk): one GEMM for a 1x1 kernel
  * with stride 1 and no padding; the direct kernel for a small patch (KH*KW*C <= 32) and a
- * multiple of 16 filters (its backward-data is the im2col one); im2col + GEMM otherwise. */
-typedef enum kc_cpu_conv_kernel { KC_CPU_CONV_IM2COL = 0, KC_CPU_CONV_DIRECT, KC_CPU_CONV_1X1 } kc_cpu_conv_kernel;
-kc_cpu_conv_kernel kc__cpu_conv_kernel(const kc_conv2d_desc *d);
+ * multiple of 16 filters (its backward-data is the im2col one); the blocked direct kernel
+ * where it applies and the backend has it on; im2col + GEMM otherwise. */
+typedef enum kc_cpu_conv_kernel {
+    KC_CPU_CONV_IM2COL = 0,
+    KC_CPU_CONV_DIRECT,
+    KC_CPU_CONV_1X1,
+    KC_CPU_CONV_BLOCKED, /* cpu_conv_blocked.c (forward, backward-filter; backward-data is im2col's) */
+} kc_cpu_conv_kernel;
+kc_cpu_conv_kernel kc__cpu_conv_kernel(kc_backend *be, const kc_conv2d_desc *d);
 /* describe for KC_OP_CONV2D: the kernel above in words; fails when ws_bytes is less than
  * conv2d_workspace asks (the call would fail too). */
 kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n);
@@ -104,6 +110,19 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
                                        const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
+
+/* ---- cpu_conv_blocked.c: register-blocked direct forward and backward-filter for
+ * stride-1 undilated convolutions with at most 64 filters (a multiple of the block: 64
+ * filters for AVX-512, 16 for AVX2, 8 for the baseline). Their backward-data is im2col's.
+ * kc__cpu_blocked_enabled: the backend runs them (not when created with
+ * kc_device_opts.cpu_conv_blocked = KC_FALSE, KERAC_CPU_CONV_BLOCKED=0; cpu_backend.c). */
+int kc__cpu_blocked_enabled(const kc_backend *be);
+int kc__cpu_blocked_applies(const kc_conv2d_desc *d);
+size_t kc__cpu_blocked_workspace(const kc_conv2d_desc *d);
+void kc__cpu_blocked_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y,
+                             void *ws);
+void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
+                                     void *ws);
 
 /* ---- cpu_winograd.c: Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 stride-1 convolutions with
  * "valid" or "same" padding and at least KC_CPU_WINOGRAD_MIN_C (F(2x2)) or

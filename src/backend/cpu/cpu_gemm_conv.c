@@ -99,16 +99,17 @@ static int direct_parts(const kc_conv2d_desc *d);
 
 /* The one rule for which kernel runs a convolution: every entry below and the backend's
  * describe ask it. */
-kc_cpu_conv_kernel kc__cpu_conv_kernel(const kc_conv2d_desc *d) {
+kc_cpu_conv_kernel kc__cpu_conv_kernel(kc_backend *be, const kc_conv2d_desc *d) {
     if (conv_is_1x1(d)) return KC_CPU_CONV_1X1;
     if (d->kh * d->kw * d->c <= KC_CPU_DIRECT_K && d->f % 16 == 0) return KC_CPU_CONV_DIRECT;
+    if (kc__cpu_blocked_enabled(be) && kc__cpu_blocked_applies(d)) return KC_CPU_CONV_BLOCKED;
     return KC_CPU_CONV_IM2COL;
 }
 
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     if (!d || d->n <= 0 || d->oh <= 0 || d->ow <= 0 || d->kh <= 0 || d->kw <= 0 || d->c <= 0) return 0;
     if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_workspace(be, d);
-    kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
+    kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(be, d);
     if (kernel == KC_CPU_CONV_1X1) return 0;
     size_t k = (size_t)d->kh * (size_t)d->kw * (size_t)d->c;
     size_t col = (size_t)conv_chunk(d) * (size_t)d->oh * (size_t)d->ow * k * sizeof(float);
@@ -116,6 +117,7 @@ size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
         size_t parts = (size_t)direct_parts(d) * k * (size_t)d->f * sizeof(float);
         return KC_MAX(col, parts);
     }
+    if (kernel == KC_CPU_CONV_BLOCKED) return KC_MAX(col, kc__cpu_blocked_workspace(d)); /* col: backward-data */
     return col;
 }
 
@@ -359,9 +361,14 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
     if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_forward(be, d, x, w, b, y, ws, ws_bytes);
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
-    const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
+    const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(be, d);
     if (kernel == KC_CPU_CONV_DIRECT) {
         conv_direct_forward(d, x, w, b, y);
+        return KC_STATUS_OK;
+    }
+    if (kernel == KC_CPU_CONV_BLOCKED) {
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_forward"));
+        kc__cpu_blocked_forward(d, x, w, b, y, ws);
         return KC_STATUS_OK;
     }
     if (kernel == KC_CPU_CONV_1X1) {
@@ -395,7 +402,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: NULL dy, kernel or dx");
     if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_backward_data(be, d, dy, w, dx, ws, ws_bytes);
     const int f = d->f;
-    if (kc__cpu_conv_kernel(d) == KC_CPU_CONV_1X1) { /* the direct kernel's backward-data is the im2col one */
+    if (kc__cpu_conv_kernel(be, d) == KC_CPU_CONV_1X1) { /* the direct kernel's backward-data is the im2col one */
         /* dx (N*H*W, C) = dy (N*H*W, F) x W^T, W (C, F) */
         const int64_t rows_all = (int64_t)d->n * d->h * d->w;
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
@@ -426,12 +433,15 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_filter: NULL x, dy or dw");
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
-    const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(d);
+    const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(be, d);
     if (kc__cpu_winograd_applies(be, d)) {
         KC_TRY(kc__cpu_winograd_backward_filter(be, d, x, dy, dw, ws, ws_bytes));
     } else if (kernel == KC_CPU_CONV_DIRECT) {
         KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
         conv_direct_backward_filter(d, x, dy, dw, ws, direct_parts(d));
+    } else if (kernel == KC_CPU_CONV_BLOCKED) {
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
+        kc__cpu_blocked_backward_filter(d, x, dy, dw, ws);
     } else if (kernel == KC_CPU_CONV_1X1) {
         /* dW (C, F) = x^T (C, N*H*W) x dy (N*H*W, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
@@ -469,11 +479,15 @@ kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_
                  KC_CPU_ISA_NAME);
         return KC_STATUS_OK;
     }
-    switch (kc__cpu_conv_kernel(d)) {
+    switch (kc__cpu_conv_kernel(be, d)) {
     case KC_CPU_CONV_1X1: snprintf(buf, n, "cpu 1x1 conv as one gemm (OpenBLAS)"); break;
     case KC_CPU_CONV_DIRECT:
         snprintf(buf, n, "cpu direct conv (patch %dx%dx%d, %d filters), backward-data im2col+gemm (OpenBLAS); %s",
                  d->kh, d->kw, d->c, d->f, KC_CPU_ISA_NAME);
+        break;
+    case KC_CPU_CONV_BLOCKED:
+        snprintf(buf, n, "cpu register-blocked direct conv (patch %dx%dx%d, %d filters), backward-data "
+                 "im2col+gemm (OpenBLAS); %s", d->kh, d->kw, d->c, d->f, KC_CPU_ISA_NAME);
         break;
     default:
         snprintf(buf, n, "cpu im2col+gemm (OpenBLAS, patch %dx%dx%d, %d image%s per chunk, %s)", d->kh, d->kw, d->c,
