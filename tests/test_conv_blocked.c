@@ -66,10 +66,11 @@ static double max_diff(const float *a, const float *b, size_t n) {
     return e;
 }
 
-/* a backend with the given kernel set, the blocked kernels on or off */
+/* a backend with the given kernel set, the blocked kernels on or off; Winograd off, since it
+ * takes the 3x3 shapes it suits before the blocked kernel (cpu_gemm_conv.c) */
 static kc_backend *make(int isa, int blocked) {
     kc_backend *be = NULL;
-    kc_device_opts o = {.cpu_isa = isa, .cpu_conv_blocked = blocked ? KC_DEFAULT : KC_FALSE};
+    kc_device_opts o = {.cpu_isa = isa, .cpu_conv_blocked = blocked ? KC_DEFAULT : KC_FALSE, .cpu_winograd = KC_FALSE};
     assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
     return be;
 }
