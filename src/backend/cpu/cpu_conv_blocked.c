@@ -18,6 +18,7 @@
  * there it applies nowhere and im2col runs.
  * The reference is im2col + GEMM (cpu_gemm_conv.c), which runs whatever this does not
  * take; tests/test_conv_blocked.c compares the two. */
+#include <stdint.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -215,7 +216,9 @@ void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, co
     const int nt = nthreads_for(d), npix = d->oh * d->ow, f = d->f, kdim = (int)kdim_of(d);
     const size_t kf = (size_t)kdim * f, padf = pad_floats(d);
     float *const parts = (float *)ws + (size_t)nt * padf; /* nt x (K, F) */
-    int64_t *const koff = (int64_t *)(parts + (size_t)nt * kf);
+    /* the offsets start on 8 bytes after an odd number of floats (the workspace's 64 spare
+     * bytes cover the rounding) */
+    int64_t *const koff = (int64_t *)(((uintptr_t)(parts + (size_t)nt * kf) + 7) & ~(uintptr_t)7);
     int *const pix = (int *)(koff + kdim);
     offsets(d, koff, pix);
     memset(parts, 0, (size_t)nt * kf * sizeof(float)); /* a team smaller than nt leaves some zero */
