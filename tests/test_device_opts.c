@@ -31,7 +31,7 @@
 
 static const char *const k_vars[] = {"KERAC_DEVICE",         "KERAC_GPU_MEMORY",           "KERAC_MEMORY_LIMIT",
                                      "KERAC_CUDNN_BENCHMARK", "KERAC_CUDNN_WORKSPACE_LIMIT", "KERAC_DETERMINISTIC",
-                                     "KERAC_TF32"};
+                                     "KERAC_TF32",           "KERAC_CUDNN_GROUPED"};
 
 static int clear_env(void **state) {
     (void)state;
@@ -71,6 +71,7 @@ static void test_env_defaults(void **state) {
     assert_int_equal(o.cudnn_benchmark, KC_DEFAULT);
     assert_int_equal(o.deterministic, KC_DEFAULT);
     assert_int_equal(o.tf32, KC_DEFAULT);
+    assert_int_equal(o.cudnn_grouped, KC_DEFAULT);
 
     setenv("KERAC_DEVICE", "cuda:3", 1);
     setenv("KERAC_GPU_MEMORY", "limit=2G", 1);
@@ -79,6 +80,7 @@ static void test_env_defaults(void **state) {
     setenv("KERAC_CUDNN_BENCHMARK", "1", 1);
     setenv("KERAC_DETERMINISTIC", "yes", 1);
     setenv("KERAC_TF32", "off", 1);
+    setenv("KERAC_CUDNN_GROUPED", "0", 1);
     assert_int_equal(kc_device_opts_default(&o), KC_STATUS_OK);
     assert_string_equal(o.device, "cuda:3");
     assert_string_equal(o.gpu_memory, "limit=2G");
@@ -87,6 +89,7 @@ static void test_env_defaults(void **state) {
     assert_int_equal(o.cudnn_benchmark, KC_TRUE);
     assert_int_equal(o.deterministic, KC_TRUE);
     assert_int_equal(o.tf32, KC_FALSE);
+    assert_int_equal(o.cudnn_grouped, KC_FALSE);
 
     setenv("KERAC_MEMORY_LIMIT", "lots", 1);
     assert_int_equal(kc_device_opts_default(&o), KC_STATUS_INVALID_ARGUMENT);

@@ -65,6 +65,7 @@ kc_status kc_device_opts_default(kc_device_opts *out) {
     out->cpu_winograd = env_flag("KERAC_CPU_WINOGRAD");
     out->cpu_conv_blocked = env_flag("KERAC_CPU_CONV_BLOCKED");
     out->cpu_hugepages = env_flag("KERAC_CPU_HUGEPAGES");
+    out->cudnn_grouped = env_flag("KERAC_CUDNN_GROUPED");
     /* every variable is read even when one is bad, so *out has every other field */
     kc_status s0 = env_cpu_isa(&out->cpu_isa);
     char isa_err[KC_ERROR_MAX];

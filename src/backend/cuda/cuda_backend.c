@@ -410,9 +410,10 @@ static kc_status ctx_start(kc_backend *be, int idx, const kc_device_opts *opts, 
     c->tf32 = opts->tf32 == KC_TRUE;
     c->ws_limit = opts->cudnn_workspace_limit ? opts->cudnn_workspace_limit : (size_t)1 << 30;
     c->debug_sync = env_on("KERAC_CUDA_DEBUG_SYNC"); /* a debugging switch of the module's own */
-    /* grouped and depthwise convolutions: cuDNN first unless KERAC_CUDNN_GROUPED=0 (the module's
-     * own kernels only: an escape hatch, and how the parity test reaches them) */
-    c->dnn_grouped = !getenv("KERAC_CUDNN_GROUPED") || env_on("KERAC_CUDNN_GROUPED");
+    /* grouped and depthwise convolutions: cuDNN first unless cudnn_grouped is KC_FALSE
+     * (KERAC_CUDNN_GROUPED=0: the module's own kernels only, an escape hatch, and how the
+     * parity test reaches them) */
+    c->dnn_grouped = opts->cudnn_grouped != KC_FALSE;
 
     cublasStatus_t bs = cublasCreate(&c->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {

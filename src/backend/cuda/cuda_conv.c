@@ -689,7 +689,7 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
  * no usable algorithm, every one refused at run time) answers KC_STATUS_UNSUPPORTED, is
  * remembered (later calls answer at once) and logged once at debug level: the caller runs
  * the module's own kernels (kernels_grouped.cu). Out of memory is returned as it is.
- * KERAC_CUDNN_GROUPED=0 (read at start-up) sends every shape to the module's kernels. */
+ * kc_device_opts.cudnn_grouped = KC_FALSE (KERAC_CUDNN_GROUPED=0) sends every shape to the module's kernels. */
 static kc_status grouped_gate(kc_backend *be, const kc_conv2d_desc *d, int groups) {
     kc_cu_ctx *c = kc__cu(be);
     if (!c->dnn_grouped) return KC_STATUS_UNSUPPORTED;

@@ -146,7 +146,7 @@ typedef struct kc_cu_ctx {
     int tm_n;
     /* options */
     bool benchmark, deterministic, tf32, debug_sync;
-    bool dnn_grouped;   /* grouped and depthwise convolutions through cuDNN first (KERAC_CUDNN_GROUPED, default on) */
+    bool dnn_grouped;   /* grouped and depthwise convolutions through cuDNN first (kc_device_opts.cudnn_grouped, default on) */
     size_t ws_limit;
     /* convolution shapes seen (at most KC_CU_CONV_CACHE, least recently used go first) */
     kc_cu_conv **conv;
