@@ -23,6 +23,7 @@
 
 #include "kerac.h"
 #include "kerac_backend.h"
+#include "bench_util.h"
 
 enum { NB = 3 }; /* the kernels compared: F(2x2), F(4x4), im2col */
 
@@ -46,31 +47,10 @@ static const shape k_shapes[] = {
     {"small (16x16, 16->16, same)", 64, 16, 16, 16, 16, 1},
 };
 
-/* With OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1, BENCH_CLOCK=cpu times the process's CPU
- * time: the work itself, whatever else the machine runs (the ratio that survives a loaded
- * machine); the default is the wall clock. */
-static clockid_t g_clock = CLOCK_MONOTONIC;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(g_clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* one pass of one kernel: 0 forward, 1 backward-data, 2 backward-filter; seconds */
 static double run(kc_backend *be, const kc_conv2d_desc *d, int pass, float *x, float *w, float *y, void *ws,
                   size_t wsb) {
-    double t0 = now();
+    double t0 = bench_now();
     kc_status s = pass == 0   ? be->conv2d_forward(be, d, x, w, NULL, y, ws, wsb)
                   : pass == 1 ? be->conv2d_backward_data(be, d, y, w, x, ws, wsb)
                               : be->conv2d_backward_filter(be, d, x, y, w, NULL, ws, wsb);
@@ -78,13 +58,12 @@ static double run(kc_backend *be, const kc_conv2d_desc *d, int pass, float *x, f
         fprintf(stderr, "bench_conv: %s\n", kc_last_error());
         exit(1);
     }
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 15;
-    const char *clk = getenv("BENCH_CLOCK");
-    if (clk && !strcmp(clk, "cpu")) g_clock = CLOCK_PROCESS_CPUTIME_ID;
+    (void)bench_clock_from_env(); /* anything but "cpu" keeps the wall clock */
     if (reps < 1) reps = 1;
     kc_device_opts o;
     if (kc_device_opts_default(&o) != KC_STATUS_OK) {
@@ -129,13 +108,13 @@ int main(int argc, char **argv) {
             }
             for (int r = 0; r < reps; r++)
                 for (int b = 0; b < NB; b++) t[b][r] = run(be[b], &d, pass, x, w, y, ws[b], wsb[b]);
-            for (int b = 0; b < NB; b++) med[b] = median(t[b], reps);
+            for (int b = 0; b < NB; b++) med[b] = bench_median(t[b], reps);
             printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"winograd_ms\":%.3f,\"winograd4_ms\":%.3f,"
                    "\"im2col_ms\":%.3f,\"speedup\":%.3f,\"speedup4\":%.3f,\"f4_vs_f2\":%.3f,\"im2col_gflops\":%.1f,"
                    "\"winograd_effective_gflops\":%.1f,\"winograd4_effective_gflops\":%.1f,\"reps\":%d,\"clock\":\"%s\"}\n",
                    s->name, pass_name[pass], kc_backend_cpu_isa(be[0]), 1e3 * med[0], 1e3 * med[1], 1e3 * med[2],
                    med[2] / med[0], med[2] / med[1], med[0] / med[1], flop / med[2] * 1e-9, flop / med[0] * 1e-9,
-                   flop / med[1] * 1e-9, reps, g_clock == CLOCK_MONOTONIC ? "wall" : "cpu");
+                   flop / med[1] * 1e-9, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu");
             fflush(stdout);
             for (int b = 0; b < NB; b++) free(t[b]);
         }

@@ -14,37 +14,24 @@
 
 #include "kerac.h"
 #include "kerac_backend.h"
-
-static clockid_t g_clock = CLOCK_MONOTONIC;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(g_clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 static double run(kc_backend *be, const kc_conv2d_desc *d, int pass, float *x, float *w, float *b, float *y,
                   void *ws, size_t wsb) {
-    double t0 = now();
+    double t0 = bench_now();
     kc_status s = pass == 0 ? be->conv2d_forward(be, d, x, w, b, y, ws, wsb)
                             : be->conv2d_backward_filter(be, d, x, y, w, b, ws, wsb);
     if (s != KC_STATUS_OK) {
         fprintf(stderr, "bench_conv_blocked: %s\n", kc_last_error());
         exit(1);
     }
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 21;
     if (reps < 1 || reps > 1000) reps = 21;
-    const char *clk = getenv("BENCH_CLOCK");
-    if (clk && !strcmp(clk, "cpu")) g_clock = CLOCK_PROCESS_CPUTIME_ID;
+    (void)bench_clock_from_env(); /* anything but "cpu" keeps the wall clock */
     kc_device_opts o, off;
     kc_backend *be[2] = {NULL, NULL}; /* 0: blocked, 1: im2col */
     if (kc_device_opts_default(&o) != KC_STATUS_OK) {
@@ -74,13 +61,12 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 2; k++) run(be[k], &d, pass, x, w, b, y, ws[k], wsb[k]); /* warm-up */
         for (int r = 0; r < reps; r++)
             for (int k = 0; k < 2; k++) t[k][r] = run(be[k], &d, pass, x, w, b, y, ws[k], wsb[k]);
-        for (int k = 0; k < 2; k++) qsort(t[k], (size_t)reps, sizeof(double), cmp);
-        double mb = t[0][reps / 2], mi = t[1][reps / 2];
+        double mb = bench_median(t[0], reps), mi = bench_median(t[1], reps);
         printf("{\"shape\":\"A conv2d_1 (128x13x13, 32->64, 3x3 valid)\",\"pass\":\"%s\",\"isa\":\"%s\","
                "\"blocked_ms\":%.3f,\"im2col_ms\":%.3f,\"speedup\":%.3f,\"blocked_gflops\":%.1f,"
                "\"im2col_gflops\":%.1f,\"reps\":%d,\"clock\":\"%s\"}\n",
                pass_name[pass], kc_backend_cpu_isa(be[0]), 1e3 * mb, 1e3 * mi, mi / mb, flop / mb * 1e-9,
-               flop / mi * 1e-9, reps, g_clock == CLOCK_MONOTONIC ? "wall" : "cpu");
+               flop / mi * 1e-9, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu");
     }
     free(x), free(w), free(y), free(b), free(ws[0]), free(ws[1]), free(t[0]), free(t[1]);
     kc_backend_destroy(be[0]);

@@ -41,36 +41,13 @@
 
 #include "kerac.h"
 #include "kerac_backend.h"
+#include "bench_util.h"
 #include "workloads.h"
 
 /* OpenBLAS's own query (the library kerac links); weak, so that another BLAS still links */
 extern int openblas_get_num_threads(void) __attribute__((weak));
 
 enum { INFER_BATCH = 1000, MAX_REPS = 100, B_INFER = 5000 };
-
-/* BENCH_CLOCK=cpu: the process's CPU time (all its threads) instead of the wall clock, the
- * measure that survives a loaded machine (with THREADS=1, where no thread spins waiting) */
-static clockid_t g_clock = CLOCK_MONOTONIC;
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(g_clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int env_int(const char *name, int fallback) {
-    const char *v = getenv(name);
-    if (!v || !*v) return fallback;
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    if (*end != '\0' || x < -1000000 || x > 1000000) return -1000000; /* rejected below */
-    return (int)x;
-}
-
-static const char *env_str(const char *name, const char *fallback) {
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
 
 /* Timing state shared with the callback. */
 typedef struct timer {
@@ -86,14 +63,14 @@ typedef struct timer {
 static kc_callback_action on_train_begin(kc_model *m, void *user) {
     (void)m;
     timer *t = user;
-    if (t->warmup == 0) t->t_start = now_seconds();
+    if (t->warmup == 0) t->t_start = bench_now();
     return KC_CONTINUE;
 }
 
 static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
     (void)m;
     timer *t = user;
-    double now = now_seconds();
+    double now = bench_now();
     t->seen++;
     if (logs->step == 0) t->t_first = now;
     if (logs->step == t->warmup - 1) t->t_start = now;
@@ -102,11 +79,6 @@ static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, v
         t->loss = logs->loss;
     }
     return KC_CONTINUE;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* OpenBLAS's SGEMM in GFLOP/s through the backend's gemm: n^3, median of 5 after one warm-up. */
@@ -118,13 +90,12 @@ static double sgemm_gflops(kc_backend *be, int n) {
         for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = (float)(i % 17) * 0.01f;
         int ok = 1;
         for (int r = -1; r < 5 && ok; r++) {
-            double t0 = now_seconds();
+            double t0 = bench_now();
             ok = be->gemm(be, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n) == KC_STATUS_OK;
-            if (r >= 0) t[r] = now_seconds() - t0;
+            if (r >= 0) t[r] = bench_now() - t0;
         }
         if (ok) {
-            qsort(t, 5, sizeof t[0], cmp_double);
-            rate = 2.0 * n * n * (double)n / t[2] * 1e-9;
+            rate = 2.0 * n * n * (double)n / bench_median(t, 5) * 1e-9;
         }
     }
     free(a), free(b), free(c);
@@ -174,32 +145,31 @@ static int fail(const char *what, kc_status s) {
 }
 
 int main(void) {
-    const char *wl = env_str("BENCH_WORKLOAD", "A");
+    const char *wl = bench_env_str("BENCH_WORKLOAD", "A");
     const int is_b = !strcmp(wl, "B") || !strcmp(wl, "b");
     if (!is_b && strcmp(wl, "A") && strcmp(wl, "a")) {
         fprintf(stderr, "bench_train: BENCH_WORKLOAD must be A or B, not '%s'\n", wl);
         return 2;
     }
-    int threads = env_int("BENCH_THREADS", 2);
-    int batch = env_int("BENCH_BATCH", is_b ? 64 : 128);
-    int warmup = env_int("BENCH_WARMUP", 5);
-    int steps = env_int("BENCH_STEPS", 100);
-    int reps = env_int("BENCH_INFER_REPS", 5);
-    const int probe_sgemm = env_int("BENCH_SGEMM", 1) != 0;
-    const char *train_spec = env_str("BENCH_TRAIN_SPEC", "fashion-mnist:train");
-    const char *test_spec = env_str("BENCH_TEST_SPEC", "fashion-mnist:test");
+    int threads = bench_env_int("BENCH_THREADS", 2);
+    int batch = bench_env_int("BENCH_BATCH", is_b ? 64 : 128);
+    int warmup = bench_env_int("BENCH_WARMUP", 5);
+    int steps = bench_env_int("BENCH_STEPS", 100);
+    int reps = bench_env_int("BENCH_INFER_REPS", 5);
+    const int probe_sgemm = bench_env_int("BENCH_SGEMM", 1) != 0;
+    const char *train_spec = bench_env_str("BENCH_TRAIN_SPEC", "fashion-mnist:train");
+    const char *test_spec = bench_env_str("BENCH_TEST_SPEC", "fashion-mnist:test");
     if (threads < 1 || batch < 1 || warmup < 0 || steps < 1 || reps < 0 || reps > MAX_REPS) {
         fprintf(stderr, "bench_train: need BENCH_THREADS >= 1, BENCH_BATCH >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, "
                         "0 <= BENCH_INFER_REPS <= %d (integers)\n", MAX_REPS);
         return 2;
     }
-    const int cpu_clock = !strcmp(env_str("BENCH_CLOCK", "wall"), "cpu");
-    if (cpu_clock) g_clock = CLOCK_PROCESS_CPUTIME_ID;
-    if (!cpu_clock && strcmp(env_str("BENCH_CLOCK", "wall"), "wall") != 0) {
-        fprintf(stderr, "bench_train: BENCH_CLOCK is 'wall' (default) or 'cpu', not '%s'\n", env_str("BENCH_CLOCK", ""));
+    const int cpu_clock = bench_clock_from_env();
+    if (cpu_clock < 0) {
+        fprintf(stderr, "bench_train: BENCH_CLOCK is 'wall' (default) or 'cpu', not '%s'\n", getenv("BENCH_CLOCK"));
         return 2;
     }
-    const double t_main = now_seconds();
+    const double t_main = bench_now();
     kc_set_num_threads(threads);
 
     int rc = 1;
@@ -220,7 +190,7 @@ int main(void) {
                                              .loss = "sparse_categorical_crossentropy"});
     }
     if (s != KC_STATUS_OK) { rc = fail("building and compiling the model", s); goto done; }
-    const int profile = env_int("BENCH_PROFILE", 0) == 1;
+    const int profile = bench_env_int("BENCH_PROFILE", 0) == 1;
     if (profile && ((s = kc_model_set_profiling(m, 1)) || (s = kc_model_trace_steps(m, 1, 1 << 30)))) {
         rc = fail("profiling", s);
         goto done;
@@ -293,14 +263,12 @@ int main(void) {
 predict:;
     double times[MAX_REPS];
     for (int r = 0; r <= reps; r++) { /* pass 0 is a warm-up */
-        double t0 = now_seconds();
+        double t0 = bench_now();
         if ((s = kc_predict(m, x, n, INFER_BATCH, y)) != KC_STATUS_OK) { rc = fail("kc_predict", s); goto done; }
-        double dt = now_seconds() - t0;
+        double dt = bench_now() - t0;
         if (r > 0) times[r - 1] = dt;
     }
-    qsort(times, (size_t)reps, sizeof times[0], cmp_double);
-    double median = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
-    infer_ips = (double)n / median;
+    infer_ips = (double)n / bench_median(times, reps);
 
     /* sanity: the softmax rows sum to 1 */
     double row = 0;

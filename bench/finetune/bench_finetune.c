@@ -25,6 +25,7 @@
 
 #include "kerac.h"
 #include "kerac_backend.h"
+#include "../bench_util.h"
 
 enum { CLASSES = 10, MAX_CLASSES_SEEN = 64 };
 
@@ -32,15 +33,6 @@ static double clock_s(clockid_t id) {
     struct timespec ts;
     clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int env_int(const char *name, int fallback) {
-    const char *v = getenv(name);
-    if (!v || !*v) return fallback;
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    if (*end != '\0' || x < -1000000 || x > 1000000) return -1000000;
-    return (int)x;
 }
 
 typedef struct timer {
@@ -104,9 +96,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_finetune MODEL.keras\n");
         return 2;
     }
-    int threads = env_int("BENCH_THREADS", 2), warmup = env_int("BENCH_WARMUP", 3);
-    int steps = env_int("BENCH_STEPS", 10), batch = env_int("BENCH_BATCH", 32);
-    int profile = env_int("BENCH_PROFILE", 0) == 1;
+    int threads = bench_env_int("BENCH_THREADS", 2), warmup = bench_env_int("BENCH_WARMUP", 3);
+    int steps = bench_env_int("BENCH_STEPS", 10), batch = bench_env_int("BENCH_BATCH", 32);
+    int profile = bench_env_int("BENCH_PROFILE", 0) == 1;
     if (threads < 1 || warmup < 0 || steps < 1 || batch < 1) {
         fprintf(stderr, "bench_finetune: need BENCH_THREADS >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, BENCH_BATCH >= 1\n");
         return 2;
