@@ -183,13 +183,20 @@ kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const i
     return KC_STATUS_OK;
 }
 
+kc_status kc__layer_need_hwc(const kc_layer *l) {
+    const kc_shape *in = &l->in_shape[0];
+    char b[96];
+    if (in->rank != 3)
+        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
+                        kc__layer_label(l), kc__shape_str(in, true, b, sizeof b));
+    return KC_STATUS_OK;
+}
+
 kc_status kc__conv_build_shape(const kc_layer *l, int kh, int kw, int sh, int sw, int dh, int dw, bool same,
                                int hwc[3], int out[2], int pad[2]) {
     const kc_shape *in = &l->in_shape[0];
     char b1[96];
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1));
+    KC_TRY(kc__layer_need_hwc(l));
     hwc[0] = in->dim[0], hwc[1] = in->dim[1], hwc[2] = in->dim[2];
     kc__conv_out_size(hwc[0], kh, sh, dh, same, &out[0], &pad[0]);
     kc__conv_out_size(hwc[1], kw, sw, dw, same, &out[1], &pad[1]);

@@ -94,9 +94,7 @@ static kc_status convt_build(kc_layer *l) {
     const kc_shape *in = &l->in_shape[0];
     char b[96];
     l->n_weights = 0;
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b, sizeof b));
+    KC_TRY(kc__layer_need_hwc(l));
     c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
     convt_size(c->h, c->kh, c->sh, c->dh, c->same, c->out_pad_set, c->out_pad[0], &c->lh, &c->pad_top);
     convt_size(c->w, c->kw, c->sw, c->dw, c->same, c->out_pad_set, c->out_pad[1], &c->lw, &c->pad_left);

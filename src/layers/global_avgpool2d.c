@@ -23,11 +23,8 @@ static void gap_get_opts(const kc_layer *l, void *opts_) {
 static kc_status gap_build(kc_layer *l) {
     gap_cfg *c = l->cfg;
     const kc_shape *in = &l->in_shape[0];
-    char b[96];
     l->n_weights = 0;
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b, sizeof b));
+    KC_TRY(kc__layer_need_hwc(l));
     c->h = in->dim[0], c->w = in->dim[1];
     c->hw = in->dim[0] * in->dim[1];
     c->c = in->dim[2];

@@ -236,6 +236,9 @@ void kc__conv_out_size(int in, int k, int stride, int dilation, bool same, int *
 kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const int strides[2],
                             const int dilation_rate[2], int k[2], int s[2], int d[2]);
 
+/* KC_STATUS_SHAPE with what to do unless l's input is an image (H, W, C). */
+kc_status kc__layer_need_hwc(const kc_layer *l);
+
 /* The input (H, W, C) of a convolution (in_shape[0], checked to be rank 3), its output
  * (OH, OW) and leading padding (top, left); a clear error when the input is too small. */
 kc_status kc__conv_build_shape(const kc_layer *l, int kh, int kw, int sh, int sw, int dh, int dw, bool same,

@@ -53,9 +53,7 @@ static kc_status pool_build(kc_layer *l) {
     const kc_shape *in = &l->in_shape[0];
     char b[96];
     l->n_weights = 0;
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b, sizeof b));
+    KC_TRY(kc__layer_need_hwc(l));
     c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
     kc__conv_out_size(c->h, c->ph, c->sh, 1, c->same, &c->oh, &c->pad_top);
     kc__conv_out_size(c->w, c->pw, c->sw, 1, c->same, &c->ow, &c->pad_left);

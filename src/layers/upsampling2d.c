@@ -34,18 +34,10 @@ static void up_get_opts(const kc_layer *l, void *opts_) {
         .name = l->name, .size = {c->sh, c->sw}, .interpolation = c->bilinear ? "bilinear" : "nearest"};
 }
 
-static kc_status need_hwc(const kc_layer *l) {
-    char b[96];
-    if (l->in_shape[0].rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(&l->in_shape[0], true, b, sizeof b));
-    return KC_STATUS_OK;
-}
-
 static kc_status up_build(kc_layer *l) {
     up_cfg *c = l->cfg;
     l->n_weights = 0;
-    KC_TRY(need_hwc(l));
+    KC_TRY(kc__layer_need_hwc(l));
     c->h = l->in_shape[0].dim[0], c->w = l->in_shape[0].dim[1], c->c = l->in_shape[0].dim[2];
     l->out_shape = kc__shape_make(3, (int[]){c->h * c->sh, c->w * c->sw, c->c});
     return KC_STATUS_OK;
@@ -100,7 +92,7 @@ static kc_status crop_build(kc_layer *l) {
     crop_cfg *c = l->cfg;
     char b[96];
     l->n_weights = 0;
-    KC_TRY(need_hwc(l));
+    KC_TRY(kc__layer_need_hwc(l));
     c->h = l->in_shape[0].dim[0], c->w = l->in_shape[0].dim[1], c->c = l->in_shape[0].dim[2];
     c->oh = c->h - c->top - c->bottom, c->ow = c->w - c->left - c->right;
     if (c->oh < 1 || c->ow < 1)

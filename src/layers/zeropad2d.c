@@ -27,11 +27,8 @@ static void zeropad_get_opts(const kc_layer *l, void *opts_) {
 static kc_status zeropad_build(kc_layer *l) {
     zeropad_cfg *c = l->cfg;
     const kc_shape *in = &l->in_shape[0];
-    char b[96];
     l->n_weights = 0;
-    if (in->rank != 3)
-        return kc__fail(KC_STATUS_SHAPE, "%s: expects input (H, W, C), got %s; add a Reshape or check input_shape",
-                        kc__layer_label(l), kc__shape_str(in, true, b, sizeof b));
+    KC_TRY(kc__layer_need_hwc(l));
     c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
     l->out_shape = kc__shape_make(3, (int[]){c->h + c->top + c->bottom, c->w + c->left + c->right, c->c});
     return KC_STATUS_OK;
