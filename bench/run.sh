@@ -40,6 +40,11 @@ WORKLOAD="${WORKLOAD:-A}"
 case "$WORKLOAD" in A|B) ;; *) echo "run.sh: WORKLOAD must be A or B, got '$WORKLOAD'" >&2; exit 2 ;; esac
 export BENCH_WORKLOAD="$WORKLOAD"
 THREADS="${THREADS:-2}"
+# kerac's side waits as the kerac command does (KC_CPU_SPIN_DEFAULT in include/kerac.h: the
+# command sets GOMP_SPINCOUNT=3000 unless the user set it or OMP_WAIT_POLICY); PyTorch keeps
+# its own defaults. A GOMP_SPINCOUNT or OMP_WAIT_POLICY in the environment applies to both.
+KERAC_WAIT=""
+[ -n "${GOMP_SPINCOUNT:-}" ] || [ -n "${OMP_WAIT_POLICY:-}" ] || KERAC_WAIT="GOMP_SPINCOUNT=3000"
 TORCH_LAYOUTS="${TORCH_LAYOUTS:-nchw channels_last}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
 export BENCH_CLOCK="${BENCH_CLOCK:-wall}"
@@ -107,10 +112,10 @@ run_one() { # label, command...
 }
 
 echo "run.sh: workload $WORKLOAD, $ROUNDS round(s), $THREADS threads, $BENCH_CLOCK clock, warm-up $BENCH_WARMUP + $BENCH_STEPS steps, " \
-     "OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, load $LOAD_BEFORE" >&2
+     "OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
-    run_one kerac env BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
+    run_one kerac env BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $KERAC_WAIT \
         "$KERAC_BIN"
     for layout in $TORCH_LAYOUTS; do
         run_one "pytorch-$layout" env BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
@@ -125,8 +130,10 @@ COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
 if [ "$COMMIT" != none ] && [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ]; then COMMIT="$COMMIT+dirty"; fi
 
 # ---- medians, ratios, table, JSON summary, optional RESULTS.md row
+WAIT_DESC="$KERAC_WAIT"
+[ -n "$WAIT_DESC" ] || WAIT_DESC="GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
 WORKLOAD="$WORKLOAD" RECORD="$RECORD" RAW="$RAW" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" \
-CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
+CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" WAIT_DESC="$WAIT_DESC" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
 RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
 
@@ -220,7 +227,7 @@ if os.environ["RECORD"] == "1":
         ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
-        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels)")
+        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels)")
     # into the workload's table: after its last row (the file has other sections after it)
     text = open(os.environ["RESULTS"]).read().split("\n")
     table = "| date (B) | commit | rounds | kerac train" if B else "| date | commit | rounds | kerac train"

@@ -99,6 +99,18 @@ KC_API kc_status kc_log_level_parse(const char *text, kc_log_level *out);
 KC_API void kc_set_num_threads(int n);
 KC_API int kc_get_num_threads(void);
 
+/* How long a CPU thread that waits for the others (at the end of each parallel loop) spins
+ * before it sleeps, in libgomp's spins (its GOMP_SPINCOUNT variable). libgomp's default,
+ * 300,000 spins (milliseconds), costs nothing on an idle machine, but when another program
+ * runs on the same cores a waiting thread spins away the time its partner needs and CPU
+ * training becomes 10-30 times slower (bench/RESULTS.md, "Waiting threads"). This count is
+ * as fast on an idle machine and 5-10 times faster on a busy one. libgomp reads
+ * GOMP_SPINCOUNT once, when it is loaded (before main), so a library cannot set it: the
+ * kerac command starts itself again with GOMP_SPINCOUNT=KC_CPU_SPIN_DEFAULT when neither it
+ * nor OMP_WAIT_POLICY is in the environment; a program that embeds kerac sets it in its
+ * environment (or does the same). */
+#define KC_CPU_SPIN_DEFAULT "3000"
+
 /* ---------------------------------------------------------------- shapes */
 
 #define KC_MAX_RANK 4

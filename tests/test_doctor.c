@@ -727,12 +727,19 @@ static void test_doctor_api_errors(void **state) {
 /* The CPU check's rule (the load itself is the machine's, so the rule is tested apart). */
 static void test_cpu_busy_rule(void **state) {
     (void)state;
-    assert_true(kc__cpu_busy(2.2, 2, NULL));        /* as busy as the cores: OpenMP's spinning hurts */
-    assert_true(kc__cpu_busy(5.0, 4, "active"));
-    assert_false(kc__cpu_busy(1.0, 2, NULL));       /* room left */
-    assert_false(kc__cpu_busy(3.0, 2, "passive"));  /* threads already sleep while they wait */
-    assert_false(kc__cpu_busy(3.0, 2, "PASSIVE"));
-    assert_false(kc__cpu_busy(-1, 2, NULL));        /* no /proc/loadavg */
+    assert_true(kc__cpu_busy(2.2, 2, NULL, NULL));        /* as busy as the cores: OpenMP's spinning hurts */
+    assert_true(kc__cpu_busy(5.0, 4, "active", NULL));
+    assert_false(kc__cpu_busy(1.0, 2, NULL, NULL));       /* room left */
+    assert_false(kc__cpu_busy(3.0, 2, "passive", NULL));  /* threads already sleep while they wait */
+    assert_false(kc__cpu_busy(3.0, 2, "PASSIVE", NULL));
+    assert_false(kc__cpu_busy(-1, 2, NULL, NULL));        /* no /proc/loadavg */
+    assert_false(kc__cpu_busy(3.0, 2, NULL, "3000"));     /* kerac's default: microseconds of spinning */
+    assert_false(kc__cpu_busy(3.0, 2, "active", "3000")); /* GOMP_SPINCOUNT wins over the policy */
+    assert_true(kc__cpu_busy(3.0, 2, NULL, "300000"));    /* libgomp's default count, set by hand */
+    assert_true(kc__cpu_busy(3.0, 2, "passive", "infinite"));
+    assert_false(kc__cpu_busy(3.0, 2, NULL, "3k"));       /* libgomp's suffixes: 3,000 */
+    assert_true(kc__cpu_busy(3.0, 2, NULL, "300k"));
+    assert_true(kc__cpu_busy(3.0, 2, NULL, "lots"));      /* not a count: libgomp keeps its default */
 }
 
 int main(int argc, char **argv) {

@@ -33,6 +33,11 @@ for arg in "$@"; do
 done
 ROUNDS="${ROUNDS:-3}"
 THREADS="${THREADS:-2}"
+# kerac's side waits as the kerac command does (KC_CPU_SPIN_DEFAULT in include/kerac.h: the
+# command sets GOMP_SPINCOUNT=3000 unless the user set it or OMP_WAIT_POLICY); PyTorch keeps
+# its own defaults. A GOMP_SPINCOUNT or OMP_WAIT_POLICY in the environment applies to both.
+KERAC_WAIT=""
+[ -n "${GOMP_SPINCOUNT:-}" ] || [ -n "${OMP_WAIT_POLICY:-}" ] || KERAC_WAIT="GOMP_SPINCOUNT=3000"
 MODELS="${MODELS:-mobilenetv2 resnet50}"
 KERAS_PYTHON="${KERAS_PYTHON:-/tmp/kvenv/bin/python}"
 MODEL_DIR="${MODEL_DIR:-$ROOT/bench/out/finetune-models}"
@@ -95,11 +100,11 @@ run_one() { # label, command...
     printf '%s\n' "$line" >> "$RAW"
     echo "  $label: $line" >&2
 }
-echo "run.sh: $ROUNDS round(s), $THREADS threads, models $MODELS, warm-up $BENCH_WARMUP + $BENCH_STEPS steps of 32, load $LOAD_BEFORE" >&2
+echo "run.sh: $ROUNDS round(s), $THREADS threads, models $MODELS, warm-up $BENCH_WARMUP + $BENCH_STEPS steps of 32, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
     for m in $MODELS; do
-        run_one "kerac-$m" env BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
+        run_one "kerac-$m" env BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $KERAC_WAIT \
             "$KERAC_BIN" "$MODEL_DIR/$m.keras"
         for layout in nchw channels_last; do
             run_one "pytorch-$layout-$m" env BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \

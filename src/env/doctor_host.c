@@ -3,6 +3,7 @@
  * LD_LIBRARY_PATH (toolkit stubs, other CUDA versions, NVIDIA libraries it brings in). */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,8 +125,19 @@ void kc__doc_check_env(kc_doctor_report *r) {
 /* ---- the CPU: when other processes keep the cores busy, OpenMP threads that wait
  * actively (libgomp's default) make CPU training many times slower (bench/RESULTS.md:
  * on 2 cores with 2 busy processes, 330 img/s actively, about 2,800 passively). */
-bool kc__cpu_busy(double load, long cores, const char *wait_policy) {
+bool kc__cpu_busy(double load, long cores, const char *wait_policy, const char *spin_count) {
     bool passive = wait_policy && !strcasecmp(wait_policy, "passive");
+    /* libgomp: GOMP_SPINCOUNT wins over OMP_WAIT_POLICY's spin count; a number with an
+     * optional k/M/G/T suffix, or "infinite"/"infinity" (spin forever). A few thousand spins
+     * are microseconds (kerac's default, KC_CPU_SPIN_DEFAULT). */
+    if (spin_count && *spin_count) {
+        char *end;
+        double n = strtod(spin_count, &end);
+        const char *units = "kMGT";
+        const char *u = *end ? strchr(units, *end) : NULL;
+        if (u) n *= pow(1000.0, (double)(u - units + 1)), end++;
+        passive = end != spin_count && *end == 0 && n >= 0 && n <= 100000;
+    }
     return load >= 0 && cores > 0 && load >= (double)cores && !passive;
 }
 
@@ -160,24 +172,31 @@ void kc__doc_check_cpu(kc_doctor_report *r) {
         if (fscanf(f, "%lf", &load) != 1) load = -1;
         fclose(f);
     }
-    const char *wp = getenv("OMP_WAIT_POLICY");
+    const char *wp = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    char waiting[160];
+    if (spin && *spin)
+        snprintf(waiting, sizeof waiting, "waiting threads spin %s times, then sleep (GOMP_SPINCOUNT%s)", spin,
+            !strcmp(spin, KC_CPU_SPIN_DEFAULT) && !wp ? ", kerac's default" : "");
+    else if (wp)
+        snprintf(waiting, sizeof waiting, "OMP_WAIT_POLICY=%s", wp);
+    else
+        snprintf(waiting, sizeof waiting, "libgomp's default: waiting threads spin for milliseconds");
     int threads = kc_get_num_threads();
-    if (kc__cpu_busy(load, cores, wp)) {
+    if (kc__cpu_busy(load, cores, wp, spin)) {
         kc__doc_add(r, "cpu", KC_CHECK_WARNING,
-            "for CPU training while other work shares the cores, set OMP_WAIT_POLICY=passive (or use fewer --threads)",
-            "load average %.1f (last minute) on %ld CPU core%s: other processes keep them busy, and kerac's %d OpenMP thread%s wait "
-            "actively (%s), which makes CPU training many times slower in that case; CPU %s",
-            load, cores, cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-            wp ? "OMP_WAIT_POLICY is not passive" : "libgomp's default", kernels);
+            "for CPU training while other work shares the cores, set GOMP_SPINCOUNT=" KC_CPU_SPIN_DEFAULT
+            " (the kerac command's default) or OMP_WAIT_POLICY=passive, or use fewer --threads",
+            "load average %.1f (last minute) on %ld CPU core%s: other processes keep them busy, and kerac's %d OpenMP thread%s "
+            "wait actively (%s), which makes CPU training many times slower in that case; CPU %s",
+            load, cores, cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", waiting, kernels);
         return;
     }
     if (load >= 0)
-        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s and its %s, load %.1f%s%s",
-            cores, cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", kernels, load,
-            wp ? "; OMP_WAIT_POLICY=" : "", wp ? wp : "");
+        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s and its %s, load %.1f; %s", cores,
+            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", kernels, load, waiting);
     else
-        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s and its %s", cores,
-            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", kernels);
+        kc__doc_add(r, "cpu", KC_CHECK_OK, NULL, "%ld CPU core%s, kerac uses %d thread%s and its %s; %s", cores,
+            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", kernels, waiting);
 }
 
 /* A CUDA toolkit's stubs folder (<toolkit>/lib64/stubs: the link-time libcuda.so). */

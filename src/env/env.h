@@ -76,8 +76,9 @@ bool kc__pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(
 bool kc__file_exists(const char *path);
 bool kc__dir_exists(const char *path);
 /* The doctor's CPU check: other processes keep the cores busy (a one-minute load average
- * at least the core count) while OpenMP threads wait actively (OMP_WAIT_POLICY not passive). */
-bool kc__cpu_busy(double load, long cores, const char *wait_policy);
+ * at least the core count) while OpenMP threads wait actively: OMP_WAIT_POLICY not passive
+ * and GOMP_SPINCOUNT (either may be NULL: unset) not a count of at most 100,000 spins. */
+bool kc__cpu_busy(double load, long cores, const char *wait_policy, const char *spin_count);
 
 /* ---------------------------------------------------------------- cvd.c */
 

@@ -1,6 +1,7 @@
 /* main.c — `kerac`: dispatch to the subcommands, `kerac --help`, `kerac --version`. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -103,7 +104,28 @@ static int check_environment(const char *cmd) {
     return 0;
 }
 
+/* kerac's wait policy for CPU threads (KC_CPU_SPIN_DEFAULT in kerac.h): libgomp reads
+ * GOMP_SPINCOUNT when it loads, before main, so the command starts itself again with it set,
+ * unless the user chose (GOMP_SPINCOUNT or OMP_WAIT_POLICY set) or this process is not the
+ * kerac binary itself (run through ld.so or a tool such as valgrind: /proc/self/exe is then
+ * that program). When exec fails, the command goes on with libgomp's default. */
+static void wait_policy_default(char **argv) {
+    if (getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY")) return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return;
+    self[n] = 0;
+    const char *self_base = strrchr(self, '/'), *arg_base = strrchr(argv[0], '/');
+    self_base = self_base ? self_base + 1 : self;
+    arg_base = arg_base ? arg_base + 1 : argv[0];
+    if (strcmp(self_base, arg_base) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", KC_CPU_SPIN_DEFAULT, 0) != 0) return;
+    execv(self, argv);
+    unsetenv("GOMP_SPINCOUNT"); /* not started again: the environment says what libgomp uses */
+}
+
 int main(int argc, char **argv) {
+    wait_policy_default(argv);
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
