@@ -586,6 +586,10 @@ typedef struct kc_device_opts {
                                    * blocks of 4 MiB or more (the plan's arena) */
     int cudnn_grouped;            /* KC_FALSE: grouped and depthwise convolutions on the GPU by the
                                    * CUDA module's own kernels only (default: cuDNN first) */
+    /* mnv2-speed: fusion of BatchNormalization with the ReLU after it */
+    int cpu_fuse_bn_relu;         /* KC_FALSE: a BatchNormalization whose only consumer is a ReLU
+                                   * (ReLU layer, ReLU(max_value), Activation("relu")) runs apart
+                                   * from it; default: one pass over the activations for both */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
@@ -594,7 +598,7 @@ typedef struct kc_device_opts {
  * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off, 1: at
  * any channel count),
  * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
- * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off); an unset
+ * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

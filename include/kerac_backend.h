@@ -537,6 +537,23 @@ struct kc_backend {
      * for i in [0, n), z_i the standard normal draw i of seed (src/backend/normal_draw.h:
      * counter-based, the same on every backend and for any thread count) */
     kc_status (*random_normal)(kc_backend *be, float *y, int64_t n, float mean, float stddev, uint64_t seed);
+
+    /* ---- mnv2-speed: batch normalization with the ReLU that follows it, in one pass over the
+     * activations (the model fuses a BatchNormalization whose only consumer is a ReLU; NULL
+     * where the backend has no such kernels: the two layers then run apart). The same as the
+     * batchnorm entries, then y = min(max(y, 0), relu_max) (relu_max 0: no upper clip); the
+     * backward takes that y (the fused output) and dy with respect to it, and masks dy where
+     * the ReLU passed nothing (y <= 0, or y >= relu_max) before the batch norm's backward. */
+    kc_status (*batchnorm_relu_forward_train)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                              const float *gamma, const float *beta, float *moving_mean,
+                                              float *moving_var, float momentum, float epsilon,
+                                              float *save_mean, float *save_inv_std, float relu_max);
+    kc_status (*batchnorm_relu_forward_infer)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                              const float *gamma, const float *beta, const float *moving_mean,
+                                              const float *moving_var, float epsilon, float relu_max);
+    kc_status (*batchnorm_relu_backward)(kc_backend *be, const float *x, const float *y, const float *dy, float *dx,
+                                         int64_t rows, int c, const float *gamma, const float *save_mean,
+                                         const float *save_inv_std, float *dgamma, float *dbeta, float relu_max);
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

@@ -16,6 +16,10 @@
 
 #define B 4
 
+/* The finite differences' step: 3e-3, small because max pooling has kinks; smaller where
+ * ReLUs follow batch norms (test_bn_relu_fused: at 3e-3 the unfused model fails too). */
+static float g_eps = 3e-3f;
+
 static double model_loss(kc_model *m) {
     m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
     assert_int_equal(kc__model_forward(m, B, true, 42), KC_STATUS_OK);
@@ -59,7 +63,7 @@ static void check_model(kc_model *m, const char *loss, int classes) {
             for (int s = 0; s < 6; s++) {
                 int64_t idx = (int64_t)kc__rng_below(&r, (uint64_t)wt->size);
                 float old = wt->data[idx];
-                const float eps = 3e-3f; /* small: max pooling has kinks */
+                const float eps = g_eps;
                 wt->data[idx] = old + eps;
                 double lp = model_loss(m);
                 wt->data[idx] = old - eps;
@@ -156,8 +160,37 @@ static void test_frozen_between_trainable(void **state) {
     kc_model_destroy(m);
 }
 
+/* mnv2-speed: BatchNormalization + ReLU pairs fused into one pass (src/model/fuse.c): a ReLU
+ * with a clip, an Activation("relu"), a plain ReLU; the gradient through the masked
+ * batch-norm backward. test_fuse_bn_relu.c compares with the unfused model, a frozen batch
+ * norm included. */
+static void test_bn_relu_fused(void **state) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_functional("bn_relu", &m), KC_STATUS_OK);
+    kc_node x = kc_input(m, KC_INPUT(.shape = {6, 6, 3}));
+    x = kc_apply(m, KC_CONV2D(.filters = 6, .kernel_size = {3, 3}, .padding = "same"), x);
+    x = kc_apply(m, KC_BATCHNORM(), x);
+    x = kc_apply(m, KC_RELU(.max_value = 1.0f), x);
+    x = kc_apply(m, KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .padding = "same"), x);
+    x = kc_apply(m, KC_BATCHNORM(), x);
+    x = kc_apply(m, KC_ACTIVATION(.activation = "relu"), x);
+    x = kc_apply(m, KC_CONV2D(.filters = 6, .kernel_size = {1, 1}), x);
+    x = kc_apply(m, KC_BATCHNORM(), x);
+    x = kc_apply(m, KC_RELU(), x);
+    x = kc_apply(m, KC_GLOBALAVGPOOL2D(), x);
+    assert_int_equal(kc_set_output(m, kc_apply(m, KC_DENSE(.units = 3, .activation = "softmax"), x)), KC_STATUS_OK);
+    g_eps = 5e-4f;
+    check_model(m, "sparse_categorical_crossentropy", 3);
+    g_eps = 3e-3f;
+    int absorbed = 0;
+    for (int i = 0; i < m->n_layers; i++) absorbed += m->layers[i]->absorbed;
+    assert_int_equal(absorbed, 3);
+    kc_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bn_relu_fused),
         cmocka_unit_test(test_residual_functional),
         cmocka_unit_test(test_same_node_twice),
         cmocka_unit_test(test_sequential_cnn_categorical),

@@ -4,7 +4,9 @@
  *   inference: the same with moving_mean and moving_variance.
  * aux keeps the batch mean and 1/sqrt(var + eps) of the training forward for the backward.
  * A frozen layer (trainable: false) runs in inference mode in training too, as Keras 3's
- * BatchNormalization does; its backward is then dx = dy * gamma / sqrt(moving_var + eps). */
+ * BatchNormalization does; its backward is then dx = dy * gamma / sqrt(moving_var + eps).
+ * With relu_after (src/model/fuse.c) it also applies the ReLU that consumes it: y is the
+ * ReLU's output and dy the gradient with respect to it. */
 #include "batchnorm_sync.h"
 #include "layer.h"
 
@@ -78,6 +80,19 @@ static size_t bn_aux_bytes(const kc_layer *l, int batch) {
     return 2 * (size_t)c->c * sizeof(float); /* save_mean (C), save_inv_std (C) */
 }
 
+/* mnv2-speed: the ReLU a fused layer applies (l->relu_after, src/model/fuse.c), for the paths
+ * that run it apart (synchronised statistics, a frozen layer's backward). */
+static kc_act_params bn_relu_act(const kc_layer *l) {
+    return l->relu_max > 0.0f ? (kc_act_params){KC_ACT_RELU_GENERAL, 0.0f, l->relu_max, 0.0f}
+                              : (kc_act_params){KC_ACT_RELU, 0.0f, 0.0f, 0.0f};
+}
+
+/* dy (scratch) becomes the gradient before the fused ReLU, from the fused output y. */
+static kc_status bn_relu_mask(const kc_layer *l, kc_backend *be, const float *y, float *dy, int64_t rows) {
+    const bn_cfg *c = l->cfg;
+    return be->act_backward(be, bn_relu_act(l), NULL, y, dy, dy, rows * c->c, c->c);
+}
+
 static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
     const bn_cfg *c = l->cfg;
     int64_t rows = (int64_t)a->batch * c->rows;
@@ -87,14 +102,23 @@ static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
     if (a->training && !l->frozen) {
         if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no buffer for the batch statistics", kc__layer_label(l));
         float *save_mean = a->aux, *save_inv_std = (float *)a->aux + c->c;
-        if (a->sync) /* data-parallel, sync_batchnorm: the ranks' statistics together */
-            return kc__bn_sync_forward(a, &(kc__bn_sync_args){.rows = rows, .c = c->c, .gamma = gamma, .beta = beta,
+        if (a->sync) { /* data-parallel, sync_batchnorm: the ranks' statistics together */
+            KC_TRY(kc__bn_sync_forward(a, &(kc__bn_sync_args){.rows = rows, .c = c->c, .gamma = gamma, .beta = beta,
                                                               .momentum = c->momentum, .epsilon = c->epsilon,
                                                               .moving_mean = mm, .moving_var = mv,
-                                                              .save_mean = save_mean, .save_inv_std = save_inv_std});
+                                                              .save_mean = save_mean, .save_inv_std = save_inv_std}));
+            return l->relu_after ? a->be->act_forward(a->be, bn_relu_act(l), a->y, a->y, rows * c->c, c->c)
+                                 : KC_STATUS_OK;
+        }
+        if (l->relu_after)
+            return a->be->batchnorm_relu_forward_train(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv,
+                                                       c->momentum, c->epsilon, save_mean, save_inv_std, l->relu_max);
         return a->be->batchnorm_forward_train(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->momentum,
                                               c->epsilon, save_mean, save_inv_std);
     }
+    if (l->relu_after)
+        return a->be->batchnorm_relu_forward_infer(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->epsilon,
+                                                   l->relu_max);
     return a->be->batchnorm_forward_infer(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->epsilon);
 }
 
@@ -105,6 +129,7 @@ static kc_status bn_backward_frozen(kc_layer *l, const kc_bwd *a, int64_t rows, 
     const bn_cfg *c = l->cfg;
     if (!a->dx[0]) return KC_STATUS_OK;
     if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no buffer for the backward", kc__layer_label(l));
+    if (l->relu_after) KC_TRY(bn_relu_mask(l, a->be, a->y, a->dy, rows));
     KC_TRY(a->be->memset0(a->be, a->aux, (size_t)c->c * sizeof(float)));
     return a->be->batchnorm_forward_infer(a->be, a->dy, a->dx[0], rows, c->c, gamma, NULL, a->aux,
                                           l->w[c->iw_var].data, c->epsilon);
@@ -123,12 +148,17 @@ static kc_status bn_backward(kc_layer *l, const kc_bwd *a) {
      * and dy (scratch) takes the unused dx; every entry of dx is written after the
      * per-channel sums, from the same entry of dy, so the aliasing is safe. */
     float *dx = a->dx[0] ? a->dx[0] : a->dy;
-    if (a->sync) /* every rank makes the same collective calls, wanted or not */
+    if (a->sync) { /* every rank makes the same collective calls, wanted or not */
+        if (l->relu_after) KC_TRY(bn_relu_mask(l, a->be, a->y, a->dy, rows));
         return kc__bn_sync_backward(a, &(kc__bn_sync_args){.rows = rows, .c = c->c, .gamma = gamma,
                                                            .save_mean = (float *)save_mean,
                                                            .save_inv_std = (float *)save_inv_std,
                                                            .dgamma = dgamma, .dbeta = dbeta}, dx);
+    }
     if (!a->dx[0] && !dgamma && !dbeta) return KC_STATUS_OK;
+    if (l->relu_after)
+        return a->be->batchnorm_relu_backward(a->be, a->x[0], a->y, a->dy, dx, rows, c->c, gamma, save_mean,
+                                              save_inv_std, dgamma, dbeta, l->relu_max);
     return a->be->batchnorm_backward(a->be, a->x[0], a->dy, dx, rows, c->c, gamma, save_mean, save_inv_std, dgamma,
                                      dbeta);
 }
@@ -171,7 +201,7 @@ const kc_layer_ops kc__batchnorm_ops = {
     .opts_size = sizeof(kc_batchnorm_opts),
     .min_inputs = 1,
     .max_inputs = 1,
-    .backend_ops = KC_OP_BIT(KC_OP_BATCHNORM),
+    .backend_ops = KC_OP_BIT(KC_OP_BATCHNORM) | KC_OP_BIT(KC_OP_ACTIVATION), /* the ReLU: relu_after */
     .init = bn_init,
     .get_opts = bn_get_opts,
     .build = bn_build,

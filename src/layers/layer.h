@@ -160,6 +160,13 @@ struct kc_layer {
     /* The name of the outermost nested model it came from, its group in a legacy .h5's
      * /model_weights (keras_h5_legacy.c); "" for a layer of the model itself. */
     char keras_h5_group[KC_NAME_MAX];
+    /* mnv2-speed: BatchNormalization + ReLU fusion, set by the model for each plan
+     * (src/model/fuse.c). On the BatchNormalization: relu_after, it applies the ReLU of its
+     * only consumer itself (relu_max: that ReLU's upper clip, 0 for none), so its y is the
+     * ReLU's output and its dy the gradient with respect to that; on the ReLU: absorbed, its
+     * y and dy are the producer's memory and it has no forward or backward of its own. */
+    bool relu_after, absorbed;
+    float relu_max;
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
@@ -319,9 +326,11 @@ const char *kc__tensor_op_keras_class(const char *op);
 const char *kc__tensor_op_from_keras_class(const char *cls);
 
 /* Tri-state booleans: KC_DEFAULT means def. */
-/* y is x's memory in this mode (no forward call, no buffer of its own). */
+/* y is x's memory in this mode (no forward call, no buffer of its own); in training, no
+ * backward call either (dx is dy's memory). */
 static inline bool kc__layer_is_alias(const kc_layer *l, bool training) {
-    return (l->ops->flags & KC_LAYER_ALIAS) || (!training && (l->ops->flags & KC_LAYER_ALIAS_INFERENCE));
+    return (l->ops->flags & KC_LAYER_ALIAS) || l->absorbed ||
+           (!training && (l->ops->flags & KC_LAYER_ALIAS_INFERENCE));
 }
 static inline bool kc__bool3(int v, bool def) { return v == KC_DEFAULT ? def : v > 0; }
 

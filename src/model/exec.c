@@ -159,7 +159,7 @@ static kc_status backward(kc_model *m, int batch) {
     for (int j = m->n_layers - 1; j >= 1; j--) {
         kc_layer *l = m->layers[j];
         if (m->dist_active) KC_TRY(kc__dist_overlap_layer(m, j + 1)); /* layers above j are done */
-        bool runs = !(l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) &&
+        bool runs = !(l->ops->flags & KC_LAYER_INPUT) && !kc__layer_is_alias(l, true) &&
                     p->dy_off[j] != KC_PLAN_NONE && /* something downstream needs it */
                     p->needs_grad[j];               /* not frozen with nothing above it training */
         if (runs) KC_TRY(backward_node(m, j, batch));

@@ -192,7 +192,7 @@ static void plan_gradients(planner *q) {
     dy_start[group[q->out]] = L;
     for (int j = L - 1; j >= 1; j--) {
         const kc_layer *l = q->m->layers[j];
-        if ((l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) || !p->needs_grad[j]) continue;
+        if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, true) || !p->needs_grad[j]) continue;
         for (int k = 0; k < l->n_in; k++) {
             int g = group[l->in[k]];
             if (g == group[0] || !p->needs_grad[l->in[k]]) continue;
@@ -238,6 +238,7 @@ static kc_status plan_place(planner *q, size_t ws_max) {
 
 kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
     kc__plan_free(p);
+    kc__model_fuse(m);
     planner q = {.m = m, .p = p, .L = m->n_layers, .out = kc__model_output(m), .batch = batch, .training = training};
     p->batch = batch;
     p->training = training;

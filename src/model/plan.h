@@ -41,5 +41,8 @@ struct kc_model;
  * backward and plans gradients). Layers must be built. */
 kc_status kc__plan_build(struct kc_model *m, int batch, bool training, kc_plan *p);
 void kc__plan_free(kc_plan *p);
+/* mnv2-speed: mark each BatchNormalization + ReLU pair that runs as one pass (fuse.c; every
+ * plan build does it first, from the graph and the backend). */
+void kc__model_fuse(struct kc_model *m);
 
 #endif /* KC_PLAN_H */

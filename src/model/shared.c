@@ -68,7 +68,7 @@ kc_status kc__model_shared_link(kc_model *m) {
 /* Whether node c's backward is called in this plan (exec.c's rule). */
 static bool runs_backward(const kc_model *m, int c) {
     const kc_layer *l = m->layers[c];
-    if (l->ops->flags & (KC_LAYER_ALIAS | KC_LAYER_INPUT)) return false;
+    if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, true)) return false;
     return m->plan.dy_off[c] != KC_PLAN_NONE && m->plan.needs_grad[c];
 }
 

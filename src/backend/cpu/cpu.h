@@ -227,6 +227,17 @@ kc_status kc__cpu_batchnorm_forward_infer(kc_backend *be, const float *x, float 
 kc_status kc__cpu_batchnorm_backward(kc_backend *be, const float *x, const float *dy, float *dx,
                                      int64_t rows, int c, const float *gamma, const float *save_mean,
                                      const float *save_inv_std, float *dgamma, float *dbeta);
+/* mnv2-speed: the same with the ReLU after it (kerac_backend.h, batchnorm_relu_*) */
+kc_status kc__cpu_batchnorm_relu_forward_train(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                               const float *gamma, const float *beta, float *moving_mean,
+                                               float *moving_var, float momentum, float epsilon, float *save_mean,
+                                               float *save_inv_std, float relu_max);
+kc_status kc__cpu_batchnorm_relu_forward_infer(kc_backend *be, const float *x, float *y, int64_t rows, int c,
+                                               const float *gamma, const float *beta, const float *moving_mean,
+                                               const float *moving_var, float epsilon, float relu_max);
+kc_status kc__cpu_batchnorm_relu_backward(kc_backend *be, const float *x, const float *y, const float *dy, float *dx,
+                                          int64_t rows, int c, const float *gamma, const float *save_mean,
+                                          const float *save_inv_std, float *dgamma, float *dbeta, float relu_max);
 
 /* ---- cpu_act.c
  * act_backward needs x only for GELU and SILU, and for RELU_GENERAL when its threshold

@@ -348,6 +348,9 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     be->feed_wait = cpu_feed_wait;
 
     fill_kernels_for(isa, be);
+    if (opts && opts->cpu_fuse_bn_relu == KC_FALSE) /* mnv2-speed: BatchNormalization and its ReLU apart */
+        be->batchnorm_relu_forward_train = NULL, be->batchnorm_relu_forward_infer = NULL,
+        be->batchnorm_relu_backward = NULL;
     *out = be;
     return KC_STATUS_OK;
 }

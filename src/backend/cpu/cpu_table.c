@@ -52,6 +52,9 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->batchnorm_forward_train = kc__cpu_batchnorm_forward_train;
     be->batchnorm_forward_infer = kc__cpu_batchnorm_forward_infer;
     be->batchnorm_backward = kc__cpu_batchnorm_backward;
+    be->batchnorm_relu_forward_train = kc__cpu_batchnorm_relu_forward_train; /* mnv2-speed */
+    be->batchnorm_relu_forward_infer = kc__cpu_batchnorm_relu_forward_infer;
+    be->batchnorm_relu_backward = kc__cpu_batchnorm_relu_backward;
 
     be->act_forward = kc__cpu_act_forward;
     be->act_backward = kc__cpu_act_backward;
