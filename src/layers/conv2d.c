@@ -94,9 +94,11 @@ static size_t conv_aux_bytes(const kc_layer *l, int batch) {
 }
 
 static size_t conv_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
+    const conv_cfg *c = l->cfg;
     kc_conv2d_desc d = conv_desc(l, batch);
-    if (((const conv_cfg *)l->cfg)->groups > 1) return 0; /* the depthwise and grouped kernels need none */
-    return be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0;
+    if (c->groups == 1) return be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0;
+    if (c->groups == c->c) return be->depthwise_workspace ? be->depthwise_workspace(be, &d) : 0;
+    return be->grouped_conv_workspace ? be->grouped_conv_workspace(be, &d, c->groups) : 0;
 }
 
 static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
@@ -106,9 +108,10 @@ static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
     if (c->groups == 1)
         KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
     else if (c->groups == c->c)
-        KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y));
+        KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
     else
-        KC_TRY(a->be->grouped_conv_forward(a->be, &d, c->groups, a->x[0], l->w[0].data, bias, a->y));
+        KC_TRY(a->be->grouped_conv_forward(a->be, &d, c->groups, a->x[0], l->w[0].data, bias, a->y, a->ws,
+                                           a->ws_bytes));
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
     if (l->defer_act || d.relu) return KC_STATUS_OK; /* the loss takes the logits; or done in the convolution */
     return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->filters);
@@ -124,16 +127,19 @@ static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
     if (l->w[0].grad && c->groups == 1)
         KC_TRY(a->be->conv2d_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db, a->ws, a->ws_bytes));
     else if (l->w[0].grad && c->groups == c->c)
-        KC_TRY(a->be->depthwise_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db));
+        KC_TRY(a->be->depthwise_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db, a->ws, a->ws_bytes));
     else if (l->w[0].grad)
-        KC_TRY(a->be->grouped_conv_backward_filter(a->be, &d, c->groups, a->x[0], a->dy, l->w[0].grad, db));
+        KC_TRY(a->be->grouped_conv_backward_filter(a->be, &d, c->groups, a->x[0], a->dy, l->w[0].grad, db, a->ws,
+                                                   a->ws_bytes));
     else if (db)
         KC_TRY(a->be->bias_grad(a->be, a->dy, db, n / c->filters, c->filters));
     if (!a->dx[0]) return KC_STATUS_OK;
     if (c->groups == 1)
         return a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes);
-    if (c->groups == c->c) return a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0]);
-    return a->be->grouped_conv_backward_data(a->be, &d, c->groups, a->dy, l->w[0].data, a->dx[0]);
+    if (c->groups == c->c)
+        return a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes);
+    return a->be->grouped_conv_backward_data(a->be, &d, c->groups, a->dy, l->w[0].data, a->dx[0], a->ws,
+                                             a->ws_bytes);
 }
 
 static kc_act_params conv_activation(const kc_layer *l) { return ((const conv_cfg *)l->cfg)->act; }

@@ -84,11 +84,16 @@ static size_t dw_aux_bytes(const kc_layer *l, int batch) {
     return (size_t)batch * c->oh * c->ow * c->f * sizeof(float); /* pre-activation (N, OH, OW, F) */
 }
 
+static size_t dw_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
+    kc_conv2d_desc d = dw_desc(l, batch);
+    return be->depthwise_workspace ? be->depthwise_workspace(be, &d) : 0;
+}
+
 static kc_status dw_forward(kc_layer *l, const kc_fwd *a) {
     const dw_cfg *c = l->cfg;
     kc_conv2d_desc d = dw_desc(l, a->batch);
     const float *bias = c->use_bias ? l->w[1].data : NULL;
-    KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y));
+    KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
     int64_t n = (int64_t)a->batch * c->oh * c->ow * c->f;
     if (l->defer_act || d.relu) return KC_STATUS_OK;
     return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->f);
@@ -101,10 +106,11 @@ static kc_status dw_backward(kc_layer *l, const kc_bwd *a) {
     if (!l->defer_act) KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->f));
     if (l->w[0].grad)
         KC_TRY(a->be->depthwise_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad,
-                                                c->use_bias ? l->w[1].grad : NULL));
+                                                c->use_bias ? l->w[1].grad : NULL, a->ws, a->ws_bytes));
     else if (c->use_bias && l->w[1].grad)
         KC_TRY(a->be->bias_grad(a->be, a->dy, l->w[1].grad, n / c->f, c->f));
-    if (a->dx[0]) KC_TRY(a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0]));
+    if (a->dx[0])
+        KC_TRY(a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes));
     return KC_STATUS_OK;
 }
 
@@ -151,6 +157,7 @@ const kc_layer_ops kc__depthwise_conv2d_ops = {
     .get_opts = dw_get_opts,
     .build = dw_build,
     .aux_bytes = dw_aux_bytes,
+    .workspace_bytes = dw_workspace_bytes,
     .forward = dw_forward,
     .backward = dw_backward,
     .flops = dw_flops,

@@ -6,7 +6,8 @@
  * kernel (one GEMM on the CPU). The intermediate t (N, OH, OW, C * M) lives in the aux
  * buffer in training (the pointwise filter gradient reads it) and at the start of the
  * workspace in inference; its gradient takes the workspace's start in backward. The rest
- * of the workspace goes to the 1x1 convolution. */
+ * of the workspace goes to the 1x1 convolution and to the depthwise calls (the larger of
+ * the two). */
 #include <stdio.h>
 
 #include "layer.h"
@@ -118,8 +119,10 @@ static size_t sep_aux_bytes(const kc_layer *l, int batch) {
 }
 
 static size_t sep_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
-    kc_conv2d_desc d = sep_pw_desc(l, batch);
-    return sep_t_bytes(l->cfg, batch) + (be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0);
+    kc_conv2d_desc pd = sep_pw_desc(l, batch), dd = sep_dw_desc(l->cfg, batch);
+    size_t pw = be->conv2d_workspace ? be->conv2d_workspace(be, &pd) : 0;
+    size_t dw = be->depthwise_workspace ? be->depthwise_workspace(be, &dd) : 0;
+    return sep_t_bytes(l->cfg, batch) + KC_MAX(pw, dw);
 }
 
 static kc_status sep_forward(kc_layer *l, const kc_fwd *a) {
@@ -130,7 +133,7 @@ static kc_status sep_forward(kc_layer *l, const kc_fwd *a) {
     float *t = a->training && a->aux ? (float *)a->aux : (float *)a->ws;
     float *pre = a->training && a->aux ? (float *)((char *)a->aux + tb) : NULL;
     void *ws = (char *)a->ws + tb;
-    KC_TRY(a->be->depthwise_forward(a->be, &dd, a->x[0], l->w[0].data, NULL, t));
+    KC_TRY(a->be->depthwise_forward(a->be, &dd, a->x[0], l->w[0].data, NULL, t, ws, a->ws_bytes - tb));
     const float *bias = c->use_bias ? l->w[2].data : NULL;
     KC_TRY(a->be->conv2d_forward(a->be, &pd, t, l->w[1].data, bias, a->y, ws, a->ws_bytes - tb));
     if (l->defer_act || pd.relu) return KC_STATUS_OK;
@@ -156,8 +159,8 @@ static kc_status sep_backward(kc_layer *l, const kc_bwd *a) {
     else if (db) KC_TRY(a->be->bias_grad(a->be, a->dy, db, n / c->filters, c->filters));
     if (!l->w[0].grad && !a->dx[0]) return KC_STATUS_OK;
     KC_TRY(a->be->conv2d_backward_data(a->be, &pd, a->dy, l->w[1].data, dt, ws, wsb));
-    if (l->w[0].grad) KC_TRY(a->be->depthwise_backward_filter(a->be, &dd, a->x[0], dt, l->w[0].grad, NULL));
-    if (a->dx[0]) KC_TRY(a->be->depthwise_backward_data(a->be, &dd, dt, l->w[0].data, a->dx[0]));
+    if (l->w[0].grad) KC_TRY(a->be->depthwise_backward_filter(a->be, &dd, a->x[0], dt, l->w[0].grad, NULL, ws, wsb));
+    if (a->dx[0]) KC_TRY(a->be->depthwise_backward_data(a->be, &dd, dt, l->w[0].data, a->dx[0], ws, wsb));
     return KC_STATUS_OK;
 }
 
