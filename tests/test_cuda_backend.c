@@ -40,21 +40,14 @@
 #include <cmocka.h>
 
 #include "bcast_desc.h"
+#include "cuda_test.h"
 
-#include "kerac.h"
-#include "kerac_backend.h"
 #include "layers/layer.h"
 
 static kc_backend *G; /* the GPU */
 static kc_backend *C; /* the CPU reference */
 static kc_rng R;
 static int quiet;
-
-#define OK(expr)                                                                                          \
-    do {                                                                                                  \
-        kc_status s_ = (expr);                                                                            \
-        if (s_ != KC_STATUS_OK) fail_msg("%s failed (%s): %s", #expr, kc_status_name(s_), kc_last_error()); \
-    } while (0)
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -1434,20 +1427,9 @@ static void test_training_51_steps(void **state) {
 
 int main(void) {
     quiet = getenv("KC_CUDA_TEST_QUIET") != NULL;
-    const char *bin = getenv("KERAC_BINARY_DIR");
-    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
-    unsetenv("KERAC_TF32");                  /* plain fp32 for the comparison */
     setenv("KERAC_CUDA_DEBUG_SYNC", "1", 0); /* a fault names its operation */
-    kc_status s = kc_backend_open("cuda", &G);
-    if (s != KC_STATUS_OK) {
-        printf("SKIP: no GPU: %s\n", kc_last_error());
-        return 77;
-    }
-    if (kc_backend_cpu_create(&C) != KC_STATUS_OK) {
-        printf("cannot create the CPU backend: %s\n", kc_last_error());
-        kc_backend_destroy(G);
-        return 1;
-    }
+    int open_rc = cuda_test_open(&G, &C);
+    if (open_rc) return open_rc;
     printf("comparing %s with the CPU backend (fp32, TF32 off)\n", G->device);
     kc__rng_seed(&R, 20261129);
     const struct CMUnitTest table[] = {

@@ -24,8 +24,7 @@
 
 #include <cmocka.h>
 
-#include "kerac.h"
-#include "kerac_backend.h"
+#include "cuda_test.h"
 #include "layers/layer.h"
 
 static kc_backend *D; /* cuDNN first */
@@ -33,12 +32,6 @@ static kc_backend *K; /* the module's own kernels (KERAC_CUDNN_GROUPED=0) */
 static kc_backend *C; /* the CPU reference */
 static kc_rng R;
 static int fallbacks; /* "runs on kerac's own kernels" lines logged so far */
-
-#define OK(expr)                                                                                          \
-    do {                                                                                                  \
-        kc_status s_ = (expr);                                                                            \
-        if (s_ != KC_STATUS_OK) fail_msg("%s failed (%s): %s", #expr, kc_status_name(s_), kc_last_error()); \
-    } while (0)
 
 static void on_log(kc_log_level level, const char *message, void *user) {
     (void)user;
@@ -218,21 +211,16 @@ static void test_speed(void **state) {
 }
 
 int main(void) {
-    const char *bin = getenv("KERAC_BINARY_DIR");
-    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
-    unsetenv("KERAC_TF32");
     unsetenv("KERAC_CUDNN_GROUPED");
     kc_log_set_callback(on_log, NULL);
     kc_log_set_level(KC_LOG_DEBUG);
-    if (kc_backend_open("cuda", &D) != KC_STATUS_OK) {
-        printf("SKIP: no GPU: %s\n", kc_last_error());
-        return 77;
-    }
+    int open_rc = cuda_test_open(&D, &C);
+    if (open_rc) return open_rc;
     setenv("KERAC_CUDNN_GROUPED", "0", 1);
     kc_status s = kc_backend_open("cuda", &K);
     unsetenv("KERAC_CUDNN_GROUPED");
-    if (s != KC_STATUS_OK || kc_backend_cpu_create(&C) != KC_STATUS_OK) {
-        printf("cannot open the second CUDA backend or the CPU one: %s\n", kc_last_error());
+    if (s != KC_STATUS_OK) {
+        printf("cannot open the second CUDA backend: %s\n", kc_last_error());
         return 1;
     }
     kc__rng_seed(&R, 20261201);
