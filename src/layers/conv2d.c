@@ -153,11 +153,7 @@ static int64_t conv_flops(const kc_layer *l) {
 #define O(member) offsetof(kc_conv2d_opts, member)
 static const kc__field k_keras_keys[] = {
     {"filters", KC_F_INT, KC_F_W, O(filters), NULL, 0},
-    {"kernel_size", KC_F_INT2, KC_F_W, O(kernel_size), NULL, 0},
-    {"strides", KC_F_INT2, KC_F_W, O(strides), NULL, 1},
-    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
-    KC_KEY_CHANNELS_LAST(KC_F_W),
-    {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_CONV_WINDOW_KEYS(kc_conv2d_opts),
     {"groups", KC_F_INT, KC_F_W, O(groups), NULL, 0},
     KC_WEIGHTED_KEYS_HEAD(kc_conv2d_opts),
     KC_KEY_NULL("activity_regularizer", KC_F_W),

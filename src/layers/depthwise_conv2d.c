@@ -127,11 +127,7 @@ static int64_t dw_flops(const kc_layer *l) {
 #define O(member) offsetof(kc_depthwise_conv2d_opts, member)
 static const kc__field k_keras_keys[] = {
     {"depth_multiplier", KC_F_INT, KC_F_W, O(depth_multiplier), NULL, 0},
-    {"kernel_size", KC_F_INT2, KC_F_W, O(kernel_size), NULL, 0},
-    {"strides", KC_F_INT2, KC_F_W, O(strides), NULL, 1},
-    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
-    KC_KEY_CHANNELS_LAST(KC_F_W),
-    {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_CONV_WINDOW_KEYS(kc_depthwise_conv2d_opts),
     KC_KEY_FIXED("groups", "1", 0),
     {"activation", KC_F_ACT, KC_F_W, O(activation), "linear", 0},
     {"use_bias", KC_F_BOOL, KC_F_W, O(use_bias), NULL, 1},

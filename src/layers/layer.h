@@ -279,6 +279,17 @@ kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_
     KC_KEY_NULL("kernel_constraint", KC_F_W), KC_KEY_NULL("bias_constraint", KC_F_W),              \
     KC_KEY_NULL("lora_rank", 0), KC_KEY_IGNORE("lora_alpha")
 
+/* The window keys of the convolution kinds (Conv2D, Conv2DTranspose, DepthwiseConv2D,
+ * SeparableConv2D), in Keras's order: kernel_size, strides, padding, the kind's own keys
+ * there (the variadic part: Conv2DTranspose's output_padding, each with its comma),
+ * data_format, dilation_rate; opts_type has the four members. */
+#define KC_CONV_WINDOW_KEYS(opts_type, ...)                                                        \
+    {"kernel_size", KC_F_INT2, KC_F_W, offsetof(opts_type, kernel_size), NULL, 0},                 \
+    {"strides", KC_F_INT2, KC_F_W, offsetof(opts_type, strides), NULL, 1},                         \
+    {"padding", KC_F_STR, KC_F_W, offsetof(opts_type, padding), "valid", 0}, __VA_ARGS__           \
+    KC_KEY_CHANNELS_LAST(KC_F_W),                                                                  \
+    {"dilation_rate", KC_F_INT2, KC_F_W, offsetof(opts_type, dilation_rate), NULL, 1}
+
 /* A standalone activation layer (Activation, ReLU, Softmax): its cfg starts with this
  * header, which its init fills with the activation; build, forward, backward, flops and
  * activation are then these shared functions. */
