@@ -34,8 +34,10 @@ extern "C" {
  * kc_conv2d_desc.relu
  * 3: supports and describe (what a backend has, and which kernel it runs for a call)
  * 4: kc_device_opts passed to the module's entry point (the GPU options come from the
- * caller; the module no longer reads the environment for them) */
-#define KC_BACKEND_ABI 4
+ * caller; the module no longer reads the environment for them)
+ * 5: the depthwise and grouped convolutions take a workspace (depthwise_workspace,
+ * grouped_conv_workspace) like conv2d's */
+#define KC_BACKEND_ABI 5
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
@@ -229,7 +231,7 @@ typedef enum kc_op {
     KC_OP_ELEMENTWISE,     /* add, axpy, scale, copy_strided */
     KC_OP_LOSS,            /* loss_forward_backward, count_correct */
     KC_OP_OPTIMIZER,       /* optimizer_step, sum_squares */
-    KC_OP_DEPTHWISE,       /* depthwise_forward, _backward_data, _backward_filter */
+    KC_OP_DEPTHWISE,       /* depthwise_workspace, depthwise_forward, _backward_data, _backward_filter */
     /* normalisation and resampling */
     KC_OP_NORM,            /* channel_affine, normalize, groupnorm_forward, groupnorm_backward */
     KC_OP_RESAMPLE,        /* upsample2d_forward, upsample2d_backward, permute */
@@ -239,7 +241,7 @@ typedef enum kc_op {
     KC_OP_SAMPLE2D,        /* sample2d_forward, sample2d_backward */
     KC_OP_COLOR2D,         /* color2d_forward, color2d_backward */
     /* convolutions */
-    KC_OP_GROUPED_CONV,    /* grouped_conv_forward, _backward_data, _backward_filter */
+    KC_OP_GROUPED_CONV,    /* grouped_conv_workspace, grouped_conv_forward, _backward_data, _backward_filter */
     /* Gaussian noise layers */
     KC_OP_NOISE,           /* random_normal */
     KC_OP_COUNT
@@ -418,15 +420,18 @@ struct kc_backend {
 
     /* ---- depthwise convolution (DepthwiseConv2D), NHWC. The descriptor is Conv2D's with
      * f = c * M (M: the depth multiplier); the kernel is Keras's (KH, KW, C, M), i.e.
-     * (KH, KW, F), and output channel k reads input channel k / M only. No workspace.
+     * (KH, KW, F), and output channel k reads input channel k / M only.
+     * depthwise_workspace: the bytes of ws the three calls need for d, as conv2d_workspace
+     * (0: none; the CPU's kernels need none, cuDNN's grouped convolution does).
      * forward: y = dwconv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
      * backward_data: dx overwritten; backward_filter: dw and db (may be NULL) overwritten. */
+    size_t (*depthwise_workspace)(kc_backend *be, const kc_conv2d_desc *d);
     kc_status (*depthwise_forward)(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                   const float *b, float *y);
+                                   const float *b, float *y, void *ws, size_t ws_bytes);
     kc_status (*depthwise_backward_data)(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
-                                         const float *w, float *dx);
+                                         const float *w, float *dx, void *ws, size_t ws_bytes);
     kc_status (*depthwise_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
-                                           const float *dy, float *dw, float *db);
+                                           const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
     /* ---- normalisation and resampling, all channels-last.
      * channel_affine: y[r, k] = x[r, k] * scale[k] + shift[k] over rows x c values; scale or
@@ -492,14 +497,16 @@ struct kc_backend {
     /* ---- grouped convolution (Conv2D with 1 < groups), NHWC. The descriptor is Conv2D's;
      * the kernel is Keras's (KH, KW, C / groups, F): output channel k belongs to group
      * g = k / (F / groups) and reads input channels [g * C / groups, (g + 1) * C / groups).
-     * No workspace. forward: y = conv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
+     * grouped_conv_workspace: the bytes of ws the three calls need, as conv2d_workspace (0:
+     * none). forward: y = conv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
      * backward_data: dx overwritten; backward_filter: dw and db (may be NULL) overwritten. */
+    size_t (*grouped_conv_workspace)(kc_backend *be, const kc_conv2d_desc *d, int groups);
     kc_status (*grouped_conv_forward)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                      const float *w, const float *b, float *y);
+                                      const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
     kc_status (*grouped_conv_backward_data)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
-                                            const float *w, float *dx);
+                                            const float *w, float *dx, void *ws, size_t ws_bytes);
     kc_status (*grouped_conv_backward_filter)(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                              const float *dy, float *dw, float *db);
+                                              const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
     /* ---- issue 13: device collectives for data-parallel training (NCCL on the CUDA
      * backend, loaded at run time; NULL on backends without: the gradients then go

@@ -8,7 +8,9 @@
  *     flipped kernel), not the backward-data identity the layer uses;
  *   - shapes, weights in Keras's order and shapes, FLOPs, option errors naming the layer and
  *     option, and the JSON keys (groups, output_padding null or a pair, the pointwise
- *     initializer) in both flavours. */
+ *     initializer) in both flavours;
+ *   - the workspace of the depthwise and grouped entries: planned by the model from their
+ *     *_workspace queries and handed to every call, apart from the data the layers keep. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include "core/core.h"
 #include "kerac.h"
 #include "layers/layer.h"
+#include "model/model.h"
 
 static kc_backend *B;
 
@@ -94,10 +97,10 @@ static void grouped_case(const char *what, kc_conv2d_desc d, int groups, bool bi
     for (int64_t i = 0; i < xn; i++) dx[i] = NAN; /* everything must be overwritten */
     for (int64_t i = 0; i < wn; i++) dw[i] = NAN;
     for (int i = 0; i < d.f; i++) db[i] = NAN;
-    if (B->grouped_conv_forward(B, &d, groups, x, w, bias ? b : NULL, y) != KC_STATUS_OK)
+    if (B->grouped_conv_forward(B, &d, groups, x, w, bias ? b : NULL, y, NULL, 0) != KC_STATUS_OK)
         fail_msg("%s: %s", what, kc_last_error());
-    assert_int_equal(B->grouped_conv_backward_data(B, &d, groups, dy, w, dx), KC_STATUS_OK);
-    assert_int_equal(B->grouped_conv_backward_filter(B, &d, groups, x, dy, dw, bias ? db : NULL), KC_STATUS_OK);
+    assert_int_equal(B->grouped_conv_backward_data(B, &d, groups, dy, w, dx, NULL, 0), KC_STATUS_OK);
+    assert_int_equal(B->grouped_conv_backward_filter(B, &d, groups, x, dy, dw, bias ? db : NULL, NULL, 0), KC_STATUS_OK);
     close_to(what, "y", y, ry, yn);
     close_to(what, "dx", dx, rdx, xn);
     close_to(what, "dw", dw, rdw, wn);
@@ -131,15 +134,27 @@ static void test_grouped_errors(void **state) {
     (void)state;
     float v[256] = {0};
     kc_conv2d_desc d = gdesc(1, 4, 4, 4, 6, 3, 3, 1, 1, 1, 1, false);
-    assert_int_equal(B->grouped_conv_forward(B, &d, 4, v, v, NULL, v), KC_STATUS_INVALID_ARGUMENT); /* 6 % 4 */
+    assert_int_equal(B->grouped_conv_forward(B, &d, 4, v, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT); /* 6 % 4 */
     assert_non_null(strstr(kc_last_error(), "multiples of the groups"));
-    assert_int_equal(B->grouped_conv_forward(B, &d, 0, v, v, NULL, v), KC_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(B->grouped_conv_backward_data(B, &d, 2, v, NULL, v), KC_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(B->grouped_conv_backward_filter(B, &d, 2, v, v, NULL, NULL), KC_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(B->grouped_conv_forward(B, NULL, 2, v, v, NULL, v), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->grouped_conv_forward(B, &d, 0, v, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->grouped_conv_backward_data(B, &d, 2, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->grouped_conv_backward_filter(B, &d, 2, v, v, NULL, NULL, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->grouped_conv_forward(B, NULL, 2, v, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
 }
 
 /* ---------------------------------------------------------------- layers through a model */
+
+/* Every weight of m uniform in [-0.5, 0.5). */
+static void set_random_weights(kc_model *m, kc_rng *g) {
+    for (int i = 0; i < kc_model_num_weights(m); i++) {
+        kc_weight_info wi;
+        assert_int_equal(kc_model_weight_info(m, i, &wi), KC_STATUS_OK);
+        float *v = malloc((size_t)wi.size * sizeof(float));
+        fill(g, v, wi.size, -0.5, 0.5);
+        assert_int_equal(kc_model_set_weight(m, i, v, wi.size), KC_STATUS_OK);
+        free(v);
+    }
+}
 
 /* One layer on an input of shape (h, w, c): random weights set, predictions on n examples;
  * returns the model (the caller reads weights back) and the output in *y. */
@@ -153,14 +168,7 @@ static kc_model *run_layer(const kc_layer_spec *spec, int n, int h, int w, int c
     if (kc_model_build(m) != KC_STATUS_OK) fail_msg("%s", kc_last_error());
     kc_rng g;
     kc__rng_seed(&g, 11);
-    for (int i = 0; i < kc_model_num_weights(m); i++) {
-        kc_weight_info wi;
-        assert_int_equal(kc_model_weight_info(m, i, &wi), KC_STATUS_OK);
-        float *v = malloc((size_t)wi.size * sizeof(float));
-        fill(&g, v, wi.size, -0.5, 0.5);
-        assert_int_equal(kc_model_set_weight(m, i, v, wi.size), KC_STATUS_OK);
-        free(v);
-    }
+    set_random_weights(m, &g);
     kc_layer_info li;
     assert_int_equal(kc_model_layer_info(m, 1, &li), KC_STATUS_OK);
     for (int i = 0; i < 3; i++) out_hwc[i] = li.output_shape.dim[i];
@@ -331,6 +339,137 @@ static void test_separable(void **state) {
     }
 }
 
+/* ---------------------------------------------------------------- the planned workspace */
+
+/* The CPU backend with depthwise and grouped entries that ask for a workspace, as cuDNN's
+ * do (an amount that grows with the batch), and check that each call gets at least that
+ * from the plan; they then overwrite all of it, so a workspace that overlapped anything
+ * the layer keeps (SeparableConv2D's t and its gradient) would change the results. */
+enum { WS_DW_FWD, WS_DW_DATA, WS_DW_FILTER, WS_GC_FWD, WS_GC_DATA, WS_GC_FILTER };
+static struct {
+    kc_backend *inner;
+    unsigned called; /* bit per entry above */
+} WS;
+
+static size_t ws_ask(const kc_conv2d_desc *d) { return 4096 + (size_t)d->n * d->f * 16; }
+static size_t ws_dw_workspace(kc_backend *be, const kc_conv2d_desc *d) { return (void)be, ws_ask(d); }
+static size_t ws_gc_workspace(kc_backend *be, const kc_conv2d_desc *d, int groups) {
+    return (void)be, (void)groups, ws_ask(d);
+}
+
+static kc_status ws_take(int entry, const kc_conv2d_desc *d, void *ws, size_t ws_bytes) {
+    WS.called |= 1u << entry;
+    if (!ws || ws_bytes < ws_ask(d))
+        return kc__fail(KC_STATUS_INTERNAL, "entry %d got %zu bytes of workspace at %p, asked %zu", entry, ws_bytes,
+                        ws, ws_ask(d));
+    memset(ws, 0x7f, ws_bytes);
+    return KC_STATUS_OK;
+}
+
+static kc_status ws_dw_fwd(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w, const float *b,
+                           float *y, void *ws, size_t wsb) {
+    KC_TRY(ws_take(WS_DW_FWD, d, ws, wsb));
+    return WS.inner->depthwise_forward(be, d, x, w, b, y, NULL, 0);
+}
+static kc_status ws_dw_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w, float *dx,
+                            void *ws, size_t wsb) {
+    KC_TRY(ws_take(WS_DW_DATA, d, ws, wsb));
+    return WS.inner->depthwise_backward_data(be, d, dy, w, dx, NULL, 0);
+}
+static kc_status ws_dw_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
+                              float *db, void *ws, size_t wsb) {
+    KC_TRY(ws_take(WS_DW_FILTER, d, ws, wsb));
+    return WS.inner->depthwise_backward_filter(be, d, x, dy, dw, db, NULL, 0);
+}
+static kc_status ws_gc_fwd(kc_backend *be, const kc_conv2d_desc *d, int g, const float *x, const float *w,
+                           const float *b, float *y, void *ws, size_t wsb) {
+    KC_TRY(ws_take(WS_GC_FWD, d, ws, wsb));
+    return WS.inner->grouped_conv_forward(be, d, g, x, w, b, y, NULL, 0);
+}
+static kc_status ws_gc_data(kc_backend *be, const kc_conv2d_desc *d, int g, const float *dy, const float *w,
+                            float *dx, void *ws, size_t wsb) {
+    KC_TRY(ws_take(WS_GC_DATA, d, ws, wsb));
+    return WS.inner->grouped_conv_backward_data(be, d, g, dy, w, dx, NULL, 0);
+}
+static kc_status ws_gc_filter(kc_backend *be, const kc_conv2d_desc *d, int g, const float *x, const float *dy,
+                              float *dw, float *db, void *ws, size_t wsb) {
+    KC_TRY(ws_take(WS_GC_FILTER, d, ws, wsb));
+    return WS.inner->grouped_conv_backward_filter(be, d, g, x, dy, dw, db, NULL, 0);
+}
+
+static void ws_destroy(kc_backend *be) {
+    WS.inner->destroy(WS.inner);
+    free(be);
+}
+
+static kc_backend *ws_backend(void) {
+    assert_int_equal(kc_backend_cpu_create(&WS.inner), KC_STATUS_OK);
+    kc_backend *be = malloc(sizeof *be);
+    *be = *WS.inner; /* the CPU's entries keep its ctx */
+    be->destroy = ws_destroy;
+    be->depthwise_workspace = ws_dw_workspace;
+    be->depthwise_forward = ws_dw_fwd;
+    be->depthwise_backward_data = ws_dw_data;
+    be->depthwise_backward_filter = ws_dw_filter;
+    be->grouped_conv_workspace = ws_gc_workspace;
+    be->grouped_conv_forward = ws_gc_fwd;
+    be->grouped_conv_backward_data = ws_gc_data;
+    be->grouped_conv_backward_filter = ws_gc_filter;
+    return be;
+}
+
+/* Conv2D with groups = C (the depthwise entries) and 2 groups, DepthwiseConv2D,
+ * SeparableConv2D: one epoch of 10 examples in batches of 4 (a short last one of 2),
+ * then predict; on the wrapper when ws, else on the plain CPU backend. */
+static kc_model *ws_model(bool ws, const float *x, const int32_t *y, float *pred) {
+    kc_model *m = NULL;
+    assert_int_equal(kc_sequential("ws", &m), KC_STATUS_OK);
+    if (ws) m->be = ws_backend(); /* before the model opens its own */
+    kc_add(m, KC_INPUT(.shape = {9, 9, 4}));
+    kc_add(m, KC_CONV2D(.filters = 8, .kernel_size = {3, 3}, .groups = 4, .padding = "same", .activation = "relu"));
+    kc_add(m, KC_CONV2D(.filters = 6, .kernel_size = {3, 3}, .groups = 2, .strides = {2, 2}));
+    kc_add(m, KC_DEPTHWISE_CONV2D(.kernel_size = {3, 3}, .depth_multiplier = 2, .padding = "same"));
+    kc_add(m, KC_SEPARABLE_CONV2D(.filters = 5, .kernel_size = {3, 3}, .padding = "same", .activation = "relu"));
+    kc_add(m, KC_FLATTEN());
+    assert_int_equal(kc_add(m, KC_DENSE(.units = 3, .activation = "softmax")), KC_STATUS_OK);
+    assert_int_equal(kc_compile(m, &(kc_compile_opts){.optimizer = KC_SGD(.learning_rate = 0.1)}), KC_STATUS_OK);
+    kc_rng g;
+    kc__rng_seed(&g, 5);
+    set_random_weights(m, &g);
+    kc_dataset *d = NULL;
+    assert_int_equal(kc_dataset_from_memory(x, y, 10, (kc_shape){3, {9, 9, 4}}, 3, &d), KC_STATUS_OK);
+    kc_fit_opts fo = {.epochs = 1, .batch_size = 4, .shuffle = KC_FALSE};
+    kc_history *h = NULL;
+    if (kc_fit(m, d, &fo, &h) != KC_STATUS_OK) fail_msg("fit: %s", kc_last_error());
+    kc_history_destroy(h);
+    kc_dataset_destroy(d);
+    if (kc_predict(m, x, 10, 4, pred) != KC_STATUS_OK) fail_msg("predict: %s", kc_last_error());
+    return m;
+}
+
+static void test_planned_workspace(void **state) {
+    (void)state;
+    kc_rng g;
+    kc__rng_seed(&g, 17);
+    float x[10 * 9 * 9 * 4], pw[30], pc[30];
+    int32_t y[10];
+    fill(&g, x, 10 * 9 * 9 * 4, -1, 1);
+    for (int i = 0; i < 10; i++) y[i] = i % 3;
+    memset(&WS, 0, sizeof WS);
+    kc_model *mw = ws_model(true, x, y, pw), *mc = ws_model(false, x, y, pc);
+    assert_int_equal(WS.called, (1u << (WS_GC_FILTER + 1)) - 1); /* every entry, each with its workspace */
+    assert_memory_equal(pw, pc, sizeof pw);                      /* nothing kept in the workspace */
+    for (int i = 0; i < kc_model_num_weights(mc); i++) {
+        float *a = weight(mw, i), *b = weight(mc, i);
+        kc_weight_info wi;
+        assert_int_equal(kc_model_weight_info(mc, i, &wi), KC_STATUS_OK);
+        assert_memory_equal(a, b, (size_t)wi.size * sizeof(float));
+        free(a), free(b);
+    }
+    kc_model_destroy(mw);
+    kc_model_destroy(mc);
+}
+
 /* ---------------------------------------------------------------- options, errors, JSON */
 
 static void expect_bad(const kc_layer_spec *spec, const char *cls, const char *word, int build_c) {
@@ -495,6 +634,7 @@ int main(void) {
         cmocka_unit_test(test_conv2d_groups),   cmocka_unit_test(test_conv2d_transpose),
         cmocka_unit_test(test_separable),       cmocka_unit_test(test_errors),
         cmocka_unit_test(test_flops_and_shapes), cmocka_unit_test(test_json),
+        cmocka_unit_test(test_planned_workspace),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     kc_backend_destroy(B);

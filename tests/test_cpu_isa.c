@@ -98,9 +98,9 @@ static void depthwise_and_pool(const pair *p) {
     for (int s = 0; s < 2; s++) {
         kc_backend *be = s ? p->be : p->ref;
         y[s] = malloc(ny * 4), dx[s] = malloc(nx * 4), dw[s] = malloc(nw * 4), db[s] = malloc(16 * 4);
-        assert_int_equal(be->depthwise_forward(be, &d, x, w, b, y[s]), KC_STATUS_OK);
-        assert_int_equal(be->depthwise_backward_data(be, &d, dy, w, dx[s]), KC_STATUS_OK);
-        assert_int_equal(be->depthwise_backward_filter(be, &d, x, dy, dw[s], db[s]), KC_STATUS_OK);
+        assert_int_equal(be->depthwise_forward(be, &d, x, w, b, y[s], NULL, 0), KC_STATUS_OK);
+        assert_int_equal(be->depthwise_backward_data(be, &d, dy, w, dx[s], NULL, 0), KC_STATUS_OK);
+        assert_int_equal(be->depthwise_backward_filter(be, &d, x, dy, dw[s], db[s], NULL, 0), KC_STATUS_OK);
     }
     close_to("depthwise forward", p->isa, y[1], y[0], ny);
     close_to("depthwise backward-data", p->isa, dx[1], dx[0], nx);

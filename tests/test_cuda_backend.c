@@ -40,21 +40,14 @@
 #include <cmocka.h>
 
 #include "bcast_desc.h"
+#include "cuda_test.h"
 
-#include "kerac.h"
-#include "kerac_backend.h"
 #include "layers/layer.h"
 
 static kc_backend *G; /* the GPU */
 static kc_backend *C; /* the CPU reference */
 static kc_rng R;
 static int quiet;
-
-#define OK(expr)                                                                                          \
-    do {                                                                                                  \
-        kc_status s_ = (expr);                                                                            \
-        if (s_ != KC_STATUS_OK) fail_msg("%s failed (%s): %s", #expr, kc_status_name(s_), kc_last_error()); \
-    } while (0)
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -391,17 +384,19 @@ static void dw_case(const char *name, kc_conv2d_desc d, bool bias) {
     float *dy = hrand(yn, -1, 1), *dx = hbuf(xn), *dw = hbuf(wn), *db = hbuf(d.f);
     float *gx = dcopy(x, xn), *gw = dcopy(w, wn), *gb = dcopy(b, d.f), *gy = dbuf(yn), *gdy = dcopy(dy, yn);
     float *gdx = dbuf(xn), *gdw = dbuf(wn), *gdb = dbuf(d.f);
+    const size_t wsb = G->depthwise_workspace(G, &d); /* as the plan asks: no call borrows */
+    void *gws = dalloc(wsb);
     char what[160];
-    OK(C->depthwise_forward(C, &d, x, w, bias ? b : NULL, y));
-    OK(G->depthwise_forward(G, &d, gx, gw, bias ? gb : NULL, gy));
+    OK(C->depthwise_forward(C, &d, x, w, bias ? b : NULL, y, NULL, 0));
+    OK(G->depthwise_forward(G, &d, gx, gw, bias ? gb : NULL, gy, gws, wsb));
     snprintf(what, sizeof what, "depthwise %s forward", name);
     check_dev(what, gy, y, yn, 2e-5, 0); /* cuDNN's grouped convolution: other summation orders */
-    OK(C->depthwise_backward_data(C, &d, dy, w, dx));
-    OK(G->depthwise_backward_data(G, &d, gdy, gw, gdx));
+    OK(C->depthwise_backward_data(C, &d, dy, w, dx, NULL, 0));
+    OK(G->depthwise_backward_data(G, &d, gdy, gw, gdx, gws, wsb));
     snprintf(what, sizeof what, "depthwise %s backward-data", name);
     check_dev(what, gdx, dx, xn, 2e-5, 0);
-    OK(C->depthwise_backward_filter(C, &d, x, dy, dw, bias ? db : NULL));
-    OK(G->depthwise_backward_filter(G, &d, gx, gdy, gdw, bias ? gdb : NULL));
+    OK(C->depthwise_backward_filter(C, &d, x, dy, dw, bias ? db : NULL, NULL, 0));
+    OK(G->depthwise_backward_filter(G, &d, gx, gdy, gdw, bias ? gdb : NULL, gws, wsb));
     snprintf(what, sizeof what, "depthwise %s backward-filter", name);
     check_dev(what, gdw, dw, wn, 1e-5, 0);
     if (bias) {
@@ -409,7 +404,7 @@ static void dw_case(const char *name, kc_conv2d_desc d, bool bias) {
         check_dev(what, gdb, db, d.f, 1e-5, 0);
     }
     free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db);
-    dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb);
+    dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb), dfree(gws);
 }
 
 static void test_depthwise(void **state) {
@@ -426,7 +421,7 @@ static void test_depthwise(void **state) {
     dw_case("3x3 same with the fused ReLU", fused, true);
     kc_conv2d_desc bad = conv_desc(1, 4, 4, 3, 4, 3, 3, 1, 1, 1, 1, false); /* f not a multiple of c */
     float *g = dbuf(64);
-    assert_int_equal(G->depthwise_forward(G, &bad, g, g, NULL, g), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(G->depthwise_forward(G, &bad, g, g, NULL, g, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "multiple"));
     dfree(g);
 }
@@ -509,17 +504,19 @@ static void gc_case(const char *name, kc_conv2d_desc d, int groups, bool bias) {
     float *dy = hrand(yn, -1, 1), *dx = hbuf(xn), *dw = hbuf(wn), *db = hbuf(d.f);
     float *gx = dcopy(x, xn), *gw = dcopy(w, wn), *gb = dcopy(b, d.f), *gy = dbuf(yn), *gdy = dcopy(dy, yn);
     float *gdx = dbuf(xn), *gdw = dbuf(wn), *gdb = dbuf(d.f);
+    const size_t wsb = G->grouped_conv_workspace(G, &d, groups); /* as the plan asks: no call borrows */
+    void *gws = dalloc(wsb);
     char what[160];
-    OK(C->grouped_conv_forward(C, &d, groups, x, w, bias ? b : NULL, y));
-    OK(G->grouped_conv_forward(G, &d, groups, gx, gw, bias ? gb : NULL, gy));
+    OK(C->grouped_conv_forward(C, &d, groups, x, w, bias ? b : NULL, y, NULL, 0));
+    OK(G->grouped_conv_forward(G, &d, groups, gx, gw, bias ? gb : NULL, gy, gws, wsb));
     snprintf(what, sizeof what, "grouped %s forward", name);
     check_dev(what, gy, y, yn, 1e-5, 0);
-    OK(C->grouped_conv_backward_data(C, &d, groups, dy, w, dx));
-    OK(G->grouped_conv_backward_data(G, &d, groups, gdy, gw, gdx));
+    OK(C->grouped_conv_backward_data(C, &d, groups, dy, w, dx, NULL, 0));
+    OK(G->grouped_conv_backward_data(G, &d, groups, gdy, gw, gdx, gws, wsb));
     snprintf(what, sizeof what, "grouped %s backward-data", name);
     check_dev(what, gdx, dx, xn, 1e-5, 0);
-    OK(C->grouped_conv_backward_filter(C, &d, groups, x, dy, dw, bias ? db : NULL));
-    OK(G->grouped_conv_backward_filter(G, &d, groups, gx, gdy, gdw, bias ? gdb : NULL));
+    OK(C->grouped_conv_backward_filter(C, &d, groups, x, dy, dw, bias ? db : NULL, NULL, 0));
+    OK(G->grouped_conv_backward_filter(G, &d, groups, gx, gdy, gdw, bias ? gdb : NULL, gws, wsb));
     snprintf(what, sizeof what, "grouped %s backward-filter", name);
     check_dev(what, gdw, dw, wn, 1e-5, 0);
     if (bias) {
@@ -527,7 +524,7 @@ static void gc_case(const char *name, kc_conv2d_desc d, int groups, bool bias) {
         check_dev(what, gdb, db, d.f, 1e-5, 0);
     }
     free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db);
-    dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb);
+    dfree(gx), dfree(gw), dfree(gb), dfree(gy), dfree(gdy), dfree(gdx), dfree(gdw), dfree(gdb), dfree(gws);
 }
 
 /* The descriptor a layer hands its backend (Conv2DTranspose: the convolution whose
@@ -556,7 +553,7 @@ static void test_conv_grouped_transposed(void **state) {
     gc_case("2 groups with the fused ReLU", fused, 2, true);
     kc_conv2d_desc bad = conv_desc(1, 4, 4, 4, 6, 3, 3, 1, 1, 1, 1, false); /* 6 filters in 4 groups */
     float *g = dbuf(256);
-    assert_int_equal(G->grouped_conv_forward(G, &bad, 4, g, g, NULL, g), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(G->grouped_conv_forward(G, &bad, 4, g, g, NULL, g, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
     dfree(g);
     /* Conv2DTranspose runs the conv2d entries on its own descriptors (sizes other than the
      * convolution's natural ones, cropped or asymmetric padding) */
@@ -1430,20 +1427,9 @@ static void test_training_51_steps(void **state) {
 
 int main(void) {
     quiet = getenv("KC_CUDA_TEST_QUIET") != NULL;
-    const char *bin = getenv("KERAC_BINARY_DIR");
-    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
-    unsetenv("KERAC_TF32");                  /* plain fp32 for the comparison */
     setenv("KERAC_CUDA_DEBUG_SYNC", "1", 0); /* a fault names its operation */
-    kc_status s = kc_backend_open("cuda", &G);
-    if (s != KC_STATUS_OK) {
-        printf("SKIP: no GPU: %s\n", kc_last_error());
-        return 77;
-    }
-    if (kc_backend_cpu_create(&C) != KC_STATUS_OK) {
-        printf("cannot create the CPU backend: %s\n", kc_last_error());
-        kc_backend_destroy(G);
-        return 1;
-    }
+    int open_rc = cuda_test_open(&G, &C);
+    if (open_rc) return open_rc;
     printf("comparing %s with the CPU backend (fp32, TF32 off)\n", G->device);
     kc__rng_seed(&R, 20261129);
     const struct CMUnitTest table[] = {

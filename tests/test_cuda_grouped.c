@@ -7,6 +7,8 @@
  * Which path ran: the module logs at debug level, once per shape, when cuDNN cannot run a
  * shape and its own kernels do; the cases models use most (ResNeXt-style Conv2D with
  * 2 groups, 3x3 depthwise stride 1 and 2) must run on cuDNN, the others may fall back (said).
+ * Each path runs in the workspace its *_workspace entry asks for (none on the module's own
+ * kernels), and the three calls allocate nothing: the allocator's peak stays where it was.
  * Then one MobileNetV2-sized depthwise layer (32 x 48x48x144, 3x3) is timed on both paths
  * (forward + both backward passes, median of 5, device time through sync) and printed.
  * Without a GPU: "SKIP: no GPU: ..." and exit 77. Run by scripts/gpu-check. */
@@ -22,8 +24,7 @@
 
 #include <cmocka.h>
 
-#include "kerac.h"
-#include "kerac_backend.h"
+#include "cuda_test.h"
 #include "layers/layer.h"
 
 static kc_backend *D; /* cuDNN first */
@@ -31,12 +32,6 @@ static kc_backend *K; /* the module's own kernels (KERAC_CUDNN_GROUPED=0) */
 static kc_backend *C; /* the CPU reference */
 static kc_rng R;
 static int fallbacks; /* "runs on kerac's own kernels" lines logged so far */
-
-#define OK(expr)                                                                                          \
-    do {                                                                                                  \
-        kc_status s_ = (expr);                                                                            \
-        if (s_ != KC_STATUS_OK) fail_msg("%s failed (%s): %s", #expr, kc_status_name(s_), kc_last_error()); \
-    } while (0)
 
 static void on_log(kc_log_level level, const char *message, void *user) {
     (void)user;
@@ -96,13 +91,13 @@ static void gc_case(const char *name, kc_conv2d_desc d, int groups, bool *fell) 
     float *x = hrand(xn, -1, 1), *w = hrand(wn, -0.5f, 0.5f), *b = hrand(d.f, -1, 1), *dy = hrand(yn, -1, 1);
     float *y = hrand(yn, 0, 0), *dx = hrand(xn, 0, 0), *dw = hrand(wn, 0, 0), *db = hrand(d.f, 0, 0);
     if (depthwise) {
-        OK(C->depthwise_forward(C, &d, x, w, b, y));
-        OK(C->depthwise_backward_data(C, &d, dy, w, dx));
-        OK(C->depthwise_backward_filter(C, &d, x, dy, dw, db));
+        OK(C->depthwise_forward(C, &d, x, w, b, y, NULL, 0));
+        OK(C->depthwise_backward_data(C, &d, dy, w, dx, NULL, 0));
+        OK(C->depthwise_backward_filter(C, &d, x, dy, dw, db, NULL, 0));
     } else {
-        OK(C->grouped_conv_forward(C, &d, groups, x, w, b, y));
-        OK(C->grouped_conv_backward_data(C, &d, groups, dy, w, dx));
-        OK(C->grouped_conv_backward_filter(C, &d, groups, x, dy, dw, db));
+        OK(C->grouped_conv_forward(C, &d, groups, x, w, b, y, NULL, 0));
+        OK(C->grouped_conv_backward_data(C, &d, groups, dy, w, dx, NULL, 0));
+        OK(C->grouped_conv_backward_filter(C, &d, groups, x, dy, dw, db, NULL, 0));
     }
     float *out[2][4] = {{0}};
     int before = fallbacks;
@@ -110,15 +105,27 @@ static void gc_case(const char *name, kc_conv2d_desc d, int groups, bool *fell) 
         kc_backend *be = p == 0 ? D : K;
         dev g = {be, put(be, x, xn), put(be, w, wn), put(be, b, d.f), put(be, dy, yn), put(be, NULL, yn),
                  put(be, NULL, xn), put(be, NULL, wn), put(be, NULL, d.f)};
+        const size_t wsb = depthwise ? be->depthwise_workspace(be, &d) : be->grouped_conv_workspace(be, &d, groups);
+        void *ws = put(be, NULL, (int64_t)(wsb / sizeof(float)) + 1);
+        if (p == 1 && wsb != 0) fail_msg("%s: the module's own kernels ask for %zu bytes of workspace", name, wsb);
+        size_t in_use = 0, peak = 0;
+        be->reset_peak(be);
         if (depthwise) {
-            OK(be->depthwise_forward(be, &d, g.x, g.w, g.b, g.y));
-            OK(be->depthwise_backward_data(be, &d, g.dy, g.w, g.dx));
-            OK(be->depthwise_backward_filter(be, &d, g.x, g.dy, g.dw, g.db));
+            OK(be->depthwise_forward(be, &d, g.x, g.w, g.b, g.y, ws, wsb));
+            OK(be->depthwise_backward_data(be, &d, g.dy, g.w, g.dx, ws, wsb));
+            OK(be->depthwise_backward_filter(be, &d, g.x, g.dy, g.dw, g.db, ws, wsb));
         } else {
-            OK(be->grouped_conv_forward(be, &d, groups, g.x, g.w, g.b, g.y));
-            OK(be->grouped_conv_backward_data(be, &d, groups, g.dy, g.w, g.dx));
-            OK(be->grouped_conv_backward_filter(be, &d, groups, g.x, g.dy, g.dw, g.db));
+            OK(be->grouped_conv_forward(be, &d, groups, g.x, g.w, g.b, g.y, ws, wsb));
+            OK(be->grouped_conv_backward_data(be, &d, groups, g.dy, g.w, g.dx, ws, wsb));
+            OK(be->grouped_conv_backward_filter(be, &d, groups, g.x, g.dy, g.dw, g.db, ws, wsb));
         }
+        OK(be->sync(be));
+        be->memory_stats(be, &in_use, &peak);
+        if (peak != in_use)
+            fail_msg("%s (%s): the calls allocated %zu bytes beyond the planned workspace of %zu", name,
+                     p == 0 ? "cuDNN first" : "own kernels", peak - in_use, wsb);
+        if (p == 0 && fallbacks == before && wsb == 0) fail_msg("%s: cuDNN runs it in no workspace", name);
+        be->free(be, ws);
         out[p][0] = check(name, "forward", be, g.y, y, yn);
         out[p][1] = check(name, "backward-data", be, g.dx, dx, xn);
         out[p][2] = check(name, "backward-filter", be, g.dw, dw, wn);
@@ -181,42 +188,39 @@ static void test_speed(void **state) {
         kc_backend *be = p == 0 ? D : K;
         float *x = put(be, NULL, xn), *w = put(be, NULL, wn), *y = put(be, NULL, xn), *dx = put(be, NULL, xn);
         float *dw = put(be, NULL, wn);
+        const size_t wsb = be->depthwise_workspace(be, &d);
+        void *ws = put(be, NULL, (int64_t)(wsb / sizeof(float)) + 1);
         OK(be->memset0(be, x, (size_t)xn * sizeof(float)));
         OK(be->memset0(be, w, (size_t)wn * sizeof(float)));
         double t[6];
         for (int r = 0; r < 6; r++) {
             OK(be->sync(be));
             double t0 = now();
-            OK(be->depthwise_forward(be, &d, x, w, NULL, y));
-            OK(be->depthwise_backward_data(be, &d, y, w, dx));
-            OK(be->depthwise_backward_filter(be, &d, x, y, dw, NULL));
+            OK(be->depthwise_forward(be, &d, x, w, NULL, y, ws, wsb));
+            OK(be->depthwise_backward_data(be, &d, y, w, dx, ws, wsb));
+            OK(be->depthwise_backward_filter(be, &d, x, y, dw, NULL, ws, wsb));
             OK(be->sync(be));
             t[r] = now() - t0;
         }
         qsort(t + 1, 5, sizeof t[0], cmp_d);
         med[p] = t[3];
-        be->free(be, x), be->free(be, w), be->free(be, y), be->free(be, dx), be->free(be, dw);
+        be->free(be, x), be->free(be, w), be->free(be, y), be->free(be, dx), be->free(be, dw), be->free(be, ws);
     }
     printf("depthwise 32 x 48x48x144 3x3, forward + backward: cuDNN first %.3f ms, own kernels %.3f ms "
            "(median of 5)\n", 1e3 * med[0], 1e3 * med[1]);
 }
 
 int main(void) {
-    const char *bin = getenv("KERAC_BINARY_DIR");
-    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
-    unsetenv("KERAC_TF32");
     unsetenv("KERAC_CUDNN_GROUPED");
     kc_log_set_callback(on_log, NULL);
     kc_log_set_level(KC_LOG_DEBUG);
-    if (kc_backend_open("cuda", &D) != KC_STATUS_OK) {
-        printf("SKIP: no GPU: %s\n", kc_last_error());
-        return 77;
-    }
+    int open_rc = cuda_test_open(&D, &C);
+    if (open_rc) return open_rc;
     setenv("KERAC_CUDNN_GROUPED", "0", 1);
     kc_status s = kc_backend_open("cuda", &K);
     unsetenv("KERAC_CUDNN_GROUPED");
-    if (s != KC_STATUS_OK || kc_backend_cpu_create(&C) != KC_STATUS_OK) {
-        printf("cannot open the second CUDA backend or the CPU one: %s\n", kc_last_error());
+    if (s != KC_STATUS_OK) {
+        printf("cannot open the second CUDA backend: %s\n", kc_last_error());
         return 1;
     }
     kc__rng_seed(&R, 20261201);

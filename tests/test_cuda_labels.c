@@ -21,16 +21,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "kerac.h"
-#include "kerac_backend.h"
+#include "cuda_test.h"
 
 static kc_backend *G, *C;
-
-#define OK(expr)                                                                                             \
-    do {                                                                                                     \
-        kc_status s_ = (expr);                                                                               \
-        if (s_ != KC_STATUS_OK) fail_msg("%s failed (%s): %s", #expr, kc_status_name(s_), kc_last_error()); \
-    } while (0)
 
 static const char *const k_cases[] = {"binary_sigmoid", "binary_logits", "onehot_cce", "mask_sparse",
                                       "mask_sparse_logits", "mask_binary", "pixel_mse"};
@@ -171,18 +164,8 @@ static void test_pixel_rows(void **state) {
 }
 
 int main(void) {
-    const char *bin = getenv("KERAC_BINARY_DIR");
-    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
-    unsetenv("KERAC_TF32");
-    if (kc_backend_open("cuda", &G) != KC_STATUS_OK) {
-        printf("SKIP: no GPU: %s\n", kc_last_error());
-        return 77;
-    }
-    if (kc_backend_cpu_create(&C) != KC_STATUS_OK) {
-        printf("cannot create the CPU backend: %s\n", kc_last_error());
-        kc_backend_destroy(G);
-        return 1;
-    }
+    int open_rc = cuda_test_open(&G, &C);
+    if (open_rc) return open_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_pixel_rows),

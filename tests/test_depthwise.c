@@ -89,9 +89,9 @@ static void one_case(const char *what, kc_conv2d_desc d, bool bias) {
     for (int64_t i = 0; i < xn; i++) dx[i] = NAN; /* everything must be overwritten */
     for (int64_t i = 0; i < wn; i++) dw[i] = NAN;
     for (int i = 0; i < d.f; i++) db[i] = NAN;
-    if (B->depthwise_forward(B, &d, x, w, bias ? b : NULL, y) != KC_STATUS_OK) fail_msg("%s: %s", what, kc_last_error());
-    assert_int_equal(B->depthwise_backward_data(B, &d, dy, w, dx), KC_STATUS_OK);
-    assert_int_equal(B->depthwise_backward_filter(B, &d, x, dy, dw, bias ? db : NULL), KC_STATUS_OK);
+    if (B->depthwise_forward(B, &d, x, w, bias ? b : NULL, y, NULL, 0) != KC_STATUS_OK) fail_msg("%s: %s", what, kc_last_error());
+    assert_int_equal(B->depthwise_backward_data(B, &d, dy, w, dx, NULL, 0), KC_STATUS_OK);
+    assert_int_equal(B->depthwise_backward_filter(B, &d, x, dy, dw, bias ? db : NULL, NULL, 0), KC_STATUS_OK);
     close_to(what, "y", y, ry, yn);
     close_to(what, "dx", dx, rdx, xn);
     close_to(what, "dw", dw, rdw, wn);
@@ -157,14 +157,14 @@ static void test_errors(void **state) {
     float v[64] = {0};
     kc_conv2d_desc d = desc(1, 4, 4, 3, 1, 3, 3, 1, 1, 1, 1, false);
     d.f = 4; /* not a multiple of c */
-    assert_int_equal(B->depthwise_forward(B, &d, v, v, NULL, v), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->depthwise_forward(B, &d, v, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "multiple"));
     d = desc(1, 4, 4, 3, 1, 3, 3, 1, 1, 1, 1, false);
-    assert_int_equal(B->depthwise_backward_data(B, &d, v, NULL, v), KC_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(B->depthwise_backward_filter(B, &d, v, v, NULL, NULL), KC_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(B->depthwise_forward(B, NULL, v, v, NULL, v), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->depthwise_backward_data(B, &d, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->depthwise_backward_filter(B, &d, v, v, NULL, NULL, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->depthwise_forward(B, NULL, v, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
     d.oh = 0;
-    assert_int_equal(B->depthwise_forward(B, &d, v, v, NULL, v), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(B->depthwise_forward(B, &d, v, v, NULL, v, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
 }
 
 /* The layer: shapes, weights (Keras's (KH, KW, C, M) kernel), FLOPs, options and errors. */

@@ -15,19 +15,15 @@
 
 #include <cmocka.h>
 
-#include "kerac_backend.h"
+#include "cuda_test.h"
 
 static kc_backend *G;
-
-static void must(kc_status s, const char *what) {
-    if (s != KC_STATUS_OK) fail_msg("%s: %s", what, kc_last_error());
-}
 
 static void test_one_rank_allreduce(void **state) {
     (void)state;
     char id[128];
-    must(G->coll_unique_id(G, id, sizeof id), "coll_unique_id");
-    must(G->coll_init(G, id, sizeof id, 1, 0), "coll_init (1 rank)");
+    OK(G->coll_unique_id(G, id, sizeof id));
+    OK(G->coll_init(G, id, sizeof id, 1, 0));
     assert_non_null(strstr(G->coll_describe(G), "NCCL 2."));
     assert_non_null(strstr(G->coll_describe(G), "rank 0 of 1"));
     const int64_t n = 1 << 20;
@@ -35,16 +31,16 @@ static void test_one_rank_allreduce(void **state) {
     assert_non_null(h);
     assert_non_null(back);
     for (int64_t i = 0; i < n; i++) h[i] = (float)((i * 7919) % 1000) / 8.0f;
-    must(G->alloc(G, (size_t)n * sizeof(float), (void **)&d), "alloc");
-    must(G->to_device(G, d, h, (size_t)n * sizeof(float)), "to_device");
-    must(G->scale(G, d, 3.0f, n), "scale before");
-    must(G->coll_allreduce_sum(G, d, n), "coll_allreduce_sum");
-    must(G->coll_join(G), "coll_join");
-    must(G->scale(G, d, 0.5f, n), "scale after");
-    must(G->to_host(G, back, d, (size_t)n * sizeof(float)), "to_host");
+    OK(G->alloc(G, (size_t)n * sizeof(float), (void **)&d));
+    OK(G->to_device(G, d, h, (size_t)n * sizeof(float)));
+    OK(G->scale(G, d, 3.0f, n));
+    OK(G->coll_allreduce_sum(G, d, n));
+    OK(G->coll_join(G));
+    OK(G->scale(G, d, 0.5f, n));
+    OK(G->to_host(G, back, d, (size_t)n * sizeof(float)));
     for (int64_t i = 0; i < n; i++)
         if (back[i] != h[i] * 3.0f * 0.5f) fail_msg("element %lld: %g, want %g", (long long)i, back[i], h[i] * 1.5f);
-    must(G->coll_join(G), "a join with nothing started");
+    OK(G->coll_join(G)); /* a join with nothing started */
     assert_int_not_equal(G->coll_init(G, id, sizeof id, 1, 0), KC_STATUS_OK); /* one communicator per backend */
     G->free(G, d);
     free(h);
@@ -52,12 +48,8 @@ static void test_one_rank_allreduce(void **state) {
 }
 
 int main(void) {
-    const char *bin = getenv("KERAC_BINARY_DIR");
-    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
-    if (kc_backend_open("cuda", &G) != KC_STATUS_OK) {
-        printf("SKIP: no GPU: %s\n", kc_last_error());
-        return 77;
-    }
+    int open_rc = cuda_test_open(&G, NULL);
+    if (open_rc) return open_rc;
     if (!G->coll_unique_id || G->coll_unique_id(G, NULL, 0) != KC_STATUS_OK) {
         printf("SKIP: no NCCL on this GPU machine: %s\n", G->coll_unique_id ? kc_last_error() : "no coll_* entries");
         kc_backend_destroy(G);

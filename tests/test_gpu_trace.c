@@ -17,10 +17,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "kerac.h"
-#include "kerac_backend.h"
-
-#define OK(x) assert_int_equal((x), KC_STATUS_OK)
+#include "cuda_test.h"
 
 static double now(void) {
     struct timespec t;
@@ -143,13 +140,9 @@ static void test_gpu_layer_spans(void **state) {
 }
 
 int main(void) {
-    const char *bin = getenv("KERAC_BINARY_DIR");
-    if (bin && *bin) setenv("KERAC_MODULE_PATH", bin, 0);
     kc_backend *g = NULL;
-    if (kc_backend_open("cuda", &g) != KC_STATUS_OK) {
-        printf("SKIP: no GPU: %s\n", kc_last_error());
-        return 77;
-    }
+    int open_rc = cuda_test_open(&g, NULL);
+    if (open_rc) return open_rc;
     kc_backend_destroy(g);
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_gpu_layer_spans)};
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -232,7 +232,7 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
         int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
         int nw = kc__h5_layer_weights(m, o.layer[i], widx, gidx);
         for (int j = 0; j < nw && s == KC_STATUS_OK; j++) {
-            char key[8];
+            char key[12]; /* any int: "-2147483648" */
             snprintf(key, sizeof key, "%d", j);
             s = kc__h5_put_f32(g, key, &l->w[widx[j]].shape, kc__staged(&st, gidx[j]));
         }

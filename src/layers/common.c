@@ -158,9 +158,10 @@ static void int_pair(const int in[2], int def, int out[2]) {
     else out[0] = in[0], out[1] = in[1];
 }
 
-kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const int strides[2],
-                            const int dilation_rate[2], int k[2], int s[2], int d[2]) {
+kc_status kc__conv_win_init(const kc_layer *l, const int kernel_size[2], const int strides[2],
+                            const int dilation_rate[2], const char *padding, kc__conv_win *g) {
     const char *L = kc__layer_label(l);
+    int k[2], s[2], d[2];
     if (kernel_size[0] == 0 && kernel_size[1] == 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: kernel_size is required, e.g. .kernel_size = {3, 3}", L);
     int_pair(kernel_size, 0, k);
@@ -180,7 +181,8 @@ kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const i
                         "%s: strides (%d, %d) > 1 together with dilation_rate (%d, %d) > 1 is not allowed (as in Keras); "
                         "use one of them",
                         L, s[0], s[1], d[0], d[1]);
-    return KC_STATUS_OK;
+    *g = (kc__conv_win){.kh = k[0], .kw = k[1], .sh = s[0], .sw = s[1], .dh = d[0], .dw = d[1]};
+    return kc__padding_parse(l, padding, &g->same);
 }
 
 kc_status kc__layer_need_hwc(const kc_layer *l) {
@@ -192,18 +194,23 @@ kc_status kc__layer_need_hwc(const kc_layer *l) {
     return KC_STATUS_OK;
 }
 
-kc_status kc__conv_build_shape(const kc_layer *l, int kh, int kw, int sh, int sw, int dh, int dw, bool same,
-                               int hwc[3], int out[2], int pad[2]) {
+kc_status kc__conv_win_build(const kc_layer *l, kc__conv_win *g) {
     const kc_shape *in = &l->in_shape[0];
     char b1[96];
     KC_TRY(kc__layer_need_hwc(l));
-    hwc[0] = in->dim[0], hwc[1] = in->dim[1], hwc[2] = in->dim[2];
-    kc__conv_out_size(hwc[0], kh, sh, dh, same, &out[0], &pad[0]);
-    kc__conv_out_size(hwc[1], kw, sw, dw, same, &out[1], &pad[1]);
-    if (out[0] < 1 || out[1] < 1)
+    g->h = in->dim[0], g->w = in->dim[1], g->c = in->dim[2];
+    kc__conv_out_size(g->h, g->kh, g->sh, g->dh, g->same, &g->oh, &g->pad_top);
+    kc__conv_out_size(g->w, g->kw, g->sw, g->dw, g->same, &g->ow, &g->pad_left);
+    if (g->oh < 1 || g->ow < 1)
         return kc__fail(KC_STATUS_SHAPE,
                         "%s: input %s is smaller than the kernel (%d, %d) with dilation (%d, %d) and padding 'valid'; "
                         "use padding 'same', a smaller kernel or a larger input",
-                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1), kh, kw, dh, dw);
+                        kc__layer_label(l), kc__shape_str(in, true, b1, sizeof b1), g->kh, g->kw, g->dh, g->dw);
     return KC_STATUS_OK;
+}
+
+kc_conv2d_desc kc__conv_win_desc(const kc__conv_win *g, int batch, int f, bool relu) {
+    return (kc_conv2d_desc){.n = batch, .h = g->h, .w = g->w, .c = g->c, .f = f, .kh = g->kh, .kw = g->kw,
+                            .sh = g->sh, .sw = g->sw, .dh = g->dh, .dw = g->dw, .pad_top = g->pad_top,
+                            .pad_left = g->pad_left, .oh = g->oh, .ow = g->ow, .relu = relu};
 }

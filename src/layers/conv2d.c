@@ -8,12 +8,11 @@
 #include "layer.h"
 
 typedef struct conv_cfg {
-    int filters, kh, kw, sh, sw, dh, dw, groups;
-    bool same, use_bias;
+    int filters, groups;
+    bool use_bias;
     kc_act_params act;
     const char *kernel_init, *bias_init; /* static canonical names */
-    /* from build */
-    int h, w, c, oh, ow, pad_top, pad_left;
+    kc__conv_win g;
 } conv_cfg;
 
 static kc_status conv_init(kc_layer *l, const void *opts_) {
@@ -29,10 +28,7 @@ static kc_status conv_init(kc_layer *l, const void *opts_) {
     if (c->filters % c->groups)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                         "%s: filters (%d) must be a multiple of groups (%d), as in Keras", L, c->filters, c->groups);
-    int k[2], s[2], d[2];
-    KC_TRY(kc__conv_geometry(l, o->kernel_size, o->strides, o->dilation_rate, k, s, d));
-    c->kh = k[0], c->kw = k[1], c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
-    KC_TRY(kc__padding_parse(l, o->padding, &c->same));
+    KC_TRY(kc__conv_win_init(l, o->kernel_size, o->strides, o->dilation_rate, o->padding, &c->g));
     return kc__parse_weighted(l, o->activation, o->use_bias, o->kernel_initializer, o->bias_initializer, &c->act,
                               &c->use_bias, &c->kernel_init, &c->bias_init);
 }
@@ -43,10 +39,7 @@ static void conv_get_opts(const kc_layer *l, void *opts_) {
     *o = (kc_conv2d_opts){
         .name = l->name,
         .filters = c->filters,
-        .kernel_size = {c->kh, c->kw},
-        .strides = {c->sh, c->sw},
-        .padding = c->same ? "same" : "valid",
-        .dilation_rate = {c->dh, c->dw},
+        KC_CONV_WIN_OPTS(c->g),
         .activation = kc__act_name(&c->act),
         .use_bias = c->use_bias ? KC_TRUE : KC_FALSE,
         .kernel_initializer = c->kernel_init,
@@ -58,16 +51,13 @@ static void conv_get_opts(const kc_layer *l, void *opts_) {
 static kc_status conv_build(kc_layer *l) {
     conv_cfg *c = l->cfg;
     l->n_weights = 0;
-    int hwc[3], out[2], pad[2];
-    KC_TRY(kc__conv_build_shape(l, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->same, hwc, out, pad));
-    c->h = hwc[0], c->w = hwc[1], c->c = hwc[2], c->oh = out[0], c->ow = out[1], c->pad_top = pad[0],
-    c->pad_left = pad[1];
-    if (c->c % c->groups)
+    KC_TRY(kc__conv_win_build(l, &c->g));
+    if (c->g.c % c->groups)
         return kc__fail(KC_STATUS_SHAPE, "%s: the input's %d channels must be a multiple of groups (%d), as in Keras",
-                        kc__layer_label(l), c->c, c->groups);
-    l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->filters});
-    int64_t rf = (int64_t)c->kh * c->kw, cg = c->c / c->groups;
-    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, (int)cg, c->filters}), true,
+                        kc__layer_label(l), c->g.c, c->groups);
+    l->out_shape = kc__shape_make(3, (int[]){c->g.oh, c->g.ow, c->filters});
+    int64_t rf = (int64_t)c->g.kh * c->g.kw, cg = c->g.c / c->groups;
+    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->g.kh, c->g.kw, (int)cg, c->filters}), true,
                                 c->kernel_init, rf * cg, rf * c->filters));
     if (c->use_bias)
         KC_TRY(kc__layer_add_weight(l, "bias", kc__shape_make(1, (int[]){c->filters}), true, c->bias_init,
@@ -79,10 +69,7 @@ static kc_status conv_build(kc_layer *l) {
  * pass over the output less), unless the loss takes the logits. */
 static kc_conv2d_desc conv_desc(const kc_layer *l, int batch) {
     const conv_cfg *c = l->cfg;
-    return (kc_conv2d_desc){.n = batch, .h = c->h, .w = c->w, .c = c->c, .f = c->filters, .kh = c->kh,
-                            .kw = c->kw, .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw,
-                            .pad_top = c->pad_top, .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow,
-                            .relu = c->act.kind == KC_ACT_RELU && !l->defer_act};
+    return kc__conv_win_desc(&c->g, batch, c->filters, c->act.kind == KC_ACT_RELU && !l->defer_act);
 }
 
 static void conv_backend_desc(const kc_layer *l, int batch, void *desc) { *(kc_conv2d_desc *)desc = conv_desc(l, batch); }
@@ -90,13 +77,15 @@ static void conv_backend_desc(const kc_layer *l, int batch, void *desc) { *(kc_c
 static size_t conv_aux_bytes(const kc_layer *l, int batch) {
     const conv_cfg *c = l->cfg;
     if (!kc__act_needs_input(c->act.kind)) return 0;
-    return (size_t)batch * c->oh * c->ow * c->filters * sizeof(float); /* pre-activation (N, OH, OW, F) */
+    return (size_t)batch * c->g.oh * c->g.ow * c->filters * sizeof(float); /* pre-activation (N, OH, OW, F) */
 }
 
 static size_t conv_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
+    const conv_cfg *c = l->cfg;
     kc_conv2d_desc d = conv_desc(l, batch);
-    if (((const conv_cfg *)l->cfg)->groups > 1) return 0; /* the depthwise and grouped kernels need none */
-    return be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0;
+    if (c->groups == 1) return be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0;
+    if (c->groups == c->g.c) return be->depthwise_workspace ? be->depthwise_workspace(be, &d) : 0;
+    return be->grouped_conv_workspace ? be->grouped_conv_workspace(be, &d, c->groups) : 0;
 }
 
 static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
@@ -105,11 +94,12 @@ static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
     const float *bias = c->use_bias ? l->w[1].data : NULL; /* (F) */
     if (c->groups == 1)
         KC_TRY(a->be->conv2d_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
-    else if (c->groups == c->c)
-        KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y));
+    else if (c->groups == c->g.c)
+        KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
     else
-        KC_TRY(a->be->grouped_conv_forward(a->be, &d, c->groups, a->x[0], l->w[0].data, bias, a->y));
-    int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
+        KC_TRY(a->be->grouped_conv_forward(a->be, &d, c->groups, a->x[0], l->w[0].data, bias, a->y, a->ws,
+                                           a->ws_bytes));
+    int64_t n = (int64_t)a->batch * c->g.oh * c->g.ow * c->filters;
     if (l->defer_act || d.relu) return KC_STATUS_OK; /* the loss takes the logits; or done in the convolution */
     return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->filters);
 }
@@ -117,41 +107,40 @@ static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
 static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
     const conv_cfg *c = l->cfg;
     kc_conv2d_desc d = conv_desc(l, a->batch);
-    int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
+    int64_t n = (int64_t)a->batch * c->g.oh * c->g.ow * c->filters;
     if (!l->defer_act)
         KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->filters));
     float *db = c->use_bias ? l->w[1].grad : NULL;
     if (l->w[0].grad && c->groups == 1)
         KC_TRY(a->be->conv2d_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db, a->ws, a->ws_bytes));
-    else if (l->w[0].grad && c->groups == c->c)
-        KC_TRY(a->be->depthwise_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db));
+    else if (l->w[0].grad && c->groups == c->g.c)
+        KC_TRY(a->be->depthwise_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad, db, a->ws, a->ws_bytes));
     else if (l->w[0].grad)
-        KC_TRY(a->be->grouped_conv_backward_filter(a->be, &d, c->groups, a->x[0], a->dy, l->w[0].grad, db));
+        KC_TRY(a->be->grouped_conv_backward_filter(a->be, &d, c->groups, a->x[0], a->dy, l->w[0].grad, db, a->ws,
+                                                   a->ws_bytes));
     else if (db)
         KC_TRY(a->be->bias_grad(a->be, a->dy, db, n / c->filters, c->filters));
     if (!a->dx[0]) return KC_STATUS_OK;
     if (c->groups == 1)
         return a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes);
-    if (c->groups == c->c) return a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0]);
-    return a->be->grouped_conv_backward_data(a->be, &d, c->groups, a->dy, l->w[0].data, a->dx[0]);
+    if (c->groups == c->g.c)
+        return a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes);
+    return a->be->grouped_conv_backward_data(a->be, &d, c->groups, a->dy, l->w[0].data, a->dx[0], a->ws,
+                                             a->ws_bytes);
 }
 
 static kc_act_params conv_activation(const kc_layer *l) { return ((const conv_cfg *)l->cfg)->act; }
 
 static int64_t conv_flops(const kc_layer *l) {
     const conv_cfg *c = l->cfg;
-    return 2 * (int64_t)c->oh * c->ow * c->filters * c->kh * c->kw * (c->c / c->groups);
+    return 2 * (int64_t)c->g.oh * c->g.ow * c->filters * c->g.kh * c->g.kw * (c->g.c / c->groups);
 }
 
 /* The Keras config keys (keras_keys.h), in the order get_config() writes them. */
 #define O(member) offsetof(kc_conv2d_opts, member)
 static const kc__field k_keras_keys[] = {
     {"filters", KC_F_INT, KC_F_W, O(filters), NULL, 0},
-    {"kernel_size", KC_F_INT2, KC_F_W, O(kernel_size), NULL, 0},
-    {"strides", KC_F_INT2, KC_F_W, O(strides), NULL, 1},
-    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
-    KC_KEY_CHANNELS_LAST(KC_F_W),
-    {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_CONV_WINDOW_KEYS(kc_conv2d_opts),
     {"groups", KC_F_INT, KC_F_W, O(groups), NULL, 0},
     KC_WEIGHTED_KEYS_HEAD(kc_conv2d_opts),
     KC_KEY_NULL("activity_regularizer", KC_F_W),

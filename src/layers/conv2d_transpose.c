@@ -22,13 +22,13 @@
 #include "layer.h"
 
 typedef struct convt_cfg {
-    int filters, kh, kw, sh, sw, dh, dw;
-    bool same, use_bias, out_pad_set;
+    int filters;
+    bool use_bias, out_pad_set;
     int out_pad[2];
     kc_act_params act;
     const char *kernel_init, *bias_init; /* static canonical names */
-    /* from build: input (h, w, c), output (lh, lw, filters), the convolution's leading pads */
-    int h, w, c, lh, lw, pad_top, pad_left;
+    /* from build: input (h, w, c), output (oh, ow, filters), the convolution's leading pads */
+    kc__conv_win g;
 } convt_cfg;
 
 static kc_status convt_init(kc_layer *l, const void *opts_) {
@@ -38,10 +38,8 @@ static kc_status convt_init(kc_layer *l, const void *opts_) {
     if (o->filters <= 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: filters must be a positive integer, got %d", L, o->filters);
     c->filters = o->filters;
-    int k[2], s[2], d[2];
-    KC_TRY(kc__conv_geometry(l, o->kernel_size, o->strides, o->dilation_rate, k, s, d));
-    c->kh = k[0], c->kw = k[1], c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
-    KC_TRY(kc__padding_parse(l, o->padding, &c->same));
+    KC_TRY(kc__conv_win_init(l, o->kernel_size, o->strides, o->dilation_rate, o->padding, &c->g));
+    const int s[2] = {c->g.sh, c->g.sw};
     c->out_pad_set = o->output_padding.set != 0;
     if (c->out_pad_set) {
         for (int i = 0; i < 2; i++) {
@@ -64,11 +62,8 @@ static void convt_get_opts(const kc_layer *l, void *opts_) {
     *o = (kc_conv2d_transpose_opts){
         .name = l->name,
         .filters = c->filters,
-        .kernel_size = {c->kh, c->kw},
-        .strides = {c->sh, c->sw},
-        .padding = c->same ? "same" : "valid",
+        KC_CONV_WIN_OPTS(c->g),
         .output_padding = {c->out_pad_set, {c->out_pad[0], c->out_pad[1]}},
-        .dilation_rate = {c->dh, c->dw},
         .activation = kc__act_name(&c->act),
         .use_bias = c->use_bias ? KC_TRUE : KC_FALSE,
         .kernel_initializer = c->kernel_init,
@@ -95,29 +90,29 @@ static kc_status convt_build(kc_layer *l) {
     char b[96];
     l->n_weights = 0;
     KC_TRY(kc__layer_need_hwc(l));
-    c->h = in->dim[0], c->w = in->dim[1], c->c = in->dim[2];
-    convt_size(c->h, c->kh, c->sh, c->dh, c->same, c->out_pad_set, c->out_pad[0], &c->lh, &c->pad_top);
-    convt_size(c->w, c->kw, c->sw, c->dw, c->same, c->out_pad_set, c->out_pad[1], &c->lw, &c->pad_left);
-    if (c->lh < 1 || c->lw < 1 || (int64_t)c->lh * c->lw > (1 << 30))
+    c->g.h = in->dim[0], c->g.w = in->dim[1], c->g.c = in->dim[2];
+    convt_size(c->g.h, c->g.kh, c->g.sh, c->g.dh, c->g.same, c->out_pad_set, c->out_pad[0], &c->g.oh, &c->g.pad_top);
+    convt_size(c->g.w, c->g.kw, c->g.sw, c->g.dw, c->g.same, c->out_pad_set, c->out_pad[1], &c->g.ow, &c->g.pad_left);
+    if (c->g.oh < 1 || c->g.ow < 1 || (int64_t)c->g.oh * c->g.ow > (1 << 30))
         return kc__fail(KC_STATUS_SHAPE, "%s: input %s gives an output of %d x %d; check kernel_size, strides and "
-                        "output_padding", kc__layer_label(l), kc__shape_str(in, true, b, sizeof b), c->lh, c->lw);
-    l->out_shape = kc__shape_make(3, (int[]){c->lh, c->lw, c->filters});
+                        "output_padding", kc__layer_label(l), kc__shape_str(in, true, b, sizeof b), c->g.oh, c->g.ow);
+    l->out_shape = kc__shape_make(3, (int[]){c->g.oh, c->g.ow, c->filters});
     /* Keras's fans for a (KH, KW, filters, C) kernel: receptive field x C in, x filters out */
-    int64_t rf = (int64_t)c->kh * c->kw;
-    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, c->filters, c->c}), true,
-                                c->kernel_init, rf * c->filters, rf * c->c));
+    int64_t rf = (int64_t)c->g.kh * c->g.kw;
+    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->g.kh, c->g.kw, c->filters, c->g.c}), true,
+                                c->kernel_init, rf * c->filters, rf * c->g.c));
     if (c->use_bias)
         KC_TRY(kc__layer_add_weight(l, "bias", kc__shape_make(1, (int[]){c->filters}), true, c->bias_init,
-                                    rf * c->filters, rf * c->c));
+                                    rf * c->filters, rf * c->g.c));
     return KC_STATUS_OK;
 }
 
 /* The convolution whose backward-data pass this layer is (roles above). */
 static kc_conv2d_desc convt_desc(const kc_layer *l, int batch) {
     const convt_cfg *c = l->cfg;
-    return (kc_conv2d_desc){.n = batch, .h = c->lh, .w = c->lw, .c = c->filters, .f = c->c, .kh = c->kh,
-                            .kw = c->kw, .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw,
-                            .pad_top = c->pad_top, .pad_left = c->pad_left, .oh = c->h, .ow = c->w, .relu = 0};
+    return (kc_conv2d_desc){.n = batch, .h = c->g.oh, .w = c->g.ow, .c = c->filters, .f = c->g.c, .kh = c->g.kh,
+                            .kw = c->g.kw, .sh = c->g.sh, .sw = c->g.sw, .dh = c->g.dh, .dw = c->g.dw,
+                            .pad_top = c->g.pad_top, .pad_left = c->g.pad_left, .oh = c->g.h, .ow = c->g.w, .relu = 0};
 }
 
 static void convt_backend_desc(const kc_layer *l, int batch, void *desc) {
@@ -127,7 +122,7 @@ static void convt_backend_desc(const kc_layer *l, int batch, void *desc) {
 static size_t convt_aux_bytes(const kc_layer *l, int batch) {
     const convt_cfg *c = l->cfg;
     if (!kc__act_needs_input(c->act.kind)) return 0;
-    return (size_t)batch * c->lh * c->lw * c->filters * sizeof(float); /* pre-activation */
+    return (size_t)batch * c->g.oh * c->g.ow * c->filters * sizeof(float); /* pre-activation */
 }
 
 static size_t convt_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
@@ -139,7 +134,7 @@ static kc_status convt_forward(kc_layer *l, const kc_fwd *a) {
     const convt_cfg *c = l->cfg;
     kc_conv2d_desc d = convt_desc(l, a->batch);
     KC_TRY(a->be->conv2d_backward_data(a->be, &d, a->x[0], l->w[0].data, a->y, a->ws, a->ws_bytes));
-    int64_t n = (int64_t)a->batch * c->lh * c->lw * c->filters;
+    int64_t n = (int64_t)a->batch * c->g.oh * c->g.ow * c->filters;
     if (c->use_bias) KC_TRY(a->be->bias_add(a->be, a->y, l->w[1].data, n / c->filters, c->filters));
     if (l->defer_act) return KC_STATUS_OK;
     return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->filters);
@@ -148,7 +143,7 @@ static kc_status convt_forward(kc_layer *l, const kc_fwd *a) {
 static kc_status convt_backward(kc_layer *l, const kc_bwd *a) {
     const convt_cfg *c = l->cfg;
     kc_conv2d_desc d = convt_desc(l, a->batch);
-    int64_t n = (int64_t)a->batch * c->lh * c->lw * c->filters;
+    int64_t n = (int64_t)a->batch * c->g.oh * c->g.ow * c->filters;
     if (!l->defer_act) KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->filters));
     if (l->w[0].grad)
         KC_TRY(a->be->conv2d_backward_filter(a->be, &d, a->dy, a->x[0], l->w[0].grad, NULL, a->ws, a->ws_bytes));
@@ -161,7 +156,7 @@ static kc_act_params convt_activation(const kc_layer *l) { return ((const convt_
 
 static int64_t convt_flops(const kc_layer *l) {
     const convt_cfg *c = l->cfg; /* every input value times every kernel tap and filter */
-    return 2 * (int64_t)c->h * c->w * c->c * c->kh * c->kw * c->filters;
+    return 2 * (int64_t)c->g.h * c->g.w * c->g.c * c->g.kh * c->g.kw * c->filters;
 }
 
 /* The Keras config keys, in Keras 3's order. tf-keras (a Conv2D subclass there) also writes
@@ -169,12 +164,8 @@ static int64_t convt_flops(const kc_layer *l) {
 #define O(member) offsetof(kc_conv2d_transpose_opts, member)
 static const kc__field k_keras_keys[] = {
     {"filters", KC_F_INT, KC_F_W, O(filters), NULL, 0},
-    {"kernel_size", KC_F_INT2, KC_F_W, O(kernel_size), NULL, 0},
-    {"strides", KC_F_INT2, KC_F_W, O(strides), NULL, 1},
-    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
-    {"output_padding", KC_F_OPT_INT2, KC_F_W, O(output_padding), NULL, 0},
-    KC_KEY_CHANNELS_LAST(KC_F_W),
-    {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_CONV_WINDOW_KEYS(kc_conv2d_transpose_opts,
+                        {"output_padding", KC_F_OPT_INT2, KC_F_W, O(output_padding), NULL, 0},),
     KC_KEY_FIXED("groups", "1", 0),
     KC_WEIGHTED_KEYS_HEAD(kc_conv2d_transpose_opts),
     KC_KEY_NULL("activity_regularizer", KC_F_W),

@@ -6,12 +6,12 @@
 #include "layer.h"
 
 typedef struct dw_cfg {
-    int mult, kh, kw, sh, sw, dh, dw;
-    bool same, use_bias;
+    int mult;
+    bool use_bias;
     kc_act_params act;
     const char *kernel_init, *bias_init; /* static canonical names */
-    /* from build */
-    int h, w, c, f, oh, ow, pad_top, pad_left;
+    kc__conv_win g;
+    int f; /* from build: C * mult */
 } dw_cfg;
 
 static kc_status dw_init(kc_layer *l, const void *opts_) {
@@ -22,10 +22,7 @@ static kc_status dw_init(kc_layer *l, const void *opts_) {
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: depth_multiplier must be a positive integer, got %d", L,
                         o->depth_multiplier);
     c->mult = o->depth_multiplier ? o->depth_multiplier : 1;
-    int k[2], s[2], d[2];
-    KC_TRY(kc__conv_geometry(l, o->kernel_size, o->strides, o->dilation_rate, k, s, d));
-    c->kh = k[0], c->kw = k[1], c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
-    KC_TRY(kc__padding_parse(l, o->padding, &c->same));
+    KC_TRY(kc__conv_win_init(l, o->kernel_size, o->strides, o->dilation_rate, o->padding, &c->g));
     return kc__parse_weighted(l, o->activation, o->use_bias, o->depthwise_initializer, o->bias_initializer, &c->act,
                               &c->use_bias, &c->kernel_init, &c->bias_init);
 }
@@ -35,11 +32,8 @@ static void dw_get_opts(const kc_layer *l, void *opts_) {
     kc_depthwise_conv2d_opts *o = opts_;
     *o = (kc_depthwise_conv2d_opts){
         .name = l->name,
-        .kernel_size = {c->kh, c->kw},
-        .strides = {c->sh, c->sw},
-        .padding = c->same ? "same" : "valid",
+        KC_CONV_WIN_OPTS(c->g),
         .depth_multiplier = c->mult,
-        .dilation_rate = {c->dh, c->dw},
         .activation = kc__act_name(&c->act),
         .use_bias = c->use_bias ? KC_TRUE : KC_FALSE,
         .depthwise_initializer = c->kernel_init,
@@ -50,21 +44,18 @@ static void dw_get_opts(const kc_layer *l, void *opts_) {
 static kc_status dw_build(kc_layer *l) {
     dw_cfg *c = l->cfg;
     l->n_weights = 0;
-    int hwc[3], out[2], pad[2];
-    KC_TRY(kc__conv_build_shape(l, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->same, hwc, out, pad));
-    c->h = hwc[0], c->w = hwc[1], c->c = hwc[2], c->oh = out[0], c->ow = out[1], c->pad_top = pad[0],
-    c->pad_left = pad[1];
-    if ((int64_t)c->c * c->mult > (1 << 30))
+    KC_TRY(kc__conv_win_build(l, &c->g));
+    if ((int64_t)c->g.c * c->mult > (1 << 30))
         return kc__fail(KC_STATUS_SHAPE, "%s: %d channels x depth_multiplier %d is too many output channels",
-                        kc__layer_label(l), c->c, c->mult);
-    c->f = c->c * c->mult;
-    l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->f});
+                        kc__layer_label(l), c->g.c, c->mult);
+    c->f = c->g.c * c->mult;
+    l->out_shape = kc__shape_make(3, (int[]){c->g.oh, c->g.ow, c->f});
     /* Keras's fans for a (KH, KW, C, M) kernel: receptive field x C in, x M out */
-    int64_t rf = (int64_t)c->kh * c->kw;
-    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->kh, c->kw, c->c, c->mult}), true,
-                                c->kernel_init, rf * c->c, rf * c->mult));
+    int64_t rf = (int64_t)c->g.kh * c->g.kw;
+    KC_TRY(kc__layer_add_weight(l, "kernel", kc__shape_make(4, (int[]){c->g.kh, c->g.kw, c->g.c, c->mult}), true,
+                                c->kernel_init, rf * c->g.c, rf * c->mult));
     if (c->use_bias)
-        KC_TRY(kc__layer_add_weight(l, "bias", kc__shape_make(1, (int[]){c->f}), true, c->bias_init, rf * c->c,
+        KC_TRY(kc__layer_add_weight(l, "bias", kc__shape_make(1, (int[]){c->f}), true, c->bias_init, rf * c->g.c,
                                     rf * c->mult));
     return KC_STATUS_OK;
 }
@@ -72,24 +63,26 @@ static kc_status dw_build(kc_layer *l) {
 /* The backend's description (Conv2D's, with f = C * M); a plain ReLU is fused. */
 static kc_conv2d_desc dw_desc(const kc_layer *l, int batch) {
     const dw_cfg *c = l->cfg;
-    return (kc_conv2d_desc){.n = batch, .h = c->h, .w = c->w, .c = c->c, .f = c->f, .kh = c->kh, .kw = c->kw,
-                            .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw, .pad_top = c->pad_top,
-                            .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow,
-                            .relu = c->act.kind == KC_ACT_RELU && !l->defer_act};
+    return kc__conv_win_desc(&c->g, batch, c->f, c->act.kind == KC_ACT_RELU && !l->defer_act);
 }
 
 static size_t dw_aux_bytes(const kc_layer *l, int batch) {
     const dw_cfg *c = l->cfg;
     if (!kc__act_needs_input(c->act.kind)) return 0;
-    return (size_t)batch * c->oh * c->ow * c->f * sizeof(float); /* pre-activation (N, OH, OW, F) */
+    return (size_t)batch * c->g.oh * c->g.ow * c->f * sizeof(float); /* pre-activation (N, OH, OW, F) */
+}
+
+static size_t dw_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
+    kc_conv2d_desc d = dw_desc(l, batch);
+    return be->depthwise_workspace ? be->depthwise_workspace(be, &d) : 0;
 }
 
 static kc_status dw_forward(kc_layer *l, const kc_fwd *a) {
     const dw_cfg *c = l->cfg;
     kc_conv2d_desc d = dw_desc(l, a->batch);
     const float *bias = c->use_bias ? l->w[1].data : NULL;
-    KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y));
-    int64_t n = (int64_t)a->batch * c->oh * c->ow * c->f;
+    KC_TRY(a->be->depthwise_forward(a->be, &d, a->x[0], l->w[0].data, bias, a->y, a->ws, a->ws_bytes));
+    int64_t n = (int64_t)a->batch * c->g.oh * c->g.ow * c->f;
     if (l->defer_act || d.relu) return KC_STATUS_OK;
     return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->f);
 }
@@ -97,14 +90,15 @@ static kc_status dw_forward(kc_layer *l, const kc_fwd *a) {
 static kc_status dw_backward(kc_layer *l, const kc_bwd *a) {
     const dw_cfg *c = l->cfg;
     kc_conv2d_desc d = dw_desc(l, a->batch);
-    int64_t n = (int64_t)a->batch * c->oh * c->ow * c->f;
+    int64_t n = (int64_t)a->batch * c->g.oh * c->g.ow * c->f;
     if (!l->defer_act) KC_TRY(kc__fused_act_backward(a->be, &c->act, a->aux, a->y, a->dy, n, c->f));
     if (l->w[0].grad)
         KC_TRY(a->be->depthwise_backward_filter(a->be, &d, a->x[0], a->dy, l->w[0].grad,
-                                                c->use_bias ? l->w[1].grad : NULL));
+                                                c->use_bias ? l->w[1].grad : NULL, a->ws, a->ws_bytes));
     else if (c->use_bias && l->w[1].grad)
         KC_TRY(a->be->bias_grad(a->be, a->dy, l->w[1].grad, n / c->f, c->f));
-    if (a->dx[0]) KC_TRY(a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0]));
+    if (a->dx[0])
+        KC_TRY(a->be->depthwise_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes));
     return KC_STATUS_OK;
 }
 
@@ -112,7 +106,7 @@ static kc_act_params dw_activation(const kc_layer *l) { return ((const dw_cfg *)
 
 static int64_t dw_flops(const kc_layer *l) {
     const dw_cfg *c = l->cfg;
-    return 2 * (int64_t)c->oh * c->ow * c->f * c->kh * c->kw;
+    return 2 * (int64_t)c->g.oh * c->g.ow * c->f * c->g.kh * c->g.kw;
 }
 
 /* The Keras config keys (keras_keys.h), in the order Keras 3's get_config() writes them.
@@ -121,11 +115,7 @@ static int64_t dw_flops(const kc_layer *l) {
 #define O(member) offsetof(kc_depthwise_conv2d_opts, member)
 static const kc__field k_keras_keys[] = {
     {"depth_multiplier", KC_F_INT, KC_F_W, O(depth_multiplier), NULL, 0},
-    {"kernel_size", KC_F_INT2, KC_F_W, O(kernel_size), NULL, 0},
-    {"strides", KC_F_INT2, KC_F_W, O(strides), NULL, 1},
-    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
-    KC_KEY_CHANNELS_LAST(KC_F_W),
-    {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_CONV_WINDOW_KEYS(kc_depthwise_conv2d_opts),
     KC_KEY_FIXED("groups", "1", 0),
     {"activation", KC_F_ACT, KC_F_W, O(activation), "linear", 0},
     {"use_bias", KC_F_BOOL, KC_F_W, O(use_bias), NULL, 1},
@@ -151,6 +141,7 @@ const kc_layer_ops kc__depthwise_conv2d_ops = {
     .get_opts = dw_get_opts,
     .build = dw_build,
     .aux_bytes = dw_aux_bytes,
+    .workspace_bytes = dw_workspace_bytes,
     .forward = dw_forward,
     .backward = dw_backward,
     .flops = dw_flops,

@@ -237,19 +237,31 @@ kc_status kc__padding_parse(const kc_layer *l, const char *padding, bool *same);
 /* Output size and leading pad of one spatial axis, as Keras/TensorFlow compute them. */
 void kc__conv_out_size(int in, int k, int stride, int dilation, bool same, int *out, int *pad_before);
 
-/* Kernel size, strides and dilation of a convolution (Conv2D, DepthwiseConv2D) from their
- * public options (an int n for (n, n); zero strides / dilation for Keras's (1, 1)),
- * validated as Keras does. */
-kc_status kc__conv_geometry(const kc_layer *l, const int kernel_size[2], const int strides[2],
-                            const int dilation_rate[2], int k[2], int s[2], int d[2]);
+/* The window of a convolution kind (Conv2D, DepthwiseConv2D, SeparableConv2D,
+ * Conv2DTranspose), in its cfg: kernel size, strides, dilation and padding from the public
+ * options (an int n for (n, n); zero strides / dilation for Keras's (1, 1)), validated as
+ * Keras does; at build the input (h, w, c), the output (oh, ow) and the leading padding
+ * (kc__conv_win_build; Conv2DTranspose sizes its output itself). */
+typedef struct kc__conv_win {
+    int kh, kw, sh, sw, dh, dw;
+    bool same;
+    int h, w, c, oh, ow, pad_top, pad_left; /* from build */
+} kc__conv_win;
+kc_status kc__conv_win_init(const kc_layer *l, const int kernel_size[2], const int strides[2],
+                            const int dilation_rate[2], const char *padding, kc__conv_win *g);
+/* The window's members of a kind's options struct, from g (inside its compound literal). */
+#define KC_CONV_WIN_OPTS(g)                                                                        \
+    .kernel_size = {(g).kh, (g).kw}, .strides = {(g).sh, (g).sw}, .padding = (g).same ? "same" : "valid", \
+    .dilation_rate = {(g).dh, (g).dw}
 
 /* KC_STATUS_SHAPE with what to do unless l's input is an image (H, W, C). */
 kc_status kc__layer_need_hwc(const kc_layer *l);
 
-/* The input (H, W, C) of a convolution (in_shape[0], checked to be rank 3), its output
- * (OH, OW) and leading padding (top, left); a clear error when the input is too small. */
-kc_status kc__conv_build_shape(const kc_layer *l, int kh, int kw, int sh, int sw, int dh, int dw, bool same,
-                               int hwc[3], int out[2], int pad[2]);
+/* The window's input (H, W, C) (in_shape[0], checked to be rank 3), output (OH, OW) and
+ * leading padding (top, left); a clear error when the input is too small. */
+kc_status kc__conv_win_build(const kc_layer *l, kc__conv_win *g);
+/* The backend's descriptor of the window with f output channels (and the fused ReLU). */
+kc_conv2d_desc kc__conv_win_desc(const kc__conv_win *g, int batch, int f, bool relu);
 
 /* ---- helpers shared by the layer files (additive, layers helper) */
 /* "Conv2D 'c1'" (or "Conv2D" while the layer has no name yet), for error messages;
@@ -285,6 +297,17 @@ kc_status kc__parse_weighted(const kc_layer *l, const char *activation, int use_
 #define KC_WEIGHTED_KEYS_TAIL                                                                      \
     KC_KEY_NULL("kernel_constraint", KC_F_W), KC_KEY_NULL("bias_constraint", KC_F_W),              \
     KC_KEY_NULL("lora_rank", 0), KC_KEY_IGNORE("lora_alpha")
+
+/* The window keys of the convolution kinds (Conv2D, Conv2DTranspose, DepthwiseConv2D,
+ * SeparableConv2D), in Keras's order: kernel_size, strides, padding, the kind's own keys
+ * there (the variadic part: Conv2DTranspose's output_padding, each with its comma),
+ * data_format, dilation_rate; opts_type has the four members. */
+#define KC_CONV_WINDOW_KEYS(opts_type, ...)                                                        \
+    {"kernel_size", KC_F_INT2, KC_F_W, offsetof(opts_type, kernel_size), NULL, 0},                 \
+    {"strides", KC_F_INT2, KC_F_W, offsetof(opts_type, strides), NULL, 1},                         \
+    {"padding", KC_F_STR, KC_F_W, offsetof(opts_type, padding), "valid", 0}, __VA_ARGS__           \
+    KC_KEY_CHANNELS_LAST(KC_F_W),                                                                  \
+    {"dilation_rate", KC_F_INT2, KC_F_W, offsetof(opts_type, dilation_rate), NULL, 1}
 
 /* A standalone activation layer (Activation, ReLU, Softmax): its cfg starts with this
  * header, which its init fills with the activation; build, forward, backward, flops and

@@ -6,18 +6,19 @@
  * kernel (one GEMM on the CPU). The intermediate t (N, OH, OW, C * M) lives in the aux
  * buffer in training (the pointwise filter gradient reads it) and at the start of the
  * workspace in inference; its gradient takes the workspace's start in backward. The rest
- * of the workspace goes to the 1x1 convolution. */
+ * of the workspace goes to the 1x1 convolution and to the depthwise calls (the larger of
+ * the two). */
 #include <stdio.h>
 
 #include "layer.h"
 
 typedef struct sep_cfg {
-    int filters, mult, kh, kw, sh, sw, dh, dw;
-    bool same, use_bias;
+    int filters, mult;
+    bool use_bias;
     kc_act_params act;
     const char *dw_init, *pw_init, *bias_init; /* static canonical names */
-    /* from build */
-    int h, w, c, m, oh, ow, pad_top, pad_left; /* m = C * depth_multiplier */
+    kc__conv_win g;                            /* the depthwise step's */
+    int m;                                     /* from build: C * depth_multiplier */
 } sep_cfg;
 
 static kc_status sep_init(kc_layer *l, const void *opts_) {
@@ -31,10 +32,7 @@ static kc_status sep_init(kc_layer *l, const void *opts_) {
                         o->depth_multiplier);
     c->filters = o->filters;
     c->mult = o->depth_multiplier ? o->depth_multiplier : 1;
-    int k[2], s[2], d[2];
-    KC_TRY(kc__conv_geometry(l, o->kernel_size, o->strides, o->dilation_rate, k, s, d));
-    c->kh = k[0], c->kw = k[1], c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
-    KC_TRY(kc__padding_parse(l, o->padding, &c->same));
+    KC_TRY(kc__conv_win_init(l, o->kernel_size, o->strides, o->dilation_rate, o->padding, &c->g));
     const char *pw = o->pointwise_initializer ? o->pointwise_initializer : "glorot_uniform";
     if (!kc__init_known(pw))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "%s: unknown pointwise_initializer '%s'; supported: %s", L, pw,
@@ -50,11 +48,8 @@ static void sep_get_opts(const kc_layer *l, void *opts_) {
     *o = (kc_separable_conv2d_opts){
         .name = l->name,
         .filters = c->filters,
-        .kernel_size = {c->kh, c->kw},
-        .strides = {c->sh, c->sw},
-        .padding = c->same ? "same" : "valid",
+        KC_CONV_WIN_OPTS(c->g),
         .depth_multiplier = c->mult,
-        .dilation_rate = {c->dh, c->dw},
         .activation = kc__act_name(&c->act),
         .use_bias = c->use_bias ? KC_TRUE : KC_FALSE,
         .depthwise_initializer = c->dw_init,
@@ -66,19 +61,16 @@ static void sep_get_opts(const kc_layer *l, void *opts_) {
 static kc_status sep_build(kc_layer *l) {
     sep_cfg *c = l->cfg;
     l->n_weights = 0;
-    int hwc[3], out[2], pad[2];
-    KC_TRY(kc__conv_build_shape(l, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->same, hwc, out, pad));
-    c->h = hwc[0], c->w = hwc[1], c->c = hwc[2], c->oh = out[0], c->ow = out[1], c->pad_top = pad[0],
-    c->pad_left = pad[1];
-    if ((int64_t)c->c * c->mult > (1 << 30))
+    KC_TRY(kc__conv_win_build(l, &c->g));
+    if ((int64_t)c->g.c * c->mult > (1 << 30))
         return kc__fail(KC_STATUS_SHAPE, "%s: %d channels x depth_multiplier %d is too many channels",
-                        kc__layer_label(l), c->c, c->mult);
-    c->m = c->c * c->mult;
-    l->out_shape = kc__shape_make(3, (int[]){c->oh, c->ow, c->filters});
+                        kc__layer_label(l), c->g.c, c->mult);
+    c->m = c->g.c * c->mult;
+    l->out_shape = kc__shape_make(3, (int[]){c->g.oh, c->g.ow, c->filters});
     /* Keras's fans: (KH, KW, C, M) and (1, 1, C * M, filters) */
-    int64_t rf = (int64_t)c->kh * c->kw;
-    KC_TRY(kc__layer_add_weight(l, "depthwise_kernel", kc__shape_make(4, (int[]){c->kh, c->kw, c->c, c->mult}),
-                                true, c->dw_init, rf * c->c, rf * c->mult));
+    int64_t rf = (int64_t)c->g.kh * c->g.kw;
+    KC_TRY(kc__layer_add_weight(l, "depthwise_kernel", kc__shape_make(4, (int[]){c->g.kh, c->g.kw, c->g.c, c->mult}),
+                                true, c->dw_init, rf * c->g.c, rf * c->mult));
     KC_TRY(kc__layer_add_weight(l, "pointwise_kernel", kc__shape_make(4, (int[]){1, 1, c->m, c->filters}), true,
                                 c->pw_init, c->m, c->filters));
     if (c->use_bias)
@@ -88,16 +80,14 @@ static kc_status sep_build(kc_layer *l) {
 }
 
 static kc_conv2d_desc sep_dw_desc(const sep_cfg *c, int batch) {
-    return (kc_conv2d_desc){.n = batch, .h = c->h, .w = c->w, .c = c->c, .f = c->m, .kh = c->kh, .kw = c->kw,
-                            .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw, .pad_top = c->pad_top,
-                            .pad_left = c->pad_left, .oh = c->oh, .ow = c->ow, .relu = 0};
+    return kc__conv_win_desc(&c->g, batch, c->m, false);
 }
 
 /* The pointwise 1x1 convolution; a plain ReLU is fused into it. */
 static kc_conv2d_desc sep_pw_desc(const kc_layer *l, int batch) {
     const sep_cfg *c = l->cfg;
-    return (kc_conv2d_desc){.n = batch, .h = c->oh, .w = c->ow, .c = c->m, .f = c->filters, .kh = 1, .kw = 1,
-                            .sh = 1, .sw = 1, .dh = 1, .dw = 1, .oh = c->oh, .ow = c->ow,
+    return (kc_conv2d_desc){.n = batch, .h = c->g.oh, .w = c->g.ow, .c = c->m, .f = c->filters, .kh = 1, .kw = 1,
+                            .sh = 1, .sw = 1, .dh = 1, .dw = 1, .oh = c->g.oh, .ow = c->g.ow,
                             .relu = c->act.kind == KC_ACT_RELU && !l->defer_act};
 }
 
@@ -108,18 +98,20 @@ static void sep_backend_desc(const kc_layer *l, int batch, void *desc) {
 
 /* Bytes of t (or its gradient), rounded to 64 so that what follows stays aligned. */
 static size_t sep_t_bytes(const sep_cfg *c, int batch) {
-    return ((size_t)batch * c->oh * c->ow * c->m * sizeof(float) + 63) & ~(size_t)63;
+    return ((size_t)batch * c->g.oh * c->g.ow * c->m * sizeof(float) + 63) & ~(size_t)63;
 }
 
 static size_t sep_aux_bytes(const kc_layer *l, int batch) {
     const sep_cfg *c = l->cfg;
-    size_t pre = kc__act_needs_input(c->act.kind) ? (size_t)batch * c->oh * c->ow * c->filters * sizeof(float) : 0;
+    size_t pre = kc__act_needs_input(c->act.kind) ? (size_t)batch * c->g.oh * c->g.ow * c->filters * sizeof(float) : 0;
     return sep_t_bytes(c, batch) + pre; /* t, then the pre-activation */
 }
 
 static size_t sep_workspace_bytes(const kc_layer *l, int batch, kc_backend *be) {
-    kc_conv2d_desc d = sep_pw_desc(l, batch);
-    return sep_t_bytes(l->cfg, batch) + (be->conv2d_workspace ? be->conv2d_workspace(be, &d) : 0);
+    kc_conv2d_desc pd = sep_pw_desc(l, batch), dd = sep_dw_desc(l->cfg, batch);
+    size_t pw = be->conv2d_workspace ? be->conv2d_workspace(be, &pd) : 0;
+    size_t dw = be->depthwise_workspace ? be->depthwise_workspace(be, &dd) : 0;
+    return sep_t_bytes(l->cfg, batch) + KC_MAX(pw, dw);
 }
 
 static kc_status sep_forward(kc_layer *l, const kc_fwd *a) {
@@ -130,11 +122,11 @@ static kc_status sep_forward(kc_layer *l, const kc_fwd *a) {
     float *t = a->training && a->aux ? (float *)a->aux : (float *)a->ws;
     float *pre = a->training && a->aux ? (float *)((char *)a->aux + tb) : NULL;
     void *ws = (char *)a->ws + tb;
-    KC_TRY(a->be->depthwise_forward(a->be, &dd, a->x[0], l->w[0].data, NULL, t));
+    KC_TRY(a->be->depthwise_forward(a->be, &dd, a->x[0], l->w[0].data, NULL, t, ws, a->ws_bytes - tb));
     const float *bias = c->use_bias ? l->w[2].data : NULL;
     KC_TRY(a->be->conv2d_forward(a->be, &pd, t, l->w[1].data, bias, a->y, ws, a->ws_bytes - tb));
     if (l->defer_act || pd.relu) return KC_STATUS_OK;
-    return kc__fused_act_forward(a->be, &c->act, a->y, pre, (int64_t)a->batch * c->oh * c->ow * c->filters,
+    return kc__fused_act_forward(a->be, &c->act, a->y, pre, (int64_t)a->batch * c->g.oh * c->g.ow * c->filters,
                                  c->filters);
 }
 
@@ -147,7 +139,7 @@ static kc_status sep_backward(kc_layer *l, const kc_bwd *a) {
     float *dt = a->ws;
     void *ws = (char *)a->ws + tb;
     size_t wsb = a->ws_bytes - tb;
-    int64_t n = (int64_t)a->batch * c->oh * c->ow * c->filters;
+    int64_t n = (int64_t)a->batch * c->g.oh * c->g.ow * c->filters;
     if (!l->defer_act)
         KC_TRY(kc__fused_act_backward(a->be, &c->act, (const float *)((const char *)a->aux + tb), a->y, a->dy, n,
                                       c->filters));
@@ -156,8 +148,8 @@ static kc_status sep_backward(kc_layer *l, const kc_bwd *a) {
     else if (db) KC_TRY(a->be->bias_grad(a->be, a->dy, db, n / c->filters, c->filters));
     if (!l->w[0].grad && !a->dx[0]) return KC_STATUS_OK;
     KC_TRY(a->be->conv2d_backward_data(a->be, &pd, a->dy, l->w[1].data, dt, ws, wsb));
-    if (l->w[0].grad) KC_TRY(a->be->depthwise_backward_filter(a->be, &dd, a->x[0], dt, l->w[0].grad, NULL));
-    if (a->dx[0]) KC_TRY(a->be->depthwise_backward_data(a->be, &dd, dt, l->w[0].data, a->dx[0]));
+    if (l->w[0].grad) KC_TRY(a->be->depthwise_backward_filter(a->be, &dd, a->x[0], dt, l->w[0].grad, NULL, ws, wsb));
+    if (a->dx[0]) KC_TRY(a->be->depthwise_backward_data(a->be, &dd, dt, l->w[0].data, a->dx[0], ws, wsb));
     return KC_STATUS_OK;
 }
 
@@ -165,7 +157,7 @@ static kc_act_params sep_activation(const kc_layer *l) { return ((const sep_cfg 
 
 static int64_t sep_flops(const kc_layer *l) {
     const sep_cfg *c = l->cfg;
-    return 2 * (int64_t)c->oh * c->ow * c->m * ((int64_t)c->kh * c->kw + c->filters);
+    return 2 * (int64_t)c->g.oh * c->g.ow * c->m * ((int64_t)c->g.kh * c->g.kw + c->filters);
 }
 
 /* The Keras config keys, in Keras 3's order. tf-keras (a Conv subclass there) also writes
@@ -177,11 +169,7 @@ static int64_t sep_flops(const kc_layer *l) {
 static const kc__field k_keras_keys[] = {
     {"depth_multiplier", KC_F_INT, KC_F_W, O(depth_multiplier), NULL, 0},
     {"filters", KC_F_INT, KC_F_W, O(filters), NULL, 0},
-    {"kernel_size", KC_F_INT2, KC_F_W, O(kernel_size), NULL, 0},
-    {"strides", KC_F_INT2, KC_F_W, O(strides), NULL, 1},
-    {"padding", KC_F_STR, KC_F_W, O(padding), "valid", 0},
-    KC_KEY_CHANNELS_LAST(KC_F_W),
-    {"dilation_rate", KC_F_INT2, KC_F_W, O(dilation_rate), NULL, 1},
+    KC_CONV_WINDOW_KEYS(kc_separable_conv2d_opts),
     KC_KEY_FIXED("groups", "1", 0),
     {"activation", KC_F_ACT, KC_F_W, O(activation), "linear", 0},
     {"use_bias", KC_F_BOOL, KC_F_W, O(use_bias), NULL, 1},

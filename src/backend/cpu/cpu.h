@@ -169,11 +169,11 @@ static inline void kc__cpu_tap_range(int o, int stride, int pad, int dil, int k,
 
 /* ---- cpu_depthwise.c */
 kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                    const float *b, float *y);
+                                    const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                          float *dx);
+                                          float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                            float *dw, float *db);
+                                            float *dw, float *db, void *ws, size_t ws_bytes);
 
 /* ---- cpu_depthwise3.c: the 3x3, multiplier-1, undilated fast path of the three above */
 /* How many channels (from 0) the fast path takes: whole vectors of kc__cpu_dw3_width() floats; 0 when
@@ -197,13 +197,13 @@ kc_status kc__cpu_scalar_forward(kc_backend *be, kc_binop op, const float *x, fl
 kc_status kc__cpu_scalar_backward(kc_backend *be, kc_binop op, const float *x, float s, int scalar_first,
                                   const float *dy, float *dx, int64_t n);
 
-/* ---- cpu_conv_grouped.c (Conv2D with groups) */
+/* ---- cpu_conv_grouped.c (Conv2D with groups); like the depthwise kernels, no workspace */
 kc_status kc__cpu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                       const float *w, const float *b, float *y);
+                                       const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cpu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
-                                             const float *w, float *dx);
+                                             const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cpu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                               const float *dy, float *dw, float *db);
+                                               const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
 /* ---- cpu_noise.c (Gaussian noise layers) */
 kc_status kc__cpu_random_normal(kc_backend *be, float *y, int64_t n, float mean, float stddev, uint64_t seed);

@@ -78,8 +78,8 @@ static void gc_forward_row(const kc_conv2d_desc *d, int groups, const float *x, 
 }
 
 kc_status kc__cpu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                       const float *w, const float *b, float *y) {
-    (void)be;
+                                       const float *w, const float *b, float *y, void *ws, size_t ws_bytes) {
+    (void)be, (void)ws, (void)ws_bytes;
     KC_TRY(gc_check(d, groups, "grouped_conv_forward"));
     if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu grouped_conv_forward: NULL x, kernel or y");
     const int64_t rows = (int64_t)d->n * d->oh;
@@ -157,8 +157,8 @@ static void gc_backward_data_rows(const kc_conv2d_desc *d, int groups, const flo
 }
 
 kc_status kc__cpu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
-                                             const float *w, float *dx) {
-    (void)be;
+                                             const float *w, float *dx, void *ws, size_t ws_bytes) {
+    (void)be, (void)ws, (void)ws_bytes;
     KC_TRY(gc_check(d, groups, "grouped_conv_backward_data"));
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu grouped_conv_backward_data: NULL dy, kernel or dx");
@@ -214,7 +214,8 @@ static void gc_filter_tile(const kc_conv2d_desc *d, int groups, const float *x, 
 }
 
 kc_status kc__cpu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                               const float *dy, float *dw, float *db) {
+                                               const float *dy, float *dw, float *db, void *ws, size_t ws_bytes) {
+    (void)ws, (void)ws_bytes;
     KC_TRY(gc_check(d, groups, "grouped_conv_backward_filter"));
     if (!x || !dy || !dw)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu grouped_conv_backward_filter: NULL x, dy or dw");

@@ -71,8 +71,8 @@ static void dw_forward_row(const kc_conv2d_desc *d, const float *x, const float 
 }
 
 kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                    const float *b, float *y) {
-    (void)be;
+                                    const float *b, float *y, void *ws, size_t ws_bytes) {
+    (void)be, (void)ws, (void)ws_bytes;
     KC_TRY(dw_check(d, "depthwise_forward"));
     if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu depthwise_forward: NULL x, kernel or y");
     const int64_t rows = (int64_t)d->n * d->oh;
@@ -123,8 +123,8 @@ static void dw_backward_data_row(const kc_conv2d_desc *d, const float *dy, const
 }
 
 kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                          float *dx) {
-    (void)be;
+                                          float *dx, void *ws, size_t ws_bytes) {
+    (void)be, (void)ws, (void)ws_bytes;
     KC_TRY(dw_check(d, "depthwise_backward_data"));
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu depthwise_backward_data: NULL dy, kernel or dx");
@@ -184,8 +184,8 @@ static void dw_filter_block(const kc_conv2d_desc *d, const float *x, const float
 }
 
 kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                            float *dw, float *db) {
-    (void)be;
+                                            float *dw, float *db, void *ws, size_t ws_bytes) {
+    (void)be, (void)ws, (void)ws_bytes;
     KC_TRY(dw_check(d, "depthwise_backward_filter"));
     if (!x || !dy || !dw)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu depthwise_backward_filter: NULL x, dy or dw");

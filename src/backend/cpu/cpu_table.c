@@ -33,6 +33,12 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
     return KC_STATUS_OK;
 }
 
+/* The direct depthwise and grouped kernels keep their partial sums on the stack: no workspace. */
+static size_t cpu_dw_workspace(kc_backend *be, const kc_conv2d_desc *d) { return (void)be, (void)d, 0; }
+static size_t cpu_gc_workspace(kc_backend *be, const kc_conv2d_desc *d, int groups) {
+    return (void)be, (void)d, (void)groups, 0;
+}
+
 void kc__cpu_fill_kernels(kc_backend *be) {
     be->describe = cpu_describe;
     be->gemm = kc__cpu_gemm;
@@ -74,6 +80,7 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->optimizer_step = kc__cpu_optimizer_step;
     be->sum_squares = kc__cpu_sum_squares;
 
+    be->depthwise_workspace = cpu_dw_workspace;
     be->depthwise_forward = kc__cpu_depthwise_forward;
     be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
     be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
@@ -96,6 +103,7 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->color2d_forward = kc__cpu_color2d_forward;
     be->color2d_backward = kc__cpu_color2d_backward;
 
+    be->grouped_conv_workspace = cpu_gc_workspace;
     be->grouped_conv_forward = kc__cpu_grouped_conv_forward;
     be->grouped_conv_backward_data = kc__cpu_grouped_conv_backward_data;
     be->grouped_conv_backward_filter = kc__cpu_grouped_conv_backward_filter;

@@ -542,6 +542,7 @@ static void set_ops(kc_backend *be) {
     be->optimizer_step = kc__cu_optimizer_step;
     be->sum_squares = kc__cu_sum_squares;
 
+    be->depthwise_workspace = kc__cu_depthwise_workspace;
     be->depthwise_forward = kc__cu_depthwise_forward;
     be->depthwise_backward_data = kc__cu_depthwise_backward_data;
     be->depthwise_backward_filter = kc__cu_depthwise_backward_filter;
@@ -562,6 +563,7 @@ static void set_ops(kc_backend *be) {
     be->color2d_forward = kc__cu_color2d_forward;
     be->color2d_backward = kc__cu_color2d_backward;
     /* convolutions */
+    be->grouped_conv_workspace = kc__cu_dnn_grouped_workspace;
     be->grouped_conv_forward = kc__cu_grouped_conv_forward;
     be->grouped_conv_backward_data = kc__cu_grouped_conv_backward_data;
     be->grouped_conv_backward_filter = kc__cu_grouped_conv_backward_filter;

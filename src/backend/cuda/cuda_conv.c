@@ -38,7 +38,7 @@
  * is remembered and repeated by each later call of that shape. At most KC_CU_CONV_CACHE
  * shapes are kept; the one used least recently goes first.
  *
- * Workspace (conv2d_workspace), from a 256-byte aligned start:
+ * Workspace (conv2d_workspace, and the grouped convolutions' below), from a 256-byte aligned start:
  *   [kernel (F, K) transposed][padded input (N, HP, WP, C), only when padded][cuDNN's]
  * cuDNN's part is the largest need of the three directions: the best-ranked candidate not
  * refused (under KERAC_CUDNN_BENCHMARK before measuring: the largest, so that measuring
@@ -327,6 +327,14 @@ static void log_choice(kc_backend *be, const kc_cu_conv *e, const char *how) {
                c->deterministic ? ", deterministic only" : "", kc__cu_bytes(e->total, wt, sizeof wt));
 }
 
+/* The bytes of the workspace's slices: the kernel (F, KH, KW, C / groups), at 0, and the
+ * padded input (all C channels), at *off_pad; cuDNN's part follows them. */
+static size_t slices_bytes(const kc_conv2d_desc *d, int groups, bool padded, int hp, int wp, size_t *off_pad) {
+    const size_t kernel = kc__cu_conv_fixed(d->n, d->c / groups, d->f, d->kh, d->kw, false, 0, 0);
+    if (off_pad) *off_pad = kernel;
+    return kernel + kc__cu_conv_fixed(d->n, d->c, 0, d->kh, d->kw, padded, hp, wp);
+}
+
 static kc_status choose(kc_backend *be, kc_cu_conv *e) {
     kc_cu_ctx *c = kc__cu(be);
     const cudnnMathType_t base_math = c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -352,10 +360,7 @@ static kc_status choose(kc_backend *be, kc_cu_conv *e) {
                               skipped_det ? "; KERAC_DETERMINISTIC=1 excluded some: try without --deterministic" : "",
                               skipped_ws ? "; some need more workspace than KERAC_CUDNN_WORKSPACE_LIMIT allows" : "");
     }
-    const kc_conv2d_desc *d = &e->d;
-    /* the kernel slice holds (F, KH, KW, C / groups); the padded input all C channels */
-    e->off_pad = kc__cu_conv_fixed(d->n, d->c / e->groups, d->f, d->kh, d->kw, false, 0, 0);
-    e->off_algo = e->off_pad + kc__cu_conv_fixed(d->n, d->c, 0, d->kh, d->kw, e->padded, e->hp, e->wp);
+    e->off_algo = slices_bytes(&e->d, e->groups, e->padded, e->hp, e->wp, &e->off_pad);
     update_total(c, e);
     log_choice(be, e, c->benchmark ? "cuDNN heuristics, measured at the first run (KERAC_CUDNN_BENCHMARK)"
                                    : "cuDNN heuristics");
@@ -424,22 +429,34 @@ static kc_status entry_get(kc_backend *be, const kc_conv2d_desc *d, int groups, 
     return KC_STATUS_OK;
 }
 
-size_t kc__cu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
-    if (!d || d->n <= 0 || d->h <= 0 || d->w <= 0 || d->c <= 0 || d->f <= 0 || d->kh <= 0 || d->kw <= 0 ||
-        d->oh <= 0 || d->ow <= 0)
-        return 0;
+/* A descriptor the workspace can be sized for (the calls report what is wrong with others). */
+static bool ws_desc_ok(const kc_conv2d_desc *d, int groups) {
+    return d && d->n > 0 && d->h > 0 && d->w > 0 && d->c > 0 && d->f > 0 && d->kh > 0 && d->kw > 0 && d->oh > 0 &&
+           d->ow > 0 && groups > 0 && d->c % groups == 0 && d->f % groups == 0;
+}
+
+/* The workspace of a shape into *total, and the status of its set-up: 0 bytes when cuDNN
+ * cannot run it (the calls report that, or the grouped ones run the module's kernels). */
+static kc_status conv_workspace(kc_backend *be, const kc_conv2d_desc *d, int groups, size_t *total) {
     kc_cu_conv *e = NULL;
-    kc_status s = entry_get(be, d, 1, &e);
+    kc_status s = entry_get(be, d, groups, &e);
+    *total = 0;
     if (s == KC_STATUS_OK) {
         e->plan_stamp = ++kc__cu(be)->plan_clock; /* the batch size a measurement is for */
-        return e->total;
+        *total = e->total;
+    } else if (s == KC_STATUS_OUT_OF_MEMORY) {
+        /* out of memory setting up: it may pass later. Reserve the slices kerac knows without
+         * cuDNN (padding assumed); a call takes cuDNN's part from the allocator if it must */
+        int hp = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
+        *total = KC_CU_ALIGN + slices_bytes(d, groups, true, KC_CU_MAX(hp, d->h), KC_CU_MAX(wp, d->w), NULL);
     }
-    if (s != KC_STATUS_OUT_OF_MEMORY) return 0; /* the calls will report the failure */
-    /* out of memory setting up: it may pass later. Reserve the slices kerac knows without
-     * cuDNN (padding assumed); a call takes cuDNN's part from the allocator if it must */
-    int hp = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
-    return KC_CU_ALIGN + kc__cu_conv_fixed(d->n, d->c, d->f, d->kh, d->kw, true, KC_CU_MAX(hp, d->h),
-                                           KC_CU_MAX(wp, d->w));
+    return s;
+}
+
+size_t kc__cu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
+    size_t total = 0;
+    if (ws_desc_ok(d, 1)) conv_workspace(be, d, 1, &total);
+    return total;
 }
 
 /* ---------------------------------------------------------------- one call */
@@ -458,7 +475,7 @@ static kc_status borrow(kc_backend *be, conv_call *cc, int which, size_t bytes, 
     kc__cu_free(be, cc->borrowed[which]);
     cc->borrowed[which] = NULL;
     KC_TRY(kc__cu_alloc(be, KC_CU_MAX(bytes, (size_t)1), &cc->borrowed[which]));
-    if (!cc->e->warned_borrow && cc->e->groups == 1) { /* grouped calls have no planned workspace */
+    if (!cc->e->warned_borrow) {
         char b[32];
         cc->e->warned_borrow = true;
         kc__cu_log(be, KC_LOG_WARNING,
@@ -683,12 +700,13 @@ kc_status kc__cu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d,
 
 /* ---------------------------------------------------------------- grouped convolutions
  * Conv2D with groups > 1 and DepthwiseConv2D (groups = C) through cuDNN's group count, the
- * arguments checked by the callers (cuda_conv_grouped.c, cuda_depthwise.c). Their backend
- * entries take no workspace, so the slices and cuDNN's part come from the allocator for
- * each call (stream-ordered blocks, no warning). A shape cuDNN cannot run (set-up refused,
- * no usable algorithm, every one refused at run time) answers KC_STATUS_UNSUPPORTED, is
- * remembered (later calls answer at once) and logged once at debug level: the caller runs
- * the module's own kernels (kernels_grouped.cu). Out of memory is returned as it is.
+ * arguments checked by the callers (cuda_conv_grouped.c, cuda_depthwise.c). Their workspace
+ * is planned as conv2d's (grouped_conv_workspace, depthwise_workspace: the same layout), and
+ * 0 bytes when the module's own kernels run the shape (they need none). A shape cuDNN cannot
+ * run (set-up refused, no usable algorithm, every one refused at run time) answers
+ * KC_STATUS_UNSUPPORTED, is remembered (later calls answer at once) and logged once at debug
+ * level: the caller runs the module's own kernels (kernels_grouped.cu). Out of memory is
+ * returned as it is.
  * kc_device_opts.cudnn_grouped = KC_FALSE (KERAC_CUDNN_GROUPED=0) sends every shape to the module's kernels. */
 static kc_status grouped_gate(kc_backend *be, const kc_conv2d_desc *d, int groups) {
     kc_cu_ctx *c = kc__cu(be);
@@ -711,22 +729,30 @@ static kc_status grouped_done(kc_backend *be, const kc_conv2d_desc *d, int group
     return KC_STATUS_UNSUPPORTED;
 }
 
+size_t kc__cu_dnn_grouped_workspace(kc_backend *be, const kc_conv2d_desc *d, int groups) {
+    size_t total = 0;
+    if (!ws_desc_ok(d, groups) || grouped_gate(be, d, groups) != KC_STATUS_OK) return 0;
+    kc_status s = conv_workspace(be, d, groups, &total);
+    if (s != KC_STATUS_OK) grouped_done(be, d, groups, s); /* the module's kernels: logged here, once */
+    return total;
+}
+
 kc_status kc__cu_dnn_grouped_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                     const float *w, const float *b, float *y) {
+                                     const float *w, const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(grouped_gate(be, d, groups));
-    return grouped_done(be, d, groups, conv_forward(be, d, groups, x, w, b, y, NULL, 0));
+    return grouped_done(be, d, groups, conv_forward(be, d, groups, x, w, b, y, ws, ws_bytes));
 }
 
 kc_status kc__cu_dnn_grouped_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
-                                           const float *w, float *dx) {
+                                           const float *w, float *dx, void *ws, size_t ws_bytes) {
     KC_TRY(grouped_gate(be, d, groups));
-    return grouped_done(be, d, groups, conv_backward_data(be, d, groups, dy, w, dx, NULL, 0));
+    return grouped_done(be, d, groups, conv_backward_data(be, d, groups, dy, w, dx, ws, ws_bytes));
 }
 
 kc_status kc__cu_dnn_grouped_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                             const float *dy, float *dw, float *db) {
+                                             const float *dy, float *dw, float *db, void *ws, size_t ws_bytes) {
     KC_TRY(grouped_gate(be, d, groups));
-    return grouped_done(be, d, groups, conv_backward_filter(be, d, groups, x, dy, dw, db, NULL, 0));
+    return grouped_done(be, d, groups, conv_backward_filter(be, d, groups, x, dy, dw, db, ws, ws_bytes));
 }
 
 /* describe for KC_OP_CONV2D: per direction, the algorithm a call with ws_bytes of workspace

@@ -1,7 +1,7 @@
 /* cuda_depthwise.c — the depthwise convolution entries of the CUDA backend's table
  * (DepthwiseConv2D): arguments checked as cpu_depthwise.c checks them, then cuDNN's grouped
- * convolution with C groups (cuda_conv.c) where it runs the shape, else the module's own
- * kernels (kernels_dw.cu), one launch each. */
+ * convolution with C groups (cuda_conv.c) in the planned workspace where it runs the shape,
+ * else the module's own kernels (kernels_dw.cu, no workspace), one launch each. */
 #include "cuda_internal.h"
 
 static kc_status dw_args(kc_backend *be, const kc_conv2d_desc *d, const char *what, const void *a, const void *b,
@@ -19,26 +19,31 @@ static kc_status dw_args(kc_backend *be, const kc_conv2d_desc *d, const char *wh
     return kc__cu_enter(be);
 }
 
+/* cuDNN's grouped convolution's workspace, C groups (0 bytes for a bad descriptor: the calls say why) */
+size_t kc__cu_depthwise_workspace(kc_backend *be, const kc_conv2d_desc *d) {
+    return d ? kc__cu_dnn_grouped_workspace(be, d, d->c) : 0;
+}
+
 kc_status kc__cu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                   const float *b, float *y) {
+                                   const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(dw_args(be, d, "depthwise_forward", x, w, y));
-    kc_status s = kc__cu_dnn_grouped_forward(be, d, d->c, x, w, b, y);
+    kc_status s = kc__cu_dnn_grouped_forward(be, d, d->c, x, w, b, y, ws, ws_bytes);
     if (s != KC_STATUS_UNSUPPORTED) return s;
     return kc__cu_launched(be, "depthwise forward", kc__k_dw_forward(&kc__cu(be)->L, d, x, w, b, y));
 }
 
 kc_status kc__cu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                         float *dx) {
+                                         float *dx, void *ws, size_t ws_bytes) {
     KC_TRY(dw_args(be, d, "depthwise_backward_data", dy, w, dx));
-    kc_status s = kc__cu_dnn_grouped_backward_data(be, d, d->c, dy, w, dx);
+    kc_status s = kc__cu_dnn_grouped_backward_data(be, d, d->c, dy, w, dx, ws, ws_bytes);
     if (s != KC_STATUS_UNSUPPORTED) return s;
     return kc__cu_launched(be, "depthwise backward data", kc__k_dw_backward_data(&kc__cu(be)->L, d, dy, w, dx));
 }
 
 kc_status kc__cu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                           float *dw, float *db) {
+                                           float *dw, float *db, void *ws, size_t ws_bytes) {
     KC_TRY(dw_args(be, d, "depthwise_backward_filter", x, dy, dw));
-    kc_status s = kc__cu_dnn_grouped_backward_filter(be, d, d->c, x, dy, dw, db);
+    kc_status s = kc__cu_dnn_grouped_backward_filter(be, d, d->c, x, dy, dw, db, ws, ws_bytes);
     if (s != KC_STATUS_UNSUPPORTED) return s;
     return kc__cu_launched(be, "depthwise backward filter",
                            kc__k_dw_backward_filter(&kc__cu(be)->L, d, x, dy, dw, db));

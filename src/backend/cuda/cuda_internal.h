@@ -277,12 +277,13 @@ int kc__cu_supports(kc_backend *be, kc_op op);
 kc_status kc__cu_describe(kc_backend *be, kc_op op, const void *desc, size_t ws_bytes, char *buf, size_t n);
 
 /* ---- cuda_depthwise.c */
+size_t kc__cu_depthwise_workspace(kc_backend *be, const kc_conv2d_desc *d);
 kc_status kc__cu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                   const float *b, float *y);
+                                   const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                         float *dx);
+                                         float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                           float *dw, float *db);
+                                           float *dw, float *db, void *ws, size_t ws_bytes);
 
 /* ---- cuda_nr.c */
 kc_status kc__cu_channel_affine(kc_backend *be, const float *x, float *y, int64_t rows, int c, const float *scale,
@@ -317,20 +318,22 @@ kc_status kc__cu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, const
 kc_status kc__cu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
                                   const float *dy, float *dx);
 /* ---- cuda_conv.c: grouped convolutions through cuDNN (KC_STATUS_UNSUPPORTED: the caller
- * runs the module's own kernels) */
+ * runs the module's own kernels); the workspace is the table's grouped_conv_workspace
+ * (0 bytes for a shape the module's kernels run) */
+size_t kc__cu_dnn_grouped_workspace(kc_backend *be, const kc_conv2d_desc *d, int groups);
 kc_status kc__cu_dnn_grouped_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                     const float *w, const float *b, float *y);
+                                     const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cu_dnn_grouped_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
-                                           const float *w, float *dx);
+                                           const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cu_dnn_grouped_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                             const float *dy, float *dw, float *db);
+                                             const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 /* ---- cuda_conv_grouped.c */
 kc_status kc__cu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                      const float *w, const float *b, float *y);
+                                      const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *dy,
-                                            const float *w, float *dx);
+                                            const float *w, float *dx, void *ws, size_t ws_bytes);
 kc_status kc__cu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_desc *d, int groups, const float *x,
-                                              const float *dy, float *dw, float *db);
+                                              const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
 /* ---- issue 13: NCCL (cuda_nccl.c): the coll_* entries of the table, and the shutdown */
 kc_status kc__cu_coll_unique_id(kc_backend *be, void *id, size_t bytes);

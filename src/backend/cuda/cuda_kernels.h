@@ -1,7 +1,8 @@
 /* cuda_kernels.h — the CUDA backend's own kernels, as plain C launchers (src/backend/cuda/).
  *
  * The kernels live in .cu files (kernels_ew.cu: elementwise, layout, pooling, the
- * optimizer; kernels_red.cu: column sums, batch norm, losses, accuracy, sums of squares).
+ * optimizer; kernels_red.cu: column sums, batch norm, losses, accuracy, sums of squares;
+ * kernels_common.cuh: the grid-stride loops and grid sizes they share).
  * Each launcher enqueues its kernel(s) on L->stream and returns cudaGetLastError() (the
  * launch error only: faults inside a kernel surface at the next synchronisation). The C
  * side (cuda_ops.c, cuda_conv.c) validates arguments first, as the CPU backend does.

@@ -9,15 +9,9 @@
 #include <stdint.h>
 
 #include "backend/aug_taps.h"
-#include "cuda_kernels.h"
+#include "kernels_common.cuh"
 
 #define KC_AUG_THREADS 256
-
-static int aug_blocks(const kc_cu_launch *L, int64_t n) {
-    int64_t b = (n + KC_AUG_THREADS - 1) / KC_AUG_THREADS;
-    if (b > L->max_blocks) b = L->max_blocks;
-    return b < 1 ? 1 : (int)b;
-}
 
 // The taps of output value i (image n, channel k).
 __device__ int value_taps(const kc_sample2d_desc &d, const float *mats, int64_t i, int *n, int *k, int64_t pix[4],
@@ -33,7 +27,7 @@ __device__ int value_taps(const kc_sample2d_desc &d, const float *mats, int64_t 
 
 __global__ void k_sample2d_forward(kc_sample2d_desc d, const float *mats, const float *x, float *y) {
     const int64_t total = (int64_t)d.n * d.oh * d.ow * d.c;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)blockDim.x * gridDim.x) {
+    KC_GRID_LOOP(i, total) {
         int n, k;
         int64_t pix[4];
         float wt[4];
@@ -47,7 +41,7 @@ __global__ void k_sample2d_forward(kc_sample2d_desc d, const float *mats, const 
 
 __global__ void k_sample2d_backward(kc_sample2d_desc d, const float *mats, const float *dy, float *dx) {
     const int64_t total = (int64_t)d.n * d.oh * d.ow * d.c;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)blockDim.x * gridDim.x) {
+    KC_GRID_LOOP(i, total) {
         int n, k;
         int64_t pix[4];
         float wt[4];
@@ -108,7 +102,7 @@ __global__ void k_color2d_backward(kc_color2d_desc d, const float *params, const
 extern "C" cudaError_t kc__k_sample2d_forward(const kc_cu_launch *L, const kc_sample2d_desc *d, const float *mats,
                                                const float *x, float *y) {
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
-    k_sample2d_forward<<<aug_blocks(L, total), KC_AUG_THREADS, 0, L->stream>>>(*d, mats, x, y);
+    k_sample2d_forward<<<kc_blocks(L, total, KC_AUG_THREADS), KC_AUG_THREADS, 0, L->stream>>>(*d, mats, x, y);
     return cudaGetLastError();
 }
 
@@ -117,7 +111,7 @@ extern "C" cudaError_t kc__k_sample2d_backward(const kc_cu_launch *L, const kc_s
     cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)d->n * d->h * d->w * d->c * sizeof(float), L->stream);
     if (e != cudaSuccess) return e;
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
-    k_sample2d_backward<<<aug_blocks(L, total), KC_AUG_THREADS, 0, L->stream>>>(*d, mats, dy, dx);
+    k_sample2d_backward<<<kc_blocks(L, total, KC_AUG_THREADS), KC_AUG_THREADS, 0, L->stream>>>(*d, mats, dy, dx);
     return cudaGetLastError();
 }
 

@@ -5,19 +5,9 @@
 // runs in the same order on every call).
 #include <stdint.h>
 
-#include "cuda_kernels.h"
+#include "kernels_common.cuh"
 
 #define KC_THREADS 256
-
-static int bc_blocks(const kc_cu_launch *L, int64_t n) {
-    int64_t b = (n + KC_THREADS - 1) / KC_THREADS;
-    if (b > L->max_blocks) b = L->max_blocks;
-    if (b < 1) b = 1;
-    return (int)b;
-}
-
-#define KC_GRID_LOOP(i, n)                                                                                  \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
 
 __device__ __forceinline__ float bin_apply(int op, float a, float b) {
     switch (op) {
@@ -97,7 +87,7 @@ extern "C" cudaError_t kc__k_binary_forward(const kc_cu_launch *L, int op, const
     int64_t n = 1;
     for (int k = 0; k < d->rank; k++) n *= d->dims[k];
     if (n <= 0) return cudaSuccess;
-    k_binary_forward<<<bc_blocks(L, n), KC_THREADS, 0, L->stream>>>(op, *d, n, a, b, y);
+    k_binary_forward<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(op, *d, n, a, b, y);
     return cudaGetLastError();
 }
 
@@ -110,7 +100,8 @@ static cudaError_t grad_side(const kc_cu_launch *L, int op, int side_b, const kc
         else nred *= d->dims[k];
     }
     if (gsize <= 0) return cudaSuccess;
-    k_binary_grad<<<bc_blocks(L, gsize), KC_THREADS, 0, L->stream>>>(op, side_b, *d, gsize, nred, a, b, dy, g);
+    k_binary_grad<<<kc_blocks(L, gsize, KC_THREADS), KC_THREADS, 0, L->stream>>>(op, side_b, *d, gsize, nred, a, b,
+                                                                                    dy, g);
     return cudaGetLastError();
 }
 
@@ -142,13 +133,13 @@ __global__ void k_scalar_backward(int op, const float *x, float s, int scalar_fi
 extern "C" cudaError_t kc__k_scalar_forward(const kc_cu_launch *L, int op, const float *x, float s, int scalar_first,
                                             float *y, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_scalar_forward<<<bc_blocks(L, n), KC_THREADS, 0, L->stream>>>(op, x, s, scalar_first, y, n);
+    k_scalar_forward<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(op, x, s, scalar_first, y, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kc__k_scalar_backward(const kc_cu_launch *L, int op, const float *x, float s,
                                              int scalar_first, const float *dy, float *dx, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_scalar_backward<<<bc_blocks(L, n), KC_THREADS, 0, L->stream>>>(op, x, s, scalar_first, dy, dx, n);
+    k_scalar_backward<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(op, x, s, scalar_first, dy, dx, n);
     return cudaGetLastError();
 }

@@ -5,34 +5,11 @@
 #include <stdint.h>
 
 #include "backend/normal_draw.h"
-#include "cuda_kernels.h"
+#include "kernels_common.cuh"
 
 #define KC_THREADS 256
 #define KC_SQRT1_2 0.70710678118654752440f
 #define KC_INV_SQRT_2PI 0.39894228040143267794f
-
-// grid-stride loop over i < n
-#define KC_GRID_LOOP(i, n)                                                                                  \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
-
-// the same with an index type I: kernels whose index arithmetic (divisions by the tensor's
-// sizes) dominates run with 32-bit indices when the tensor is small enough
-#define KC_GRID_LOOP_T(I, i, n)                                                                             \
-    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (I)(n); i += (I)blockDim.x * (I)gridDim.x)
-
-// launch kernel<int> when n (and n plus one grid of threads) fits 32 bits, else kernel<int64_t>
-#define KC_LAUNCH_IDX(kernel, n, blocks, threads, stream, ...)                                              \
-    do {                                                                                                    \
-        if ((int64_t)(n) < ((int64_t)1 << 30)) kernel<int><<<(blocks), (threads), 0, (stream)>>>(__VA_ARGS__); \
-        else kernel<int64_t><<<(blocks), (threads), 0, (stream)>>>(__VA_ARGS__);                            \
-    } while (0)
-
-static int blocks_for(const kc_cu_launch *L, int64_t n, int threads) {
-    int64_t b = (n + threads - 1) / threads;
-    if (b > L->max_blocks) b = L->max_blocks;
-    if (b < 1) b = 1;
-    return (int)b;
-}
 
 // ---------------------------------------------------------------- probe
 
@@ -182,14 +159,14 @@ __global__ void k_act_backward(int kind, float alpha, float beta, float gamma, c
 extern "C" cudaError_t kc__k_act_forward(const kc_cu_launch *L, int kind, float alpha, float beta, float gamma,
                                           const float *x, float *y, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_act_forward<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(kind, alpha, beta, gamma, x, y, n);
+    k_act_forward<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(kind, alpha, beta, gamma, x, y, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kc__k_act_backward(const kc_cu_launch *L, int kind, float alpha, float beta, float gamma,
                                            const float *x, const float *y, const float *dy, float *dx, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_act_backward<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(kind, alpha, beta, gamma, x, y, dy,
+    k_act_backward<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(kind, alpha, beta, gamma, x, y, dy,
                                                                               dx, n);
     return cudaGetLastError();
 }
@@ -224,14 +201,14 @@ __global__ void k_log_softmax_backward(const float *y, const float *dy, float *d
 extern "C" cudaError_t kc__k_log_softmax_forward(const kc_cu_launch *L, const float *x, float *y, int64_t rows,
                                                   int cols) {
     if (rows <= 0) return cudaSuccess;
-    k_log_softmax_forward<<<blocks_for(L, rows, 128), 128, 0, L->stream>>>(x, y, rows, cols);
+    k_log_softmax_forward<<<kc_blocks(L, rows, 128), 128, 0, L->stream>>>(x, y, rows, cols);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kc__k_log_softmax_backward(const kc_cu_launch *L, const float *y, const float *dy, float *dx,
                                                    int64_t rows, int cols) {
     if (rows <= 0) return cudaSuccess;
-    k_log_softmax_backward<<<blocks_for(L, rows, 128), 128, 0, L->stream>>>(y, dy, dx, rows, cols);
+    k_log_softmax_backward<<<kc_blocks(L, rows, 128), 128, 0, L->stream>>>(y, dy, dx, rows, cols);
     return cudaGetLastError();
 }
 
@@ -283,14 +260,14 @@ __global__ void k_softmax_backward(const float *y, const float *dy, float *dx, i
 extern "C" cudaError_t kc__k_softmax_forward(const kc_cu_launch *L, const float *x, float *y, int64_t rows,
                                               int cols) {
     if (rows <= 0) return cudaSuccess;
-    k_softmax_forward<<<blocks_for(L, rows * 32, KC_THREADS), KC_THREADS, 0, L->stream>>>(x, y, rows, cols);
+    k_softmax_forward<<<kc_blocks(L, rows * 32, KC_THREADS), KC_THREADS, 0, L->stream>>>(x, y, rows, cols);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kc__k_softmax_backward(const kc_cu_launch *L, const float *y, const float *dy, float *dx,
                                                int64_t rows, int cols) {
     if (rows <= 0) return cudaSuccess;
-    k_softmax_backward<<<blocks_for(L, rows * 32, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, dy, dx, rows, cols);
+    k_softmax_backward<<<kc_blocks(L, rows * 32, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, dy, dx, rows, cols);
     return cudaGetLastError();
 }
 
@@ -324,14 +301,14 @@ __global__ void k_dropout_backward(const float *dy, const uint8_t *mask, float *
 extern "C" cudaError_t kc__k_dropout_forward(const kc_cu_launch *L, const float *x, float *y, uint8_t *mask,
                                               int64_t n, float rate, uint64_t seed) {
     if (n <= 0) return cudaSuccess;
-    k_dropout_forward<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(x, y, mask, n, rate, seed);
+    k_dropout_forward<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(x, y, mask, n, rate, seed);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kc__k_dropout_backward(const kc_cu_launch *L, const float *dy, const uint8_t *mask,
                                                float *dx, int64_t n, float rate) {
     if (n <= 0) return cudaSuccess;
-    k_dropout_backward<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(dy, mask, dx, n, rate);
+    k_dropout_backward<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(dy, mask, dx, n, rate);
     return cudaGetLastError();
 }
 
@@ -344,7 +321,7 @@ __global__ void k_random_normal(float *y, int64_t n, float mean, float stddev, u
 extern "C" cudaError_t kc__k_random_normal(const kc_cu_launch *L, float *y, int64_t n, float mean, float stddev,
                                             uint64_t seed) {
     if (n <= 0) return cudaSuccess;
-    k_random_normal<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, n, mean, stddev, seed);
+    k_random_normal<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, n, mean, stddev, seed);
     return cudaGetLastError();
 }
 
@@ -362,17 +339,17 @@ __global__ void k_scale(float *y, float alpha, int64_t n) {
 
 extern "C" cudaError_t kc__k_add(const kc_cu_launch *L, float *y, const float *a, const float *b, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_add<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, a, b, n);
+    k_add<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, a, b, n);
     return cudaGetLastError();
 }
 extern "C" cudaError_t kc__k_axpy(const kc_cu_launch *L, float *y, const float *x, float alpha, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_axpy<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, x, alpha, n);
+    k_axpy<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, x, alpha, n);
     return cudaGetLastError();
 }
 extern "C" cudaError_t kc__k_scale(const kc_cu_launch *L, float *y, float alpha, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_scale<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, alpha, n);
+    k_scale<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(y, alpha, n);
     return cudaGetLastError();
 }
 
@@ -387,7 +364,7 @@ __global__ void k_scale_rows(float *c, int rows, int cols, int ldc, float beta) 
 extern "C" cudaError_t kc__k_scale_rows(const kc_cu_launch *L, float *c, int rows, int cols, int ldc, float beta) {
     const int64_t n = (int64_t)rows * cols;
     if (n <= 0) return cudaSuccess;
-    k_scale_rows<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(c, rows, cols, ldc, beta);
+    k_scale_rows<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(c, rows, cols, ldc, beta);
     return cudaGetLastError();
 }
 
@@ -398,7 +375,7 @@ template <typename I> __global__ void k_bias_add(float *y, const float *bias, in
 extern "C" cudaError_t kc__k_bias_add(const kc_cu_launch *L, float *y, const float *bias, int64_t rows, int cols) {
     const int64_t n = rows * cols;
     if (n <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_bias_add, n, blocks_for(L, n, KC_THREADS), KC_THREADS, L->stream, y, bias, n, cols);
+    KC_LAUNCH_IDX(k_bias_add, n, kc_blocks(L, n, KC_THREADS), KC_THREADS, L->stream, y, bias, n, cols);
     return cudaGetLastError();
 }
 
@@ -416,7 +393,7 @@ extern "C" cudaError_t kc__k_copy_strided(const kc_cu_launch *L, float *dst, int
                                            const float *src, int src_ld, int src_off, int64_t rows, int cols) {
     const int64_t n = rows * cols;
     if (n <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_copy_strided, n, blocks_for(L, n, KC_THREADS), KC_THREADS, L->stream, dst, dst_ld, dst_off, src,
+    KC_LAUNCH_IDX(k_copy_strided, n, kc_blocks(L, n, KC_THREADS), KC_THREADS, L->stream, dst, dst_ld, dst_off, src,
                   src_ld, src_off, rows, cols);
     return cudaGetLastError();
 }
@@ -458,7 +435,7 @@ extern "C" cudaError_t kc__k_window_copy(const kc_cu_launch *L, const float *x, 
                                           int c, int hp, int wp, int pt, int pl) {
     const int64_t total = (int64_t)n * hp * wp * c;
     if (total <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_window_copy, total, blocks_for(L, total, KC_THREADS), KC_THREADS, L->stream, x, xp, n, h, w, c, hp,
+    KC_LAUNCH_IDX(k_window_copy, total, kc_blocks(L, total, KC_THREADS), KC_THREADS, L->stream, x, xp, n, h, w, c, hp,
                   wp, pt, pl);
     return cudaGetLastError();
 }
@@ -467,7 +444,7 @@ extern "C" cudaError_t kc__k_window_crop(const kc_cu_launch *L, const float *dxp
                                           int c, int hp, int wp, int pt, int pl) {
     const int64_t total = (int64_t)n * h * w * c;
     if (total <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_window_crop, total, blocks_for(L, total, KC_THREADS), KC_THREADS, L->stream, dxp, dx, n, h, w, c,
+    KC_LAUNCH_IDX(k_window_crop, total, kc_blocks(L, total, KC_THREADS), KC_THREADS, L->stream, dxp, dx, n, h, w, c,
                   hp, wp, pt, pl);
     return cudaGetLastError();
 }
@@ -550,7 +527,7 @@ __global__ void k_optimizer(kc_cu_opt o, float *param, const float *grad, float 
 extern "C" cudaError_t kc__k_optimizer(const kc_cu_launch *L, const kc_cu_opt *o, float *param, const float *grad,
                                         float *slot0, float *slot1, int64_t n) {
     if (n <= 0) return cudaSuccess;
-    k_optimizer<<<blocks_for(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(*o, param, grad, slot0, slot1, n);
+    k_optimizer<<<kc_blocks(L, n, KC_THREADS), KC_THREADS, 0, L->stream>>>(*o, param, grad, slot0, slot1, n);
     return cudaGetLastError();
 }
 
@@ -662,7 +639,7 @@ extern "C" cudaError_t kc__k_pool_forward(const kc_cu_launch *L, const kc_pool2d
                                            int32_t *mask) {
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
     if (total <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_pool_forward, total, blocks_for(L, total, KC_THREADS), KC_THREADS, L->stream, *d, x, y, mask);
+    KC_LAUNCH_IDX(k_pool_forward, total, kc_blocks(L, total, KC_THREADS), KC_THREADS, L->stream, *d, x, y, mask);
     return cudaGetLastError();
 }
 
@@ -670,7 +647,7 @@ extern "C" cudaError_t kc__k_pool_backward(const kc_cu_launch *L, const kc_pool2
                                             const int32_t *mask, float *dx) {
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
     if (total <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_pool_backward, total, blocks_for(L, total, KC_THREADS), KC_THREADS, L->stream, *d, dy, mask, dx);
+    KC_LAUNCH_IDX(k_pool_backward, total, kc_blocks(L, total, KC_THREADS), KC_THREADS, L->stream, *d, dy, mask, dx);
     return cudaGetLastError();
 }
 
@@ -700,13 +677,13 @@ template <typename I> __global__ void k_gap_backward(const float *dy, float *dx,
 extern "C" cudaError_t kc__k_gap_forward(const kc_cu_launch *L, const float *x, float *y, int n, int hw, int c) {
     const int64_t total = (int64_t)n * c;
     if (total <= 0) return cudaSuccess;
-    k_gap_forward<<<blocks_for(L, total, 128), 128, 0, L->stream>>>(x, y, n, hw, c);
+    k_gap_forward<<<kc_blocks(L, total, 128), 128, 0, L->stream>>>(x, y, n, hw, c);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kc__k_gap_backward(const kc_cu_launch *L, const float *dy, float *dx, int n, int hw, int c) {
     const int64_t total = (int64_t)n * hw * c;
     if (total <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_gap_backward, total, blocks_for(L, total, KC_THREADS), KC_THREADS, L->stream, dy, dx, n, hw, c);
+    KC_LAUNCH_IDX(k_gap_backward, total, kc_blocks(L, total, KC_THREADS), KC_THREADS, L->stream, dy, dx, n, hw, c);
     return cudaGetLastError();
 }

@@ -9,20 +9,14 @@
 //                    8 partials in a fixed order, so results are the same from run to run
 #include <stdint.h>
 
-#include "cuda_kernels.h"
+#include "kernels_common.cuh"
 
 #define KC_GC_THREADS 256
-
-static int gc_blocks(const kc_cu_launch *L, int64_t n) {
-    int64_t b = (n + KC_GC_THREADS - 1) / KC_GC_THREADS;
-    if (b > L->max_blocks) b = L->max_blocks;
-    return b < 1 ? 1 : (int)b;
-}
 
 __global__ void k_gc_forward(kc_conv2d_desc d, int groups, const float *x, const float *w, const float *b, float *y) {
     const int64_t total = (int64_t)d.n * d.oh * d.ow * d.f;
     const int cg = d.c / groups, fg = d.f / groups;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)blockDim.x * gridDim.x) {
+    KC_GRID_LOOP(i, total) {
         const int k = (int)(i % d.f);
         int64_t p = i / d.f;
         const int ox = (int)(p % d.ow);
@@ -48,7 +42,7 @@ __global__ void k_gc_forward(kc_conv2d_desc d, int groups, const float *x, const
 __global__ void k_gc_backward_data(kc_conv2d_desc d, int groups, const float *dy, const float *w, float *dx) {
     const int64_t total = (int64_t)d.n * d.h * d.w * d.c;
     const int cg = d.c / groups, fg = d.f / groups;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)blockDim.x * gridDim.x) {
+    KC_GRID_LOOP(i, total) {
         const int ch = (int)(i % d.c);
         int64_t p = i / d.c;
         const int ix = (int)(p % d.w);
@@ -110,14 +104,14 @@ __global__ void k_gc_backward_filter(kc_conv2d_desc d, int groups, const float *
 extern "C" cudaError_t kc__k_gc_forward(const kc_cu_launch *L, const kc_conv2d_desc *d, int groups, const float *x,
                                          const float *w, const float *b, float *y) {
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->f;
-    k_gc_forward<<<gc_blocks(L, total), KC_GC_THREADS, 0, L->stream>>>(*d, groups, x, w, b, y);
+    k_gc_forward<<<kc_blocks(L, total, KC_GC_THREADS), KC_GC_THREADS, 0, L->stream>>>(*d, groups, x, w, b, y);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kc__k_gc_backward_data(const kc_cu_launch *L, const kc_conv2d_desc *d, int groups,
                                                const float *dy, const float *w, float *dx) {
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
-    k_gc_backward_data<<<gc_blocks(L, total), KC_GC_THREADS, 0, L->stream>>>(*d, groups, dy, w, dx);
+    k_gc_backward_data<<<kc_blocks(L, total, KC_GC_THREADS), KC_GC_THREADS, 0, L->stream>>>(*d, groups, dy, w, dx);
     return cudaGetLastError();
 }
 

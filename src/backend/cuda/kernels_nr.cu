@@ -13,21 +13,12 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "cuda_kernels.h"
+#include "kernels_common.cuh"
 
 #define KC_NR_THREADS 256
 
-static int nr_blocks(const kc_cu_launch *L, int64_t n) {
-    int64_t b = (n + KC_NR_THREADS - 1) / KC_NR_THREADS;
-    if (b > L->max_blocks) b = L->max_blocks;
-    return b < 1 ? 1 : (int)b;
-}
-
-#define GRID_STRIDE(i, total) \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (total); i += (int64_t)blockDim.x * gridDim.x)
-
 __global__ void k_channel_affine(const float *x, float *y, int64_t n, int c, const float *scale, const float *shift) {
-    GRID_STRIDE(i, n) {
+    KC_GRID_LOOP(i, n) {
         const int k = (int)(i % c);
         y[i] = x[i] * (scale ? scale[k] : 1.0f) + (shift ? shift[k] : 0.0f);
     }
@@ -35,7 +26,7 @@ __global__ void k_channel_affine(const float *x, float *y, int64_t n, int c, con
 
 __global__ void k_normalize(const float *x, float *y, int64_t n, int c, const float *mean, const float *var,
                             int invert) {
-    GRID_STRIDE(i, n) {
+    KC_GRID_LOOP(i, n) {
         const int k = (int)(i % c);
         const float sd = fmaxf(sqrtf(var[k]), 1e-7f), m = mean ? mean[k] : 0.0f;
         y[i] = invert ? m + x[i] * sd : (x[i] - m) / sd;
@@ -150,7 +141,7 @@ __device__ void bilinear_tap(int o, int factor, int in, int *i0, int *i1, float 
 __global__ void k_upsample_forward(kc_resample2d_desc d, const float *x, float *y) {
     const int oh = d.h * d.sh, ow = d.w * d.sw;
     const int64_t total = (int64_t)d.n * oh * ow * d.c;
-    GRID_STRIDE(i, total) {
+    KC_GRID_LOOP(i, total) {
         const int k = (int)(i % d.c);
         int64_t p = i / d.c;
         const int ox = (int)(p % ow);
@@ -183,7 +174,7 @@ __device__ float tap_weight(int o, int factor, int in, int i) {
 __global__ void k_upsample_backward(kc_resample2d_desc d, const float *dy, float *dx) {
     const int oh = d.h * d.sh, ow = d.w * d.sw;
     const int64_t total = (int64_t)d.n * d.h * d.w * d.c;
-    GRID_STRIDE(i, total) {
+    KC_GRID_LOOP(i, total) {
         const int k = (int)(i % d.c);
         int64_t p = i / d.c;
         const int ix = (int)(p % d.w);
@@ -219,7 +210,7 @@ typedef struct perm_args {
 } perm_args;
 
 __global__ void k_permute(perm_args a, const float *x, float *y, int64_t total) {
-    GRID_STRIDE(i, total) {
+    KC_GRID_LOOP(i, total) {
         int64_t t = i % a.size, src = (i / a.size) * a.size;
         for (int j = a.rank - 1; j >= 0; j--) {
             src += (t % a.out_dim[j]) * a.src_stride[j];
@@ -234,14 +225,14 @@ extern "C" {
 cudaError_t kc__k_channel_affine(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int c,
                                  const float *scale, const float *shift) {
     const int64_t n = rows * c;
-    k_channel_affine<<<nr_blocks(L, n), KC_NR_THREADS, 0, L->stream>>>(x, y, n, c, scale, shift);
+    k_channel_affine<<<kc_blocks(L, n, KC_NR_THREADS), KC_NR_THREADS, 0, L->stream>>>(x, y, n, c, scale, shift);
     return cudaGetLastError();
 }
 
 cudaError_t kc__k_normalize(const kc_cu_launch *L, const float *x, float *y, int64_t rows, int c, const float *mean,
                             const float *var, int invert) {
     const int64_t n = rows * c;
-    k_normalize<<<nr_blocks(L, n), KC_NR_THREADS, 0, L->stream>>>(x, y, n, c, mean, var, invert);
+    k_normalize<<<kc_blocks(L, n, KC_NR_THREADS), KC_NR_THREADS, 0, L->stream>>>(x, y, n, c, mean, var, invert);
     return cudaGetLastError();
 }
 
@@ -267,13 +258,13 @@ cudaError_t kc__k_groupnorm_backward(const kc_cu_launch *L, const float *x, cons
 
 cudaError_t kc__k_upsample2d_forward(const kc_cu_launch *L, const kc_resample2d_desc *d, const float *x, float *y) {
     const int64_t n = (int64_t)d->n * d->h * d->sh * d->w * d->sw * d->c;
-    k_upsample_forward<<<nr_blocks(L, n), KC_NR_THREADS, 0, L->stream>>>(*d, x, y);
+    k_upsample_forward<<<kc_blocks(L, n, KC_NR_THREADS), KC_NR_THREADS, 0, L->stream>>>(*d, x, y);
     return cudaGetLastError();
 }
 
 cudaError_t kc__k_upsample2d_backward(const kc_cu_launch *L, const kc_resample2d_desc *d, const float *dy, float *dx) {
     const int64_t n = (int64_t)d->n * d->h * d->w * d->c;
-    k_upsample_backward<<<nr_blocks(L, n), KC_NR_THREADS, 0, L->stream>>>(*d, dy, dx);
+    k_upsample_backward<<<kc_blocks(L, n, KC_NR_THREADS), KC_NR_THREADS, 0, L->stream>>>(*d, dy, dx);
     return cudaGetLastError();
 }
 
@@ -284,7 +275,7 @@ cudaError_t kc__k_permute(const kc_cu_launch *L, const float *x, float *y, int n
     for (int i = rank - 1; i >= 0; i--) xs[i] = a.size, a.size *= dims[i];
     for (int j = 0; j < rank; j++) a.out_dim[j] = dims[perm[j]], a.src_stride[j] = xs[perm[j]];
     const int64_t total = (int64_t)n * a.size;
-    k_permute<<<nr_blocks(L, total), KC_NR_THREADS, 0, L->stream>>>(a, x, y, total);
+    k_permute<<<kc_blocks(L, total, KC_NR_THREADS), KC_NR_THREADS, 0, L->stream>>>(a, x, y, total);
     return cudaGetLastError();
 }
 

@@ -5,29 +5,10 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "cuda_kernels.h"
+#include "kernels_common.cuh"
 
 #define KC_THREADS 256
 #define KC_LOSS_EPS 1e-7f
-
-#define KC_GRID_LOOP(i, n)                                                                                  \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
-
-#define KC_GRID_LOOP_T(I, i, n)                                                                             \
-    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (I)(n); i += (I)blockDim.x * (I)gridDim.x)
-
-#define KC_LAUNCH_IDX(kernel, n, blocks, threads, stream, ...)                                              \
-    do {                                                                                                    \
-        if ((int64_t)(n) < ((int64_t)1 << 30)) kernel<int><<<(blocks), (threads), 0, (stream)>>>(__VA_ARGS__); \
-        else kernel<int64_t><<<(blocks), (threads), 0, (stream)>>>(__VA_ARGS__);                            \
-    } while (0)
-
-static int blocks_for(const kc_cu_launch *L, int64_t n, int threads) {
-    int64_t b = (n + threads - 1) / threads;
-    if (b > L->max_blocks) b = L->max_blocks;
-    if (b < 1) b = 1;
-    return (int)b;
-}
 
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
@@ -118,7 +99,7 @@ extern "C" cudaError_t kc__k_bias_grad(const kc_cu_launch *L, const float *dy, f
     int P = 0;
     cudaError_t e = colsum(L, CS_SUM, dy, NULL, NULL, rows, cols, cols, part1, NULL, &P);
     if (e != cudaSuccess) return e;
-    k_bias_finish<<<blocks_for(L, cols, 128), 128, 0, L->stream>>>(part1, P, cols, db);
+    k_bias_finish<<<kc_blocks(L, cols, 128), 128, 0, L->stream>>>(part1, P, cols, db);
     return cudaGetLastError();
 }
 
@@ -213,12 +194,12 @@ extern "C" cudaError_t kc__k_bn_train(const kc_cu_launch *L, const float *x, flo
     int P = 0;
     cudaError_t e = colsum(L, CS_SUM_SQ, x, NULL, NULL, rows, c, c, part1, part2, &P);
     if (e != cudaSuccess) return e;
-    k_bn_train_finish<<<blocks_for(L, c, 128), 128, 0, L->stream>>>(part1, part2, P, rows, c, gamma, beta,
+    k_bn_train_finish<<<kc_blocks(L, c, 128), 128, 0, L->stream>>>(part1, part2, P, rows, c, gamma, beta,
                                                                     moving_mean, moving_var, momentum, epsilon,
                                                                     save_mean, save_inv_std, coef);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     const int64_t n = rows * c;
-    KC_LAUNCH_IDX(k_bn_apply, n, blocks_for(L, n, KC_THREADS), KC_THREADS, L->stream, x, y, n, c, (const float *)coef);
+    KC_LAUNCH_IDX(k_bn_apply, n, kc_blocks(L, n, KC_THREADS), KC_THREADS, L->stream, x, y, n, c, (const float *)coef);
     return cudaGetLastError();
 }
 
@@ -227,7 +208,7 @@ extern "C" cudaError_t kc__k_bn_infer(const kc_cu_launch *L, const float *x, flo
                                        const float *moving_var, float epsilon) {
     const int64_t n = rows * c;
     if (n <= 0) return cudaSuccess;
-    KC_LAUNCH_IDX(k_bn_infer, n, blocks_for(L, n, KC_THREADS), KC_THREADS, L->stream, x, y, n, c, gamma, beta,
+    KC_LAUNCH_IDX(k_bn_infer, n, kc_blocks(L, n, KC_THREADS), KC_THREADS, L->stream, x, y, n, c, gamma, beta,
                   moving_mean, moving_var, epsilon);
     return cudaGetLastError();
 }
@@ -241,11 +222,11 @@ extern "C" cudaError_t kc__k_bn_backward(const kc_cu_launch *L, const float *x, 
     int P = 0;
     cudaError_t e = colsum(L, CS_DY_XC, x, dy, save_mean, rows, c, c, part1, part2, &P);
     if (e != cudaSuccess) return e;
-    k_bn_backward_finish<<<blocks_for(L, c, 128), 128, 0, L->stream>>>(part1, part2, P, rows, c, gamma,
+    k_bn_backward_finish<<<kc_blocks(L, c, 128), 128, 0, L->stream>>>(part1, part2, P, rows, c, gamma,
                                                                        save_inv_std, dgamma, dbeta, coef);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     const int64_t n = rows * c;
-    KC_LAUNCH_IDX(k_bn_backward_apply, n, blocks_for(L, n, KC_THREADS), KC_THREADS, L->stream, x, dy, dx, n, c,
+    KC_LAUNCH_IDX(k_bn_backward_apply, n, kc_blocks(L, n, KC_THREADS), KC_THREADS, L->stream, x, dy, dx, n, c,
                   save_mean, (const float *)coef);
     return cudaGetLastError();
 }
@@ -425,7 +406,7 @@ extern "C" cudaError_t kc__k_loss(const kc_cu_launch *L, int kind, int logits, c
         return cudaSuccess;
     }
     double *row_loss = (double *)scratch; // (n)
-    k_loss<<<blocks_for(L, (int64_t)n * 32, KC_THREADS), KC_THREADS, 0, L->stream>>>(kind, logits, pred, target, n,
+    k_loss<<<kc_blocks(L, (int64_t)n * 32, KC_THREADS), KC_THREADS, 0, L->stream>>>(kind, logits, pred, target, n,
                                                                                     c, row_loss, dpred, gs, flag);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !loss_sum) return e;
@@ -504,7 +485,7 @@ extern "C" cudaError_t kc__k_count_correct(const kc_cu_launch *L, const float *p
     cudaError_t e = cudaMemsetAsync(count, 0, sizeof *count, L->stream);
     if (e != cudaSuccess) return e;
     const int64_t threads = c == 1 ? n : (int64_t)n * 32;
-    k_count_correct<<<blocks_for(L, threads, KC_THREADS), KC_THREADS, 0, L->stream>>>(pred, target, n, c, sparse, k,
+    k_count_correct<<<kc_blocks(L, threads, KC_THREADS), KC_THREADS, 0, L->stream>>>(pred, target, n, c, sparse, k,
                                                                                      from_logits, count, flag);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     k_add_count<<<1, 1, 0, L->stream>>>(count, correct);
