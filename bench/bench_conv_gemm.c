@@ -3,7 +3,8 @@
  * sizes on contiguous matrices (the backend's gemm: OpenBLAS), timed alternately conv, gemm,
  * conv, gemm, ... in one process. One JSON line per shape and pass: the medians, each
  * side's GFLOP/s (2 x multiply-adds of the convolution / time) and their ratio
- * (of_gemm: the fraction of the SGEMM rate the convolution pass reaches).
+ * (of_gemm: the fraction of the SGEMM rate the convolution pass reaches). The forward pass
+ * adds a bias (ResNet50's convolutions have one), the GEMM does not.
  *
  *   bench_conv_gemm [REPS]     (default 9; KERAC_CPU_ISA picks the kernels, BENCH_CLOCK=cpu
  *                              times the process's CPU time, BENCH_SHAPES=TEXT only the
@@ -48,10 +49,10 @@ static void check(kc_status s) {
 }
 
 /* one pass: 0 forward, 1 backward-data, 2 backward-filter; seconds */
-static double conv_pass(kc_backend *be, const kc_conv2d_desc *d, int pass, float *x, float *w, float *y, void *ws,
-                        size_t wsb) {
+static double conv_pass(kc_backend *be, const kc_conv2d_desc *d, int pass, float *x, float *w, const float *b,
+                        float *y, void *ws, size_t wsb) {
     double t0 = bench_now();
-    check(pass == 0   ? be->conv2d_forward(be, d, x, w, NULL, y, ws, wsb)
+    check(pass == 0   ? be->conv2d_forward(be, d, x, w, b, y, ws, wsb)
           : pass == 1 ? be->conv2d_backward_data(be, d, y, w, x, ws, wsb)
                       : be->conv2d_backward_filter(be, d, x, y, w, NULL, ws, wsb));
     return bench_now() - t0;
@@ -94,16 +95,16 @@ int main(int argc, char **argv) {
         if (!ws) return 1;
         if (be->describe) (void)be->describe(be, KC_OP_CONV2D, &d, wsb, desc, sizeof desc);
         float *x = filled((size_t)d.n * d.h * d.w * d.c, 13), *w = filled((size_t)kdim * d.f, 7);
-        float *y = filled((size_t)rows * d.f, 11);
+        float *y = filled((size_t)rows * d.f, 11), *bias = filled((size_t)d.f, 5);
         float *a = filled((size_t)rows * kdim, 13), *b = filled((size_t)kdim * d.f, 7), *c = filled((size_t)rows * d.f, 11);
         const double flop = 2.0 * (double)rows * kdim * d.f;
         double *tc = malloc(sizeof(double) * (size_t)reps), *tg = malloc(sizeof(double) * (size_t)reps);
         if (!tc || !tg) return 1;
         for (int pass = 0; pass < 3; pass++) {
-            conv_pass(be, &d, pass, x, w, y, ws, wsb); /* warm-up */
+            conv_pass(be, &d, pass, x, w, bias, y, ws, wsb); /* warm-up */
             gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
             for (int r = 0; r < reps; r++) {
-                tc[r] = conv_pass(be, &d, pass, x, w, y, ws, wsb);
+                tc[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
                 tg[r] = gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
             }
             const double mc = bench_median(tc, reps), mg = bench_median(tg, reps);
@@ -114,7 +115,7 @@ int main(int argc, char **argv) {
                    flop / mg * 1e-9, mg / mc, desc, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu");
             fflush(stdout);
         }
-        free(tc), free(tg), free(x), free(w), free(y), free(a), free(b), free(c), free(ws);
+        free(tc), free(tg), free(x), free(w), free(y), free(bias), free(a), free(b), free(c), free(ws);
     }
     kc_backend_destroy(be);
     return 0;
