@@ -474,14 +474,18 @@ typedef struct wg_split {
     int threads;
 } wg_split;
 
-/* tc at most tc_max (the workspace's), small enough that every thread gets a chunk */
+/* tc at most tc_max (the workspace's), in chunks of equal size whose count is a multiple of
+ * the threads, so that each thread gets the same number of tiles: with few chunks a plain
+ * split is lopsided (288 tiles in chunks of 128: 256 tiles on one thread, 32 on the other) */
 static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t ws_bytes) {
     wg_split sp = {.total = (int64_t)g->n * g->th * g->tw};
     const int64_t tc_max = winograd_chunk(d, m);
     const int nt = pass_threads(d, m, ws_bytes, sp.total);
     const int par = kc__cpu_par(sp.total * (m + 2) * (m + 2) * (int64_t)(d->c + d->f));
     sp.threads = par ? nt : 1;
-    sp.tc = KC_MIN(tc_max, KC_MAX(1, (sp.total + sp.threads - 1) / sp.threads));
+    int64_t chunks = (sp.total + tc_max - 1) / tc_max;
+    chunks = (chunks + sp.threads - 1) / sp.threads * sp.threads;
+    sp.tc = KC_MAX(1, (sp.total + chunks - 1) / chunks);
     sp.chunks = (sp.total + sp.tc - 1) / sp.tc;
     return sp;
 }
