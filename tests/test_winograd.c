@@ -13,7 +13,8 @@
  *   where_it_applies   3x3 stride 1, dilation 1, padding "valid" or "same", at least
  *                      KC_CPU_WINOGRAD_MIN_C channels in and out (any number with cpu_winograd = KC_TRUE), and not when turned off;
  *                      F(4x4) chosen from KC_CPU_WINOGRAD4_MIN_HW outputs a side, a tile
- *                      other than 0, 2, 4 refused
+ *                      other than 0, 2, 4 refused; not where the tile saves fewer than
+ *                      KC_CPU_WINOGRAD_MIN_SAVING times the multiply-adds (3x3 outputs)
  *   workspace          a workspace one byte short is an error, not a write past it */
 #include <math.h>
 #include <setjmp.h>
@@ -199,6 +200,18 @@ static void test_where_it_applies(void **state) {
     e = conv3(2, 8, 8, 16, 16, 1);
     assert_false(kc__cpu_winograd_applies(be, &e));
     assert_true(kc__cpu_winograd_applies(any, &e));
+    /* where partial tiles waste most: F(2x2) on 3x3 outputs (ResNet50's stage 5 at 96x96) saves
+     * 1.27x the multiply-adds, under KC_CPU_WINOGRAD_MIN_SAVING: im2col; 5x5 saves 1.56x */
+    e = conv3(2, 3, 3, 512, 512, 1);
+    assert_false(kc__cpu_winograd_applies(be, &e));
+    assert_true(kc__cpu_winograd_applies(any, &e));
+    assert_int_equal(be->describe(be, KC_OP_CONV2D, &e, be->conv2d_workspace(be, &e), label, sizeof label),
+                     KC_STATUS_OK);
+    assert_non_null(strstr(label, "cpu im2col+gemm"));
+    e = conv3(2, 5, 5, 512, 512, 1);
+    assert_true(kc__cpu_winograd_applies(be, &e));
+    e = conv3(2, 5, 5, 512, 512, 0); /* 3x3 outputs again, "valid" */
+    assert_false(kc__cpu_winograd_applies(be, &e));
     kc_backend_destroy(any);
     kc_backend *bad = NULL;
     kc_device_opts three = {.cpu_winograd_tile = 3};

@@ -147,6 +147,16 @@ void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, co
 #ifndef KC_CPU_WINOGRAD4_MIN_C
 #define KC_CPU_WINOGRAD4_MIN_C 32
 #endif
+/* And only where the tile it runs saves at least this factor of multiply-adds, counting the
+ * outputs a partial tile wastes: 9 OH OW against (m + 2)^2 per m x m tile, tiles ceil(OH / m)
+ * ceil(OW / m). Small odd maps waste most: F(2x2) on 3x3 outputs saves 1.27x, on 5x5 1.56x,
+ * on 7x7 1.72x, on 6x6 (and 4x4, 8x8) 2.25x. Measured (bench_conv, 512 -> 512 at batch 32,
+ * one thread, CPU time, im2col time / F(2x2) time per pass fwd / bwd-data / bwd-filter;
+ * bench/RESULTS.md, "ResNet50 convolutions"): 3x3 outputs (ResNet50's stage 5 at 96x96)
+ * 1.0 / 0.75 / 0.75, 5x5 1.35 / 1.12 / 1.1, 7x7 1.6 / 1.4 / 1.4; 256 -> 256 on 6x6 1.5. */
+#ifndef KC_CPU_WINOGRAD_MIN_SAVING
+#define KC_CPU_WINOGRAD_MIN_SAVING 1.5
+#endif
 int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d);
 /* The output tile the convolution runs with (2 or 4), 0 when Winograd does not apply. */
 int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d);

@@ -70,8 +70,11 @@ int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d) {
      * both are wide enough (cpu.h, measured with bench/bench_conv); cpu_winograd = KC_TRUE
      * runs it at any width (to measure where it wins) */
     if (kc__cpu_winograd_enabled(be) > 1) return 1;
-    const int min_c = wg_tile(be, d) == 4 ? KC_CPU_WINOGRAD4_MIN_C : KC_CPU_WINOGRAD_MIN_C;
-    return d->c >= min_c && d->f >= min_c;
+    const int m = wg_tile(be, d), min_c = m == 4 ? KC_CPU_WINOGRAD4_MIN_C : KC_CPU_WINOGRAD_MIN_C;
+    /* the multiply-adds saved, partial tiles counted (cpu.h, KC_CPU_WINOGRAD_MIN_SAVING) */
+    const double tiles = (double)((d->oh + m - 1) / m) * ((d->ow + m - 1) / m);
+    const double saving = 9.0 * d->oh * d->ow / (tiles * (m + 2) * (m + 2));
+    return d->c >= min_c && d->f >= min_c && saving >= KC_CPU_WINOGRAD_MIN_SAVING;
 }
 
 int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d) {
@@ -80,13 +83,25 @@ int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d) {
 
 static int64_t tiles_of(int oh, int ow, int n, int m) { return (int64_t)n * ((oh + m - 1) / m) * ((ow + m - 1) / m); }
 
-/* tiles per chunk for channel counts c, f (symmetric, so backward-data's swap fits too) */
+/* tiles per chunk for channel counts c, f (symmetric, so backward-data's swap fits too):
+ * WG_CHUNK_BYTES of V and M, and at least 32 tiles and c f / WG_U_TILE_DIV (at most
+ * WG_MAX_MIN_TILES). Each chunk's GEMMs read all of U again (E c f floats, packed anew by
+ * OpenBLAS per call): with wide layers the 1 MiB bound alone gives 32-tile chunks whose
+ * GEMMs mostly pack U. Measured (bench_conv, one thread, CPU time, 32 tiles against
+ * c f / (c + f); bench/RESULTS.md, "ResNet50 convolutions"): 512 -> 512 on 3x3 to 7x7 outputs
+ * 1.3-1.6x faster with 128+ tiles (3x3 F(2x2) forward 25 -> 18 ms, 5x5 53 -> 34 ms), 256 ->
+ * 256 on 6x6 the same at 32 or 128, 128 -> 128 on 12x12 (F(4x4)) 20 % slower at 64: U[e] of
+ * 64 KiB stays in cache. Hence c f / 512: 32 tiles at 128 channels, 128 at 256, 512 at 512
+ * (U[e] of 1 MiB, a core's L2), capped so that a slot stays in the tens of MiB. */
+#define WG_U_TILE_DIV 512
+#define WG_MAX_MIN_TILES 256
 static int64_t winograd_chunk(const kc_conv2d_desc *d, int m) {
     const int e = (m + 2) * (m + 2);
     int64_t per = (int64_t)e * (d->c + d->f) * (int64_t)sizeof(float);
     int64_t tc = (int64_t)WG_CHUNK_BYTES / per;
     int64_t most = KC_MAX(tiles_of(d->oh, d->ow, d->n, m), tiles_of(d->h, d->w, d->n, m));
-    tc = KC_MAX(tc, 32);
+    const int64_t wide = KC_MIN((int64_t)WG_MAX_MIN_TILES, (int64_t)d->c * d->f / WG_U_TILE_DIV);
+    tc = KC_MAX(tc, KC_MAX(32, wide));
     return KC_MIN(tc, most);
 }
 
@@ -204,50 +219,115 @@ static inline void tile_at(const wg_geom *g, int64_t tile, int *img, int *ty, in
     *tx = (int)(tile % g->tw);
 }
 
-/* U[e] (C, F) = G w G^T per (c, f); flip: the kernel turned by 180 degrees with C and F
- * swapped (w is then (3, 3, F, C) read as the transpose of a (3, 3, C, F) one: U (F, C)). */
-static void filter_transform(int m, const float *w, int c, int f, int flip, float *u) {
-    const int rows = flip ? f : c, cols = flip ? c : f, a = m + 2; /* U[e] is (rows, cols) */
-    const size_t step = (size_t)rows * cols;
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)rows * cols * 9))
-    for (int r = 0; r < rows; r++)
-        for (int q = 0; q < cols; q++) {
-            float g[3][3], t[6][3] = {{0}};
-            for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++)
-                    g[i][j] = flip ? w[(((size_t)(2 - i) * 3 + (2 - j)) * c + q) * f + r]
-                                   : w[(((size_t)i * 3 + j) * c + r) * f + q];
-            for (int j = 0; j < 3; j++) { /* t = G g */
-                float col[3] = {g[0][j], g[1][j], g[2][j]}, o[6];
-                wg_g(m, col, o);
-                for (int i = 0; i < a; i++) t[i][j] = o[i];
-            }
-            for (int i = 0; i < a; i++) { /* U = t G^T */
-                float o[6];
-                wg_g(m, t[i], o);
-                for (int j = 0; j < a; j++) u[(size_t)(i * a + j) * step + (size_t)r * cols + q] = o[j];
-            }
+/* G g G^T for fb filters of one input channel (p[k]: tap k = 3 i + j of the 3x3 kernel, fb
+ * filters wide): out[e * step + q] */
+WG_INLINE void kernel_block(int m, const float *const *p, int fb, float *out, size_t step) {
+    const int a = m + 2;
+#pragma GCC ivdep
+    for (int q = 0; q < fb; q++) {
+        float t[6][3];
+        WG_UNROLL for (int j = 0; j < 3; j++) { /* t = G g, column j */
+            float col[3] = {p[j][q], p[3 + j][q], p[6 + j][q]}, o[6];
+            wg_g(m, col, o);
+            WG_UNROLL for (int i = 0; i < a; i++) t[i][j] = o[i];
+        }
+        WG_UNROLL for (int i = 0; i < a; i++) { /* (G g) G^T, row i */
+            float o[6];
+            wg_g(m, t[i], o);
+            float *dst = out + (size_t)i * a * step + q;
+            WG_UNROLL for (int j = 0; j < a; j++) dst[j * step] = o[j];
+        }
+    }
+}
+
+/* U[e] rows [r0, r0 + WG_CB) (input channels), columns [q0, q0 + WG_CB) (filters) */
+static void kernel_rows(int m, const float *w, int c, int f, int r0, int q0, float *u) {
+    const size_t step = (size_t)c * f;
+    const int fb = KC_MIN(WG_CB, f - q0);
+    for (int r = r0; r < KC_MIN(c, r0 + WG_CB); r++) {
+        const float *p[9];
+        for (int k = 0; k < 9; k++) p[k] = w + ((size_t)k * c + r) * f + q0;
+        if (m == 4)
+            kernel_block(4, p, fb, u + (size_t)r * f + q0, step);
+        else
+            kernel_block(2, p, fb, u + (size_t)r * f + q0, step);
+    }
+}
+
+/* The transposed store's block: WG_TB input channels x WG_TB filters. */
+#define WG_TB 16
+
+/* U[e] (F, C) of the kernel turned by 180 degrees, rows [q0, q0 + WG_TB) (filters), columns
+ * [r0, r0 + WG_TB) (input channels): transformed along the filters into a block on the stack,
+ * then stored a row of WG_TB input channels (a cache line) at a time. */
+static void kernel_rows_flipped(int m, const float *w, int c, int f, int r0, int q0, float *u) {
+    const size_t step = (size_t)c * f;
+    const int ne = (m + 2) * (m + 2), rb = KC_MIN(WG_TB, c - r0), fb = KC_MIN(WG_TB, f - q0);
+    float tmp[WG_TB][WG_EMAX * WG_TB];
+    for (int i = 0; i < rb; i++) {
+        const float *p[9];
+        for (int k = 0; k < 9; k++) p[k] = w + ((size_t)(8 - k) * c + r0 + i) * f + q0;
+        if (m == 4)
+            kernel_block(4, p, fb, tmp[i], WG_TB);
+        else
+            kernel_block(2, p, fb, tmp[i], WG_TB);
+    }
+    for (int e = 0; e < ne; e++)
+        for (int q = 0; q < fb; q++) {
+            float *dst = u + (size_t)e * step + (size_t)(q0 + q) * c + r0;
+            for (int i = 0; i < rb; i++) dst[i] = tmp[i][e * WG_TB + q];
         }
 }
 
-/* dW (3, 3, C, F) = G^T S G per (c, f). */
-static void filter_grad_transform(int m, const float *s, int c, int f, float *dw) {
-    const size_t step = (size_t)c * f;
+/* U[e] (C, F) = G w G^T per (c, f); flip: the kernel turned by 180 degrees with C and F
+ * swapped (U[e] (F, C), backward-data's), by blocks (kernel_rows, kernel_rows_flipped): the
+ * transform runs along the filters (vectorised, contiguous reads of w). Reading w with a
+ * stride of F floats instead, as this once did, cost 5 % of a ResNet50 training step (perf,
+ * one thread); storing the flipped U one float at a time along F (a stride of C floats, the
+ * E planes a power of two apart) thrashed the cache and doubled stage 5's backward-data. */
+static void filter_transform(int m, const float *w, int c, int f, int flip, float *u) {
+    const int b = flip ? WG_TB : WG_CB, rblocks = (c + b - 1) / b, qblocks = (f + b - 1) / b;
+#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)c * f * 9))
+    for (int blk = 0; blk < rblocks * qblocks; blk++) {
+        const int q0 = blk % qblocks * b, r0 = blk / qblocks * b;
+        if (flip)
+            kernel_rows_flipped(m, w, c, f, r0, q0, u);
+        else
+            kernel_rows(m, w, c, f, r0, q0, u);
+    }
+}
+
+/* G^T S G for kb (c, f) pairs (s: S[0] at the first, entries step apart): dw[k * step + i] */
+WG_INLINE void kernel_grad_block(int m, const float *s, int kb, float *dw, size_t step) {
     const int a = m + 2;
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)step * 16))
-    for (int64_t k = 0; k < (int64_t)step; k++) {
-        float t[3][6] = {{0}};
-        for (int j = 0; j < a; j++) { /* t = G^T s */
-            float col[6] = {0}, o[3];
-            for (int i = 0; i < a; i++) col[i] = s[(size_t)(i * a + j) * step + k];
+#pragma GCC ivdep
+    for (int i = 0; i < kb; i++) {
+        float t[3][6];
+        WG_UNROLL for (int j = 0; j < a; j++) { /* t = G^T s, column j */
+            float col[6], o[3];
+            WG_UNROLL for (int r = 0; r < a; r++) col[r] = s[(size_t)(r * a + j) * step + i];
             wg_gt(m, col, o);
-            for (int i = 0; i < 3; i++) t[i][j] = o[i];
+            WG_UNROLL for (int r = 0; r < 3; r++) t[r][j] = o[r];
         }
-        for (int i = 0; i < 3; i++) { /* t G */
+        WG_UNROLL for (int r = 0; r < 3; r++) { /* t G, row r */
             float o[3];
-            wg_gt(m, t[i], o);
-            for (int j = 0; j < 3; j++) dw[(size_t)(i * 3 + j) * step + k] = o[j];
+            wg_gt(m, t[r], o);
+            WG_UNROLL for (int j = 0; j < 3; j++) dw[(size_t)(r * 3 + j) * step + i] = o[j];
         }
+    }
+}
+
+/* dW (3, 3, C, F) = G^T S G per (c, f), in blocks of WG_CB pairs along (C, F). */
+static void filter_grad_transform(int m, const float *s, int c, int f, float *dw) {
+    const int64_t step = (int64_t)c * f, blocks = (step + WG_CB - 1) / WG_CB;
+#pragma omp parallel for schedule(static) if (kc__cpu_par(step * 16))
+    for (int64_t k = 0; k < blocks; k++) {
+        const int64_t k0 = k * WG_CB;
+        const int kb = (int)KC_MIN(WG_CB, step - k0);
+        if (m == 4)
+            kernel_grad_block(4, s + k0, kb, dw + k0, (size_t)step);
+        else
+            kernel_grad_block(2, s + k0, kb, dw + k0, (size_t)step);
     }
 }
 
@@ -394,14 +474,18 @@ typedef struct wg_split {
     int threads;
 } wg_split;
 
-/* tc at most tc_max (the workspace's), small enough that every thread gets a chunk */
+/* tc at most tc_max (the workspace's), in chunks of equal size whose count is a multiple of
+ * the threads, so that each thread gets the same number of tiles: with few chunks a plain
+ * split is lopsided (288 tiles in chunks of 128: 256 tiles on one thread, 32 on the other) */
 static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t ws_bytes) {
     wg_split sp = {.total = (int64_t)g->n * g->th * g->tw};
     const int64_t tc_max = winograd_chunk(d, m);
     const int nt = pass_threads(d, m, ws_bytes, sp.total);
     const int par = kc__cpu_par(sp.total * (m + 2) * (m + 2) * (int64_t)(d->c + d->f));
     sp.threads = par ? nt : 1;
-    sp.tc = KC_MIN(tc_max, KC_MAX(1, (sp.total + sp.threads - 1) / sp.threads));
+    int64_t chunks = (sp.total + tc_max - 1) / tc_max;
+    chunks = (chunks + sp.threads - 1) / sp.threads * sp.threads;
+    sp.tc = KC_MAX(1, (sp.total + chunks - 1) / chunks);
     sp.chunks = (sp.total + sp.tc - 1) / sp.tc;
     return sp;
 }
