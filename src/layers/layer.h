@@ -160,6 +160,11 @@ struct kc_layer {
     /* The name of the outermost nested model it came from, its group in a legacy .h5's
      * /model_weights (keras_h5_legacy.c); "" for a layer of the model itself. */
     char keras_h5_group[KC_NAME_MAX];
+    /* keras-save: the nested model it came from (1-based into kc_model.nests, 0: the model
+     * itself) and its name there (the reader may have prefixed l->name), so that a save
+     * writes the nesting back (src/io/keras_nest.c) */
+    int keras_nest;
+    char keras_inner[KC_NAME_MAX];
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
