@@ -216,8 +216,7 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
     staging st = {0};
     KC_TRY(kc__nesting_init(m, &ng));
     korder o = ng.order;
-    kc_status s = ng.on ? kc__nest_paths(m, &ng, &o, file) : KC_STATUS_OK;
-    if (s == KC_STATUS_OK) s = kc__staging_init(m, &st);
+    kc_status s = kc__staging_init(m, &st);
     if (s == KC_STATUS_OK) s = kc__staging_fill(m, &st);
     hid_t g = H5I_INVALID_HID;
     if (s == KC_STATUS_OK) s = kc__h5_make_group(file, "vars", &g);

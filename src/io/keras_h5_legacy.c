@@ -32,9 +32,9 @@ static int by_name(const void *a, const void *b) {
 /* The weight names and data of nested model k in its group: those that train, then the
  * others, layer by layer in its order; each named by its path inside k ("conv/kernel:0",
  * "inner/conv/kernel:0" for a model nested in it). */
-static kc_status nest_group(const kc_model *m, const kc__nesting *ng, int k, hid_t lg, const staging *st) {
+static kc_status nest_group(const kc_model *m, int k, hid_t lg, const staging *st) {
     int *ls = malloc(((size_t)m->n_layers + 1) * sizeof *ls), *base = calloc((size_t)m->n_layers + 1, sizeof *base);
-    int n = ls && base ? kc__nest_layers(m, ng, k, ls) : 0, nw = 0;
+    int n = ls && base ? kc__nest_layers(m, k, ls) : 0, nw = 0;
     for (int i = 1; base && i < m->n_layers; i++) base[i] = base[i - 1] + kc__model_layer(m, i - 1)->n_weights;
     char (*wn)[4 * KC_NAME_MAX] = NULL;
     const char **wp = NULL;
@@ -107,7 +107,7 @@ kc_status kc__legacy_weights_write(kc_model *m, hid_t group) {
     kc_status s = names && sorted && items ? kc__staging_init(m, &st)
                                            : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
     if (s == KC_STATUS_OK) s = kc__staging_fill(m, &st);
-    if (s == KC_STATUS_OK && ng.on) n = kc__nest_items(m, &ng, 0, items);
+    if (s == KC_STATUS_OK && ng.on) n = kc__nest_items(m, 0, items);
     for (int i = 0; s == KC_STATUS_OK && !ng.on && i < ng.order.n; i++) items[n++] = ng.order.layer[i];
     for (int i = 0; s == KC_STATUS_OK && i < n; i++) {
         names[i] = items[i] >= 0 ? kc__model_layer(m, items[i])->name : m->nests[-items[i] - 1].name;
@@ -123,7 +123,7 @@ kc_status kc__legacy_weights_write(kc_model *m, hid_t group) {
         hid_t lg = H5I_INVALID_HID;
         s = kc__h5_make_group(group, *sorted[i], &lg);
         if (s != KC_STATUS_OK) break;
-        s = it >= 0 ? layer_group(m, it, lg, &st) : nest_group(m, &ng, -it, lg, &st);
+        s = it >= 0 ? layer_group(m, it, lg, &st) : nest_group(m, -it, lg, &st);
         H5Gclose(lg);
     }
     if (s == KC_STATUS_OK) {

@@ -502,7 +502,7 @@ static kc_status scope_entries(writer *w, bool functional, json_t *layers) {
     int *items = malloc(((size_t)m->n_layers + 1) * sizeof *items), n = 0;
     if (!items) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "model JSON: out of memory writing model '%s'", m->name);
     kc_status s = KC_STATUS_OK;
-    if (w->ng->on) n = kc__nest_items(m, w->ng, w->scope, items);
+    if (w->ng->on) n = kc__nest_items(m, w->scope, items);
     else
         for (int i = 0; i < m->n_layers; i++) items[n++] = i;
     if (w->scope > 0) {

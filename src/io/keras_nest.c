@@ -3,9 +3,10 @@
  * and its name there; the writers put the nesting back (keras_json_write.c, keras_h5.c,
  * keras_h5_legacy.c), so that Keras finds model.get_layer("base") in kerac's file.
  *
- * Keras orders a model's entries by its graph (keras_h5.c): a nested model is one entry of
- * its parent, placed where its first layer comes in the flat model's order, and its own
- * entries are its layers in that order. */
+ * The entries of a model (or nested model) are written in the order of the model's layers,
+ * a nested model where its first layer comes: the order the reader inlined them in, which is
+ * the order of Keras's config (its model.layers). The layers keep the Keras 3 weight paths
+ * the reader gave them (kc_layer.keras_path), which a save writes back. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,11 @@ int kc__nest_child(const kc_model *m, int node, int scope) {
     return -1;
 }
 
-int kc__nest_items(const kc_model *m, const kc__nesting *ng, int scope, int *items) {
+int kc__nest_items(const kc_model *m, int scope, int *items) {
     int n = 0;
-    for (int i = 0; i < ng->order.n; i++) {
-        int node = ng->order.layer[i], c = kc__nest_child(m, node, scope);
+    for (int node = 0; node < m->n_layers; node++) {
+        int c = kc__nest_child(m, node, scope);
+        if (kc__model_layer(m, node)->shares >= 0) continue; /* a later call: written with its layer */
         bool seen = false;
         for (int j = 0; j < n && c > 0 && !seen; j++) seen = items[j] == -c;
         if (c == 0) items[n++] = node;
@@ -41,13 +43,13 @@ int kc__nest_items(const kc_model *m, const kc__nesting *ng, int scope, int *ite
     return n;
 }
 
-int kc__nest_layers(const kc_model *m, const kc__nesting *ng, int scope, int *out) {
+int kc__nest_layers(const kc_model *m, int scope, int *out) {
     int *items = malloc(((size_t)m->n_layers + 1) * sizeof *items);
     if (!items) return 0;
-    int n_items = kc__nest_items(m, ng, scope, items), n = 0;
+    int n_items = kc__nest_items(m, scope, items), n = 0;
     for (int i = 0; i < n_items; i++) {
         if (items[i] >= 0) out[n++] = items[i];
-        else n += kc__nest_layers(m, ng, -items[i], out + n);
+        else n += kc__nest_layers(m, -items[i], out + n);
     }
     free(items);
     return n;
@@ -88,7 +90,7 @@ static bool nest_ends(const kc_model *m, kc__nesting *ng, int k) {
 
 /* A Sequential nested model must be a chain from its input to its output. */
 static bool nest_chain(const kc_model *m, const kc__nesting *ng, int k, int *items) {
-    int n = kc__nest_items(m, ng, k, items), prev = ng->in[k];
+    int n = kc__nest_items(m, k, items), prev = ng->in[k];
     for (int i = 0; i < n; i++) {
         const kc_layer *l = items[i] >= 0 ? kc__model_layer(m, items[i]) : NULL;
         int from = l ? (l->n_in == 1 ? l->in[0] : -2) : ng->in[-items[i]];
@@ -100,8 +102,7 @@ static bool nest_chain(const kc_model *m, const kc__nesting *ng, int k, int *ite
 
 kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
     memset(ng, 0, sizeof *ng);
-    KC_TRY(kc__h5_keras_order(m, &ng->order, false));
-    if (m->n_nests == 0 || m->sequential) return KC_STATUS_OK;
+    if (m->n_nests == 0 || m->sequential) return kc__h5_keras_order(m, &ng->order, false);
     ng->n = m->n_nests;
     ng->in = calloc((size_t)ng->n + 1, sizeof *ng->in);
     ng->out = calloc((size_t)ng->n + 1, sizeof *ng->out);
@@ -126,7 +127,9 @@ kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
     if (!ok)
         kc__log(KC_LOG_INFO, "model '%s': its nested models no longer each take one tensor and give one; saving it "
                              "flattened", m->name);
-    return KC_STATUS_OK;
+    kc_status s = kc__h5_keras_order(m, &ng->order, ok); /* nested: the inlined layers at their keras_path */
+    if (s != KC_STATUS_OK) kc__nesting_free(ng);
+    return s;
 }
 
 int kc__nesting_flavour(const kc_model *m) {
@@ -142,59 +145,4 @@ void kc__nesting_free(kc__nesting *ng) {
     free(ng->out);
     kc__korder_free(&ng->order);
     ng->in = ng->out = NULL;
-}
-
-/* An empty vars group (with the object's name) at path under file. */
-static kc_status empty_vars(hid_t file, const char *path, const char *name) {
-    hid_t g = H5I_INVALID_HID;
-    KC_TRY(kc__h5_make_group(file, path, &g));
-    kc_status s = kc__h5_put_vlen_string(g, "name", name);
-    H5Gclose(g);
-    return s;
-}
-
-/* The paths of scope's entries under prefix ("" or "functional/layers/"). */
-static kc_status scope_paths(const kc_model *m, const kc__nesting *ng, korder *o, int scope, const char *prefix,
-                             hid_t file, const int *pos) {
-    int *items = malloc(((size_t)m->n_layers + 1) * sizeof *items);
-    if (!items) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s'", m->name);
-    int n = kc__nest_items(m, ng, scope, items);
-    kc_status s = KC_STATUS_OK;
-    for (int i = 0; i < n && s == KC_STATUS_OK; i++) {
-        const kc__nest *nt = items[i] < 0 ? &m->nests[-items[i] - 1] : NULL;
-        const char *stem = nt ? (nt->sequential ? "sequential" : "functional") : kc__model_layer(m, items[i])->ops->snake_name;
-        int k = 0;
-        for (int j = 0; j < i; j++) {
-            const char *sj = items[j] < 0 ? (m->nests[-items[j] - 1].sequential ? "sequential" : "functional")
-                                          : kc__model_layer(m, items[j])->ops->snake_name;
-            k += strcmp(sj, stem) == 0;
-        }
-        char here[sizeof o->path[0]], sub[sizeof o->path[0] + 128];
-        if (k == 0) snprintf(here, sizeof here, "%s%s", prefix, stem);
-        else snprintf(here, sizeof here, "%s%s_%d", prefix, stem, k);
-        if (!nt) {
-            snprintf(o->path[pos[items[i]]], sizeof o->path[0], "%s", here);
-            continue;
-        }
-        if (file >= 0) {
-            snprintf(sub, sizeof sub, "layers/%s/vars", here);
-            s = empty_vars(file, sub, nt->name);
-            snprintf(sub, sizeof sub, "layers/%s/layers/input_layer/vars", here);
-            if (s == KC_STATUS_OK && !nt->sequential) s = empty_vars(file, sub, nt->input);
-        }
-        snprintf(sub, sizeof sub, "%s/layers/", here);
-        if (s == KC_STATUS_OK) s = scope_paths(m, ng, o, -items[i], sub, file, pos);
-    }
-    free(items);
-    return s;
-}
-
-kc_status kc__nest_paths(const kc_model *m, const kc__nesting *ng, korder *o, hid_t file) {
-    int *pos = malloc(((size_t)m->n_layers + 1) * sizeof *pos);
-    if (!pos) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s'", m->name);
-    for (int i = 0; i < m->n_layers; i++) pos[i] = 0;
-    for (int i = 0; i < o->n; i++) pos[o->layer[i]] = i;
-    kc_status s = scope_paths(m, ng, o, 0, "", file, pos);
-    free(pos);
-    return s;
 }

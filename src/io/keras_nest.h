@@ -12,7 +12,8 @@ typedef struct kc__nesting {
     bool on;
     int n;
     int *in, *out;           /* (n + 1), index 0 unused */
-    korder order;            /* the layers in Keras's model.layers order (flat) */
+    korder order;            /* the layers in Keras's model.layers order, with their Keras 3 weight
+                                paths (on: the nested models' layers at their kc_layer.keras_path) */
 } kc__nesting;
 
 /* Whether the model keeps its nesting: it has nested models, each called once on one tensor
@@ -26,18 +27,14 @@ void kc__nesting_free(kc__nesting *ng);
  * outside scope. */
 int kc__nest_child(const kc_model *m, int node, int scope);
 
-/* The entries of `scope` in Keras's order: items[i] >= 0 a layer (node id), < 0 the nested
- * model -items[i]; returns how many (items: m->n_layers entries). */
-int kc__nest_items(const kc_model *m, const kc__nesting *ng, int scope, int *items);
+/* The entries of `scope` in the model's layer order (a nested model where its first layer
+ * comes): items[i] >= 0 a layer (node id, first calls only), < 0 the nested model -items[i];
+ * returns how many (items: m->n_layers entries). */
+int kc__nest_items(const kc_model *m, int scope, int *items);
 
-/* The layers of nested model `scope`, its nested models' included, in Keras's order (the
- * order of its `weights`); returns how many (out: m->n_layers entries). */
-int kc__nest_layers(const kc_model *m, const kc__nesting *ng, int scope, int *out);
-
-/* Keras 3's weight path of every layer of o (ng->order's layers, o->path), its nested models
- * scoped as Keras 3 writes them ("functional/layers/conv2d"), and the empty groups of the
- * nested models and of their InputLayers under `file` (NULL: the paths only). */
-kc_status kc__nest_paths(const kc_model *m, const kc__nesting *ng, korder *o, hid_t file);
+/* The layers of nested model `scope`, its nested models' included, in its order (that of
+ * its `weights`); returns how many (out: m->n_layers entries). */
+int kc__nest_layers(const kc_model *m, int scope, int *out);
 
 /* The Keras whose file gave the model the nested models it keeps (2: tf-keras, 3), else 0. */
 int kc__nesting_flavour(const kc_model *m);
