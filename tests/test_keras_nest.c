@@ -5,6 +5,7 @@
  * wrote, for the nested fixtures written by Keras 3 (.keras, legacy .h5) and tf-keras (.h5);
  * a model fine-tuned by kerac keeps them; kerac reads its own files back the same. */
 #include <setjmp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -387,6 +388,57 @@ static void test_flat_stays_flat(void **state) {
     kc_model_destroy(m);
 }
 
+/* tf-keras's MobileNetV3 pattern ("/" in the layer names, TFOpLambda hard-swish): kerac's .h5
+ * of tf-keras's file is tf-keras's again: each TensorOp a TFOpLambda with tf-keras's function,
+ * input and y (a number, or a tensor), the same weights, and kerac reads it back the same. */
+static void test_tf_op_lambda_h5(void **state) {
+    (void)state;
+    const char *from[] = {"tf_slash.keras2.h5", "tf_ops.keras2.h5"};
+    for (size_t c = 0; c < sizeof from / sizeof from[0]; c++) {
+        kc_model *m = NULL, *back = NULL;
+        must(kc_model_load(fixture(from[c]), &m), from[c]);
+        must(kc_model_save(m, scratch("tf.h5")), "save");
+        char *v = keras_version_of(scratch("tf.h5"));
+        assert_int_equal(v[0], '2');
+        free(v);
+        check_legacy_weights(fixture(from[c]), scratch("tf.h5"));
+        json_t *want = model_config(fixture(from[c])), *got = model_config(scratch("tf.h5"));
+        const json_t *wl = json_object_get(json_object_get(want, "config"), "layers");
+        const json_t *gl = json_object_get(json_object_get(got, "config"), "layers");
+        assert_int_equal(json_array_size(wl), json_array_size(gl));
+        int n_ops = 0;
+        for (size_t i = 0; i < json_array_size(wl); i++) {
+            const json_t *a = json_array_get(wl, i), *b = json_array_get(gl, i);
+            const char *cls = json_string_value(json_object_get(a, "class_name"));
+            assert_string_equal(json_string_value(json_object_get(b, "class_name")), cls);
+            if (strcmp(cls, "TFOpLambda") != 0) continue;
+            n_ops++;
+            const json_t *ca = json_object_get(a, "config"), *cb = json_object_get(b, "config");
+            assert_string_equal(json_string_value(json_object_get(cb, "function")),
+                                json_string_value(json_object_get(ca, "function")));
+            assert_string_equal(json_string_value(json_object_get(b, "name")), json_string_value(json_object_get(a, "name")));
+            const json_t *na = json_array_get(json_object_get(a, "inbound_nodes"), 0);
+            const json_t *nb = json_array_get(json_object_get(b, "inbound_nodes"), 0);
+            assert_string_equal(json_string_value(json_array_get(nb, 0)), json_string_value(json_array_get(na, 0)));
+            const json_t *ya = json_object_get(json_array_get(na, 3), "y"), *yb = json_object_get(json_array_get(nb, 3), "y");
+            if (json_is_number(ya)) {
+                assert_true(json_is_number(yb));
+                assert_true(fabs(json_number_value(ya) - json_number_value(yb)) <= 1e-7 * fabs(json_number_value(ya)));
+            } else {
+                assert_string_equal(json_string_value(json_array_get(yb, 0)), json_string_value(json_array_get(ya, 0)));
+            }
+        }
+        assert_true(n_ops >= 2);
+        json_decref(want);
+        json_decref(got);
+        must(kc_model_load(scratch("tf.h5"), &back), "reload");
+        assert_int_equal(kc_model_num_weights(back), kc_model_num_weights(m));
+        kc_model_destroy(back);
+        kc_model_destroy(m);
+        unlink(scratch("tf.h5"));
+    }
+}
+
 int main(void) {
     const char *src = getenv("KERAC_SOURCE_DIR");
     snprintf(g_dir, sizeof g_dir, "%s/tests/fixtures/keras", src && *src ? src : "..");
@@ -397,6 +449,7 @@ int main(void) {
         cmocka_unit_test(test_nested_saved_nested),
         cmocka_unit_test(test_nested_fine_tuned),
         cmocka_unit_test(test_flat_stays_flat),
+        cmocka_unit_test(test_tf_op_lambda_h5),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rmdir(g_tmp);

@@ -293,7 +293,7 @@ kc_status kc__json_inline_nested(json_t *config, json_t **paths, json_t **nests)
     return s;
 }
 
-kc_status kc__json_keep_nests(kc_model *m, const json_t *nests, int flavour) {
+kc_status kc__json_keep_nests(kc_model *m, const json_t *nests) {
     size_t n = json_array_size(nests);
     if (n == 0) return KC_STATUS_OK;
     m->nests = kc__calloc(n, sizeof *m->nests, "nested models");
@@ -307,7 +307,6 @@ kc_status kc__json_keep_nests(kc_model *m, const json_t *nests, int flavour) {
         k->sequential = json_is_true(json_object_get(e, "sequential"));
         k->parent = (int)json_integer_value(json_object_get(e, "parent"));
         k->training = (int)json_integer_value(json_object_get(e, "training"));
-        k->written_by = flavour;
     }
     return KC_STATUS_OK;
 }

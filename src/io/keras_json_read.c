@@ -467,7 +467,7 @@ static kc_status read_functional(reader *r, json_t *config) {
     KC_TRY(entry_calls(r, layers));
     KC_TRY(kc_functional(json_string_value(json_object_get(config, "name")), &r->m));
     KC_TRY(make_nodes(r, layers));
-    KC_TRY(kc__json_keep_nests(r->m, r->nests, r->flavour));
+    KC_TRY(kc__json_keep_nests(r->m, r->nests));
     tensor_ref refs[KC_MAX_INPUTS];
     int n = 0;
     kc_node node;
@@ -577,6 +577,7 @@ static kc_status read_model(reader *r, const json_t *root) {
                             "subclassed model has no usable JSON config)",
                         cls);
     }
+    r->m->keras_from = r->flavour;
     kc_status s = r->dev ? kc_model_set_device_opts(r->m, r->dev) : KC_STATUS_OK;
     if (s == KC_STATUS_OK && r->frozen) s = kc_model_set_trainable(r->m, NULL, 0); /* every layer, as Keras */
     r->m->before_alloc = r->before_alloc;

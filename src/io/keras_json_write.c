@@ -366,11 +366,47 @@ static json_t *build_config(writer *w, const kc_layer *l) {
     return b;
 }
 
+/* keras-save: a TensorOp of a model read from tf-keras, in the Keras 2 flavour, as the
+ * TFOpLambda layer tf-keras writes: f(x, y=number) or f(x, y=tensor). */
+static kc_status tf_op_entry(writer *w, const kc_layer *l, const kc_tensor_op_opts *o, json_t **out) {
+    const char *fn = kc__json_tf_function(o->op);
+    if (!fn || o->scalar_side == 2)
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        "model JSON: layer '%s' (TensorOp %s%s) has no tf-keras TFOpLambda form that kerac writes",
+                        l->name, o->op, o->scalar_side == 2 ? " with the number first" : "");
+    json_t *e = json_object(), *cfg = json_object(), *ref = json_array(), *kwargs = json_object();
+    put(w, cfg, "name", json_string(own_name(w, l)));
+    put(w, cfg, "trainable", json_true());
+    put(w, cfg, "dtype", json_string("float32"));
+    put(w, cfg, "function", json_string(fn));
+    put(w, e, "class_name", json_string("TFOpLambda"));
+    put(w, e, "config", cfg);
+    put(w, e, "name", json_string(own_name(w, l)));
+    for (int k = 0; k < l->n_in; k++) { /* [x, 0, 0, {"y": ...}]; y: [layer, node, 0] or the number */
+        int call = 0;
+        json_t *r = k == 0 ? ref : json_array();
+        push(w, r, json_string(ref_name(w, l->in[k], &call)));
+        push(w, r, json_integer(call));
+        push(w, r, json_integer(0));
+        if (k > 0) put(w, kwargs, "y", r);
+    }
+    if (o->scalar_side == 1) put(w, kwargs, "y", jfloat(o->scalar));
+    put(w, kwargs, "name", json_null());
+    push(w, ref, kwargs);
+    json_t *nodes = json_array();
+    push(w, nodes, ref);
+    put(w, e, "inbound_nodes", nodes);
+    *out = e;
+    return KC_STATUS_OK;
+}
+
 /* A TensorOp as the Keras 3 operation node it was read from (keras_json_ops.c): tensor and
- * number arguments in their order. Written so in both flavours: only Keras 3 has them. */
+ * number arguments in their order. Written so in both flavours (only Keras 3 has them), but
+ * for a model read from tf-keras in the Keras 2 flavour: tf-keras's TFOpLambda. */
 static kc_status op_node_entry(writer *w, const kc_layer *l, bool functional, json_t **out) {
     kc_tensor_op_opts o;
     l->ops->get_opts(l, &o);
+    if (functional && w->flavour == 2 && w->m->keras_from == 2) return tf_op_entry(w, l, &o, out);
     const char *cls = kc__tensor_op_keras_class(o.op);
     if (!functional || !cls)
         return kc__fail(KC_STATUS_UNSUPPORTED,

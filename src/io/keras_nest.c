@@ -135,7 +135,7 @@ kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
 int kc__nesting_flavour(const kc_model *m) {
     kc__nesting ng;
     if (m->n_nests == 0 || kc__nesting_init(m, &ng) != KC_STATUS_OK) return 0;
-    int f = ng.on ? m->nests[0].written_by : 0;
+    int f = ng.on ? m->keras_from : 0;
     kc__nesting_free(&ng);
     return f;
 }

@@ -38,7 +38,6 @@ typedef struct kc__nest {
     int parent;              /* 1-based index of the nested model holding it, 0: the model */
     int training;            /* its call's training argument: -1 none, 0 False, 1 True */
     char input[KC_NAME_MAX]; /* the name of its InputLayer */
-    int written_by;          /* the Keras of the file it was read from: 2 (tf-keras) or 3 */
 } kc__nest;
 
 struct kc_model {
@@ -140,9 +139,12 @@ struct kc_model {
     char saved_loss[48];
     int saved_from_logits;
 
-    /* keras-save: the nested models of the Keras file it was read from (kc__nest) */
+    /* keras-save: the nested models of the Keras file it was read from (kc__nest), and the
+     * Keras that wrote that file (2: tf-keras, 3: Keras 3, 0: not read from a Keras config):
+     * a legacy .h5 save writes the nesting and the TensorOp layers in that Keras's form */
     kc__nest *nests;
     int n_nests;
+    int keras_from;
 };
 
 /* Sticky builder error: record the first failure in the model. Returns s. */
