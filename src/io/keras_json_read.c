@@ -410,6 +410,8 @@ static kc_status make_call(reader *r, const json_t *entry, int i, int call, bool
     if (path) snprintf(ly->keras_path, sizeof ly->keras_path, "%s", path);
     if (group) snprintf(ly->keras_h5_group, sizeof ly->keras_h5_group, "%s", group);
     if (inner) snprintf(ly->keras_inner, sizeof ly->keras_inner, "%s", inner);
+    ly->keras_tf_op = op_node && !json_object_get(entry, "module") && r->flavour == 2 &&
+                      !strcmp(json_string_value(json_object_get(entry, "class_name")), "TFOpLambda");
     ly->keras_nest = (int)json_integer_value(json_array_get(where, 2));
     note_axis(r, &pl, y);
     return KC_STATUS_OK;

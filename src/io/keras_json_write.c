@@ -366,7 +366,7 @@ static json_t *build_config(writer *w, const kc_layer *l) {
     return b;
 }
 
-/* keras-save: a TensorOp of a model read from tf-keras, in the Keras 2 flavour, as the
+/* keras-save: a TensorOp read from tf-keras's TFOpLambda, in the Keras 2 flavour, as the
  * TFOpLambda layer tf-keras writes: f(x, y=number) or f(x, y=tensor). */
 static kc_status tf_op_entry(writer *w, const kc_layer *l, const kc_tensor_op_opts *o, json_t **out) {
     const char *fn = kc__json_tf_function(o->op);
@@ -402,11 +402,11 @@ static kc_status tf_op_entry(writer *w, const kc_layer *l, const kc_tensor_op_op
 
 /* A TensorOp as the Keras 3 operation node it was read from (keras_json_ops.c): tensor and
  * number arguments in their order. Written so in both flavours (only Keras 3 has them), but
- * for a model read from tf-keras in the Keras 2 flavour: tf-keras's TFOpLambda. */
+ * one read from tf-keras's TFOpLambda goes back as one in the Keras 2 flavour. */
 static kc_status op_node_entry(writer *w, const kc_layer *l, bool functional, json_t **out) {
     kc_tensor_op_opts o;
     l->ops->get_opts(l, &o);
-    if (functional && w->flavour == 2 && w->m->keras_from == 2) return tf_op_entry(w, l, &o, out);
+    if (functional && w->flavour == 2 && l->keras_tf_op) return tf_op_entry(w, l, &o, out);
     const char *cls = kc__tensor_op_keras_class(o.op);
     if (!functional || !cls)
         return kc__fail(KC_STATUS_UNSUPPORTED,

@@ -165,6 +165,9 @@ struct kc_layer {
      * writes the nesting back (src/io/keras_nest.c) */
     int keras_nest;
     char keras_inner[KC_NAME_MAX];
+    /* keras-save: a TensorOp read from tf-keras's TFOpLambda, written back as one in the
+     * Keras 2 flavour (keras_json_write.c) */
+    bool keras_tf_op;
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */

@@ -141,7 +141,7 @@ struct kc_model {
 
     /* keras-save: the nested models of the Keras file it was read from (kc__nest), and the
      * Keras that wrote that file (2: tf-keras, 3: Keras 3, 0: not read from a Keras config):
-     * a legacy .h5 save writes the nesting and the TensorOp layers in that Keras's form */
+     * a legacy .h5 save writes the nesting in that Keras's form */
     kc__nest *nests;
     int n_nests;
     int keras_from;
