@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "keras_h5_impl.h"
+#include "keras_nest.h"
 
 /* ---------------------------------------------------------------- Keras layer order */
 
@@ -211,9 +212,10 @@ kc_status kc__staging_fill(kc_model *m, const staging *st) {
 
 kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
     KC_TRY(kc_model_build(m));
-    korder o;
+    kc__nesting ng; /* a model read with nested models: their layers under their scopes */
     staging st = {0};
-    KC_TRY(kc__h5_keras_order(m, &o, false));
+    KC_TRY(kc__nesting_init(m, &ng));
+    korder o = ng.order;
     kc_status s = kc__staging_init(m, &st);
     if (s == KC_STATUS_OK) s = kc__staging_fill(m, &st);
     hid_t g = H5I_INVALID_HID;
@@ -224,7 +226,7 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
     }
     for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
         const kc_layer *l = kc__model_layer(m, o.layer[i]);
-        char path[KC_NAME_MAX + 64];
+        char path[sizeof o.path[0] + 16];
         snprintf(path, sizeof path, "layers/%s/vars", o.path[i]);
         s = kc__h5_make_group(file, path, &g);
         if (s != KC_STATUS_OK) break;
@@ -239,7 +241,7 @@ kc_status kc__keras3_weights_write(kc_model *m, hid_t file) {
         H5Gclose(g);
     }
     kc__staging_free(&st);
-    kc__korder_free(&o);
+    kc__nesting_free(&ng);
     return s;
 }
 
@@ -369,12 +371,17 @@ static kc_status legacy_config(kc_model *m, int flavour, char **out) {
 
 /* Keras 2's file, which tf-keras and Keras 3 read; a model with an option only Keras 3 has
  * (hard_silu, Keras 3's hard_sigmoid: the Keras 2 writer refuses them) as Keras 3's own
- * legacy .h5 (its config flavour and keras_version), which Keras 3 reads and tf-keras refuses. */
+ * legacy .h5 (its config flavour and keras_version), which Keras 3 reads and tf-keras refuses.
+ * A model that keeps the nested models of a Keras 3 file is written as Keras 3's .h5 too:
+ * each Keras reads only its own nested configs (tf-keras calls a nested model's node 1, Keras
+ * 3 its node 0), so the nested models go back in the flavour of the file they came from. */
 kc_status kc__legacy_h5_save(kc_model *m, const char *path) {
     legacy_ctx c = {NULL, 2};
     char *config = NULL;
-    kc_status s = legacy_config(m, 2, &config);
     char why[512];
+    bool nested3 = kc__nesting_flavour(m) == 3;
+    kc_status s = nested3 ? kc__fail(KC_STATUS_UNSUPPORTED, "its nested models come from a Keras 3 file")
+                          : legacy_config(m, 2, &config);
     snprintf(why, sizeof why, "%s", s == KC_STATUS_OK ? "" : kc_last_error());
     if (s == KC_STATUS_UNSUPPORTED && legacy_config(m, 3, &config) == KC_STATUS_OK) {
         kc__log(KC_LOG_INFO, "saving '%s': written as Keras 3's .h5 (tf-keras cannot read this model): %s", path, why);

@@ -17,55 +17,113 @@
  * model: all of them, layer by layer). Keras 3 names them by their variable paths
  * ("augmentation/aug_conv/kernel", "conv/kernel"), tf-keras by the inner layer
  * ("aug_conv/kernel:0"). kerac reads that layout into the inlined layers (each knows its
- * top nested model, kc_layer.keras_h5_group) and writes the flattened model. */
+ * top nested model, kc_layer.keras_h5_group) and writes it so again (keras_nest.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "keras_h5_impl.h"
+#include "keras_nest.h"
 
 static int by_name(const void *a, const void *b) {
     return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
 }
 
-/* layer_names, backend, keras_version on `group`; a group per layer with weight_names and
- * the weights; an empty top_level_model_weights group. */
+/* The weight names and data of nested model k in its group: those that train, then the
+ * others, layer by layer in its order; each named by its path inside k ("conv/kernel:0",
+ * "inner/conv/kernel:0" for a model nested in it). */
+static kc_status nest_group(const kc_model *m, int k, hid_t lg, const staging *st) {
+    int *ls = malloc(((size_t)m->n_layers + 1) * sizeof *ls), *base = calloc((size_t)m->n_layers + 1, sizeof *base);
+    int n = ls && base ? kc__nest_layers(m, k, ls) : 0, nw = 0;
+    for (int i = 1; base && i < m->n_layers; i++) base[i] = base[i - 1] + kc__model_layer(m, i - 1)->n_weights;
+    char (*wn)[4 * KC_NAME_MAX] = NULL;
+    const char **wp = NULL;
+    const kc_shape **sh = NULL;
+    int *g = NULL;
+    int total = base ? base[m->n_layers - 1] + kc__model_layer(m, m->n_layers - 1)->n_weights : 0;
+    if (ls && base) {
+        wn = calloc((size_t)total + 1, sizeof *wn);
+        wp = calloc((size_t)total + 1, sizeof *wp);
+        g = calloc((size_t)total + 1, sizeof *g);
+        sh = calloc((size_t)total + 1, sizeof *sh);
+    }
+    kc_status s = wn && wp && g && sh ? KC_STATUS_OK : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving '%s'", m->name);
+    for (int pass = 1; pass >= 0 && s == KC_STATUS_OK; pass--)
+        for (int i = 0; i < n; i++) {
+            const kc_layer *l = kc__model_layer(m, ls[i]);
+            char scope[2 * KC_NAME_MAX] = "";
+            for (int c = l->keras_nest; c != k && c > 0; c = m->nests[c - 1].parent) {
+                char t[sizeof scope];
+                snprintf(t, sizeof t, "%s/%s", m->nests[c - 1].name, scope);
+                snprintf(scope, sizeof scope, "%s", t);
+            }
+            for (int q = 0; q < l->n_weights; q++)
+                if (kc__weight_trains(l, &l->w[q]) == (pass == 1)) {
+                    snprintf(wn[nw], sizeof wn[nw], "%s%s/%s:0", scope, l->keras_inner, l->w[q].name);
+                    wp[nw] = wn[nw];
+                    sh[nw] = &l->w[q].shape;
+                    g[nw++] = base[ls[i]] + q;
+                }
+        }
+    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_strings(lg, "weight_names", wp, nw);
+    for (int j = 0; j < nw && s == KC_STATUS_OK; j++) s = kc__h5_put_f32(lg, wn[j], sh[j], kc__staged(st, g[j]));
+    free(ls);
+    free(base);
+    free(wn);
+    free(wp);
+    free(sh);
+    free(g);
+    return s;
+}
+
+/* One layer's group: weight_names and the weights. */
+static kc_status layer_group(kc_model *m, int li, hid_t lg, const staging *st) {
+    const kc_layer *l = kc__model_layer(m, li);
+    int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
+    int nw = kc__h5_layer_weights(m, li, widx, gidx);
+    char wn[KC_MAX_WEIGHTS][KC_NAME_MAX + 40];
+    const char *wp[KC_MAX_WEIGHTS];
+    for (int j = 0; j < nw; j++) {
+        snprintf(wn[j], sizeof wn[j], "%s/%s:0", l->name, l->w[widx[j]].name);
+        wp[j] = wn[j];
+    }
+    kc_status s = kc__h5_put_fixed_strings(lg, "weight_names", wp, nw);
+    for (int j = 0; j < nw && s == KC_STATUS_OK; j++)
+        s = kc__h5_put_f32(lg, wn[j], &l->w[widx[j]].shape, kc__staged(st, gidx[j]));
+    return s;
+}
+
+/* layer_names, backend, keras_version on `group`; a group per layer (a model read with
+ * nested models: per nested model too, as Keras writes them) with weight_names and the
+ * weights; an empty top_level_model_weights group. */
 kc_status kc__legacy_weights_write(kc_model *m, hid_t group) {
     KC_TRY(kc_model_build(m));
-    korder o;
+    kc__nesting ng;
     staging st = {0};
-    KC_TRY(kc__h5_keras_order(m, &o, false));
-    const char **names = calloc((size_t)o.n + 1, sizeof *names);
-    const char ***sorted = calloc((size_t)o.n + 1, sizeof *sorted);
-    kc_status s = names && sorted ? kc__staging_init(m, &st) : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
+    KC_TRY(kc__nesting_init(m, &ng));
+    int *items = calloc((size_t)m->n_layers + 1, sizeof *items), n = 0;
+    const char **names = calloc((size_t)m->n_layers + 1, sizeof *names);
+    const char ***sorted = calloc((size_t)m->n_layers + 1, sizeof *sorted);
+    kc_status s = names && sorted && items ? kc__staging_init(m, &st)
+                                           : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
     if (s == KC_STATUS_OK) s = kc__staging_fill(m, &st);
-    for (int i = 0; i < o.n; i++) {
-        if (names) names[i] = kc__model_layer(m, o.layer[i])->name;
-        if (sorted && names) sorted[i] = &names[i];
+    if (s == KC_STATUS_OK && ng.on) n = kc__nest_items(m, 0, items);
+    for (int i = 0; s == KC_STATUS_OK && !ng.on && i < ng.order.n; i++) items[n++] = ng.order.layer[i];
+    for (int i = 0; s == KC_STATUS_OK && i < n; i++) {
+        names[i] = items[i] >= 0 ? kc__model_layer(m, items[i])->name : m->nests[-items[i] - 1].name;
+        sorted[i] = &names[i];
     }
-    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_strings(group, "layer_names", names, o.n);
+    if (s == KC_STATUS_OK) s = kc__h5_put_fixed_strings(group, "layer_names", names, n);
     if (s == KC_STATUS_OK) s = kc__h5_put_fixed_string(group, "backend", "tensorflow");
     if (s == KC_STATUS_OK) s = kc__h5_put_fixed_string(group, "keras_version", KC_KERAS2_VERSION);
     /* Keras creates the layer groups sorted by name */
-    if (s == KC_STATUS_OK) qsort(sorted, (size_t)o.n, sizeof *sorted, by_name);
-    for (int i = 0; i < o.n && s == KC_STATUS_OK; i++) {
-        int pos = (int)(sorted[i] - names);
-        int li = o.layer[pos];
-        const kc_layer *l = kc__model_layer(m, li);
+    if (s == KC_STATUS_OK) qsort(sorted, (size_t)n, sizeof *sorted, by_name);
+    for (int i = 0; i < n && s == KC_STATUS_OK; i++) {
+        int it = items[sorted[i] - names];
         hid_t lg = H5I_INVALID_HID;
-        s = kc__h5_make_group(group, l->name, &lg);
+        s = kc__h5_make_group(group, *sorted[i], &lg);
         if (s != KC_STATUS_OK) break;
-        int widx[KC_MAX_WEIGHTS], gidx[KC_MAX_WEIGHTS];
-        int nw = kc__h5_layer_weights(m, li, widx, gidx);
-        char wn[KC_MAX_WEIGHTS][KC_NAME_MAX + 40];
-        const char *wp[KC_MAX_WEIGHTS];
-        for (int j = 0; j < nw; j++) {
-            snprintf(wn[j], sizeof wn[j], "%s/%s:0", l->name, l->w[widx[j]].name);
-            wp[j] = wn[j];
-        }
-        s = kc__h5_put_fixed_strings(lg, "weight_names", wp, nw);
-        for (int j = 0; j < nw && s == KC_STATUS_OK; j++)
-            s = kc__h5_put_f32(lg, wn[j], &l->w[widx[j]].shape, kc__staged(&st, gidx[j]));
+        s = it >= 0 ? layer_group(m, it, lg, &st) : nest_group(m, -it, lg, &st);
         H5Gclose(lg);
     }
     if (s == KC_STATUS_OK) {
@@ -78,8 +136,9 @@ kc_status kc__legacy_weights_write(kc_model *m, hid_t group) {
     }
     free(sorted);
     free(names);
+    free(items);
     kc__staging_free(&st);
-    kc__korder_free(&o);
+    kc__nesting_free(&ng);
     return s;
 }
 

@@ -49,6 +49,12 @@ static const struct {
 
 static const char *const k_tf_entry_keys[] = {"module", "class_name", "config", "registered_name", "build_config",
                                               "name", "inbound_nodes"};
+const char *kc__json_tf_function(const char *op) {
+    for (size_t i = 0; i < KC_ARRAY_LEN(k_tf_functions); i++) /* the first: "__operators__.add" for x + y */
+        if (op && strcmp(op, k_tf_functions[i].op) == 0) return k_tf_functions[i].function;
+    return NULL;
+}
+
 static const char *const k_tf_config_keys[] = {"name", "trainable", "dtype", "function"};
 static const char *const k_tf_kwargs_keys[] = {"y", "name"};
 

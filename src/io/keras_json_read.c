@@ -35,6 +35,7 @@ typedef struct reader {
     bool frozen;               /* the model's "trainable": false */
     int flavour;               /* 2: written by Keras 2 (tf-keras), 3: by Keras 3 (file_flavour) */
     json_t *paths;             /* inlined nested-model layer -> Keras 3 weight path, or NULL */
+    json_t *nests;             /* the nested models inlined: [{name, class, parent, training, input}], or NULL */
     json_t *owned;             /* a config made here (a Sequential nesting models, as Functional) */
 } reader;
 
@@ -401,10 +402,17 @@ static kc_status make_call(reader *r, const json_t *entry, int i, int call, bool
     *made = true;
     if (call > 0) return KC_STATUS_OK; /* the rest is the layer's, set at its first call */
     r->m->layers[y]->frozen = pl.frozen;
-    const json_t *where = json_object_get(r->paths, r->names[i]); /* [Keras 3 path, .h5 group] */
+    /* [Keras 3 path, .h5 group, nested model, name inside it] */
+    const json_t *where = json_object_get(r->paths, r->names[i]);
     const char *path = json_string_value(json_array_get(where, 0)), *group = json_string_value(json_array_get(where, 1));
-    if (path) snprintf(r->m->layers[y]->keras_path, sizeof r->m->layers[y]->keras_path, "%s", path);
-    if (group) snprintf(r->m->layers[y]->keras_h5_group, sizeof r->m->layers[y]->keras_h5_group, "%s", group);
+    const char *inner = json_string_value(json_array_get(where, 3));
+    kc_layer *ly = r->m->layers[y];
+    if (path) snprintf(ly->keras_path, sizeof ly->keras_path, "%s", path);
+    if (group) snprintf(ly->keras_h5_group, sizeof ly->keras_h5_group, "%s", group);
+    if (inner) snprintf(ly->keras_inner, sizeof ly->keras_inner, "%s", inner);
+    ly->keras_tf_op = op_node && !json_object_get(entry, "module") && r->flavour == 2 &&
+                      !strcmp(json_string_value(json_object_get(entry, "class_name")), "TFOpLambda");
+    ly->keras_nest = (int)json_integer_value(json_array_get(where, 2));
     note_axis(r, &pl, y);
     return KC_STATUS_OK;
 }
@@ -451,7 +459,7 @@ static kc_status read_functional(reader *r, json_t *config) {
         return kc__fail(KC_STATUS_BAD_FILE, PFX "the Functional model's \"config\" is %s, not an object",
                         kc__json_type_name(config));
     KC_TRY(kc__json_check_keys(config, k_func_keys, KC_ARRAY_LEN(k_func_keys), "the Functional config"));
-    KC_TRY(kc__json_inline_nested(config, &r->paths));
+    KC_TRY(kc__json_inline_nested(config, &r->paths, &r->nests));
     KC_TRY(check_model_header(config, "the Functional model", &r->frozen));
     const json_t *layers = json_object_get(config, "layers");
     if (!json_is_array(layers))
@@ -461,6 +469,7 @@ static kc_status read_functional(reader *r, json_t *config) {
     KC_TRY(entry_calls(r, layers));
     KC_TRY(kc_functional(json_string_value(json_object_get(config, "name")), &r->m));
     KC_TRY(make_nodes(r, layers));
+    KC_TRY(kc__json_keep_nests(r->m, r->nests));
     tensor_ref refs[KC_MAX_INPUTS];
     int n = 0;
     kc_node node;
@@ -570,6 +579,7 @@ static kc_status read_model(reader *r, const json_t *root) {
                             "subclassed model has no usable JSON config)",
                         cls);
     }
+    r->m->keras_from = r->flavour;
     kc_status s = r->dev ? kc_model_set_device_opts(r->m, r->dev) : KC_STATUS_OK;
     if (s == KC_STATUS_OK && r->frozen) s = kc_model_set_trainable(r->m, NULL, 0); /* every layer, as Keras */
     r->m->before_alloc = r->before_alloc;
@@ -609,6 +619,7 @@ kc_status kc__model_from_json_hooked(const char *text, size_t len, const kc_devi
     free(r.first);
     free(r.made);
     json_decref(r.paths);
+    json_decref(r.nests);
     json_decref(r.owned);
     free(r.axes);
     json_decref(root); /* after building: the layers copied what they keep */

@@ -53,8 +53,15 @@ kc_status kc__json_parse_op_node(const json_t *entry, int index, parsed_layer *p
 /* Nested models (keras_json_nested.c): inlines every Sequential/Functional entry of a
  * Functional config's "layers" into it, in place; *paths (NULL when there was none) maps
  * each inlined layer's name to [its Keras 3 weight path ("functional/layers/conv2d"), the
- * name of the outermost nested model it came from (its group in a legacy .h5)]. */
-kc_status kc__json_inline_nested(json_t *config, json_t **paths);
+ * name of the outermost nested model it came from (its group in a legacy .h5), the nested
+ * model holding it (1-based into *nests), its name there]; *nests lists the nested models
+ * ({"name", "sequential", "parent", "training", "input"}), kept on the model by
+ * kc__json_keep_nests so that a save writes them nested again (keras_nest.c). */
+kc_status kc__json_inline_nested(json_t *config, json_t **paths, json_t **nests);
+kc_status kc__json_keep_nests(kc_model *m, const json_t *nests);
+/* keras-save: tf-keras's TFOpLambda "function" for a TensorOp operation ("math.multiply"),
+ * NULL when tf-keras has none that kerac reads (keras_json_ops.c). */
+const char *kc__json_tf_function(const char *op);
 /* Whether a "layers" list has a nested model; a Sequential config (starting with its
  * InputLayer) as the equivalent Functional config (*out, new), to inline its nested models. */
 bool kc__json_has_nested(const json_t *layers);

@@ -15,13 +15,34 @@
 #include "io.h"
 #include "keras_json_read.h"
 #include "keras_json_values.h"
+#include "keras_nest.h"
 
 typedef struct writer {
     const kc_model *m;
     int flavour;               /* 2 or 3 */
     bool ok;                   /* false once an allocation failed */
     kc_status err;             /* a layer option this flavour cannot express (act_name's error) */
+    const kc__nesting *ng;     /* the model's nested models (ng->on: written nested) */
+    int scope;                 /* the nested model being written (0: the model) */
 } writer;
+
+/* A layer's name in the model being written: inside a nested model, its name there. */
+static const char *own_name(const writer *w, const kc_layer *l) {
+    return w->ng->on && l->keras_nest ? l->keras_inner : l->name;
+}
+
+/* How the model being written refers to node's output: a layer of its own (its call),
+ * the nested model holding it (Keras 3 calls it node 0, Keras 2 node 1: its graph is node 0),
+ * or, for a node outside the nested model being written, that model's InputLayer. */
+static const char *ref_name(const writer *w, int node, int *call) {
+    const kc_layer *l = kc__model_layer(w->m, node);
+    *call = kc__model_call_index(w->m, node);
+    if (!w->ng->on) return l->name;
+    int c = kc__nest_child(w->m, node, w->scope);
+    if (c == 0) return own_name(w, l);
+    *call = c > 0 && w->flavour == 2 ? 1 : 0;
+    return c > 0 ? w->m->nests[c - 1].name : w->m->nests[w->scope - 1].input;
+}
 
 static void put(writer *w, json_t *obj, const char *key, json_t *v) {
     if (!v || !obj || json_object_set_new(obj, key, v) != 0) w->ok = false;
@@ -116,7 +137,7 @@ static json_t *field_value(writer *w, const kc_layer *l, const kc__layer_opts *o
     const void *src = f->off == KC_F_NO_OFFSET ? NULL : (const char *)o + f->off;
     switch (f->kind) {
     case KC_F_NAME:
-        return json_string(l->name);
+        return json_string(own_name(w, l));
     case KC_F_INT:
         return json_integer(*(const int *)src);
     case KC_F_INT2: {
@@ -280,8 +301,9 @@ static void put_fields(writer *w, json_t *cfg, const kc_layer *l, const kc__laye
 static json_t *keras_tensor(writer *w, int node) {
     const kc_layer *src = kc__model_layer(w->m, node);
     json_t *t = json_object(), *cfg = json_object(), *hist = json_array();
-    push(w, hist, json_string(src->name));
-    push(w, hist, json_integer(kc__model_call_index(w->m, node))); /* a shared layer's call */
+    int call = 0;
+    push(w, hist, json_string(ref_name(w, node, &call)));
+    push(w, hist, json_integer(call)); /* a shared layer's call */
     push(w, hist, json_integer(0));
     put(w, cfg, "shape", kshape(w, &src->out_shape));
     put(w, cfg, "dtype", json_string("float32"));
@@ -297,8 +319,9 @@ static void inbound_node(writer *w, const kc_layer *l, json_t *nodes) {
         json_t *node = json_array();
         for (int k = 0; k < l->n_in; k++) {
             json_t *ref = json_array();
-            push(w, ref, json_string(kc__model_layer(w->m, l->in[k])->name));
-            push(w, ref, json_integer(kc__model_call_index(w->m, l->in[k])));
+            int call = 0;
+            push(w, ref, json_string(ref_name(w, l->in[k], &call)));
+            push(w, ref, json_integer(call));
             push(w, ref, json_integer(0));
             push(w, ref, json_object());
             push(w, node, ref);
@@ -343,11 +366,47 @@ static json_t *build_config(writer *w, const kc_layer *l) {
     return b;
 }
 
+/* keras-save: a TensorOp read from tf-keras's TFOpLambda, in the Keras 2 flavour, as the
+ * TFOpLambda layer tf-keras writes: f(x, y=number) or f(x, y=tensor). */
+static kc_status tf_op_entry(writer *w, const kc_layer *l, const kc_tensor_op_opts *o, json_t **out) {
+    const char *fn = kc__json_tf_function(o->op);
+    if (!fn || o->scalar_side == 2)
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        "model JSON: layer '%s' (TensorOp %s%s) has no tf-keras TFOpLambda form that kerac writes",
+                        l->name, o->op, o->scalar_side == 2 ? " with the number first" : "");
+    json_t *e = json_object(), *cfg = json_object(), *ref = json_array(), *kwargs = json_object();
+    put(w, cfg, "name", json_string(own_name(w, l)));
+    put(w, cfg, "trainable", json_true());
+    put(w, cfg, "dtype", json_string("float32"));
+    put(w, cfg, "function", json_string(fn));
+    put(w, e, "class_name", json_string("TFOpLambda"));
+    put(w, e, "config", cfg);
+    put(w, e, "name", json_string(own_name(w, l)));
+    for (int k = 0; k < l->n_in; k++) { /* [x, 0, 0, {"y": ...}]; y: [layer, node, 0] or the number */
+        int call = 0;
+        json_t *r = k == 0 ? ref : json_array();
+        push(w, r, json_string(ref_name(w, l->in[k], &call)));
+        push(w, r, json_integer(call));
+        push(w, r, json_integer(0));
+        if (k > 0) put(w, kwargs, "y", r);
+    }
+    if (o->scalar_side == 1) put(w, kwargs, "y", jfloat(o->scalar));
+    put(w, kwargs, "name", json_null());
+    push(w, ref, kwargs);
+    json_t *nodes = json_array();
+    push(w, nodes, ref);
+    put(w, e, "inbound_nodes", nodes);
+    *out = e;
+    return KC_STATUS_OK;
+}
+
 /* A TensorOp as the Keras 3 operation node it was read from (keras_json_ops.c): tensor and
- * number arguments in their order. Written so in both flavours: only Keras 3 has them. */
+ * number arguments in their order. Written so in both flavours (only Keras 3 has them), but
+ * one read from tf-keras's TFOpLambda goes back as one in the Keras 2 flavour. */
 static kc_status op_node_entry(writer *w, const kc_layer *l, bool functional, json_t **out) {
     kc_tensor_op_opts o;
     l->ops->get_opts(l, &o);
+    if (functional && w->flavour == 2 && l->keras_tf_op) return tf_op_entry(w, l, &o, out);
     const char *cls = kc__tensor_op_keras_class(o.op);
     if (!functional || !cls)
         return kc__fail(KC_STATUS_UNSUPPORTED,
@@ -357,10 +416,10 @@ static kc_status op_node_entry(writer *w, const kc_layer *l, bool functional, js
     json_t *e = json_object(), *cfg = json_object(), *nodes = json_array(), *node = json_object(), *args = json_array();
     put(w, e, "module", json_string("keras.src.ops.numpy"));
     put(w, e, "class_name", json_string(cls));
-    put(w, cfg, "name", json_string(l->name));
+    put(w, cfg, "name", json_string(own_name(w, l)));
     put(w, e, "config", cfg);
     put(w, e, "registered_name", json_string(cls));
-    put(w, e, "name", json_string(l->name));
+    put(w, e, "name", json_string(own_name(w, l)));
     if (o.scalar_side == 2) push(w, args, jfloat(o.scalar));
     for (int k = 0; k < l->n_in; k++) push(w, args, keras_tensor(w, l->in[k]));
     if (o.scalar_side == 1) push(w, args, jfloat(o.scalar));
@@ -403,7 +462,7 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
         if (!kc__keras_is_input(l->ops)) put(w, e, "build_config", build_config(w, l));
     }
     if (functional) {
-        put(w, e, "name", json_string(l->name));
+        put(w, e, "name", json_string(own_name(w, l)));
         put(w, e, "inbound_nodes", inbound_nodes(w, l));
     }
     *out = e;
@@ -414,8 +473,9 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
  * tensor each, not lists) as ["name", 0, 0]. Both versions read both forms. */
 static json_t *io_layers(writer *w, int node) {
     json_t *ref = json_array();
-    push(w, ref, json_string(kc__model_layer(w->m, node)->name));
-    push(w, ref, json_integer(kc__model_call_index(w->m, node)));
+    int call = 0;
+    push(w, ref, json_string(ref_name(w, node, &call)));
+    push(w, ref, json_integer(call));
     push(w, ref, json_integer(0));
     if (w->flavour == 3) return ref;
     json_t *list = json_array();
@@ -423,32 +483,103 @@ static json_t *io_layers(writer *w, int node) {
     return list;
 }
 
-static kc_status model_json(writer *w, json_t **out) {
+static kc_status model_object(writer *w, json_t **out);
+
+/* The InputLayer of nested model w->scope: the model's own InputLayer entry, renamed and
+ * reshaped to the tensor the nested model is called on. */
+static kc_status nest_input_entry(writer *w, bool functional, json_t **out) {
+    const kc__nest *nt = &w->m->nests[w->scope - 1];
+    KC_TRY(layer_entry(w, kc__model_layer(w->m, 0), functional, out));
+    json_t *cfg = json_object_get(*out, "config");
+    const char *key = w->flavour == 3 ? "batch_shape" : "batch_input_shape";
+    put(w, cfg, key, kshape(w, &kc__model_layer(w->m, w->ng->in[w->scope])->out_shape));
+    put(w, cfg, "name", json_string(nt->input));
+    if (functional) put(w, *out, "name", json_string(nt->input));
+    return KC_STATUS_OK;
+}
+
+/* Nested model k as an entry of the model being written: its model object, its name, and
+ * its call on the tensor it takes with the training argument it was called with. */
+static kc_status nest_entry(writer *w, int k, json_t **out) {
+    int scope = w->scope;
+    w->scope = k;
+    kc_status s = model_object(w, out);
+    w->scope = scope;
+    if (s != KC_STATUS_OK) return s;
+    const kc__nest *nt = &w->m->nests[k - 1];
+    json_t *kwargs = json_object(), *nodes = json_array(), *node = NULL;
+    if (nt->training >= 0) put(w, kwargs, "training", json_boolean(nt->training));
+    if (w->flavour == 2) { /* [[["input_1", 0, 0, {"training": false}]]] */
+        int call = 0;
+        json_t *ref = json_array();
+        push(w, ref, json_string(ref_name(w, w->ng->in[k], &call)));
+        push(w, ref, json_integer(call));
+        push(w, ref, json_integer(0));
+        push(w, ref, kwargs);
+        node = json_array();
+        push(w, node, ref);
+    } else { /* {"args": [tensor], "kwargs": {"training": false}} */
+        json_t *args = json_array();
+        push(w, args, keras_tensor(w, w->ng->in[k]));
+        node = json_object();
+        put(w, node, "args", args);
+        put(w, node, "kwargs", kwargs);
+    }
+    push(w, nodes, node);
+    put(w, *out, "name", json_string(nt->name));
+    put(w, *out, "inbound_nodes", nodes);
+    return KC_STATUS_OK;
+}
+
+/* The entries of the model being written, in layers: the model's layers in their order, or,
+ * when it keeps nested models, its entries (layers and nested models) in Keras's order. */
+static kc_status scope_entries(writer *w, bool functional, json_t *layers) {
     const kc_model *m = w->m;
-    bool functional = !m->sequential;
+    int *items = malloc(((size_t)m->n_layers + 1) * sizeof *items), n = 0;
+    if (!items) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "model JSON: out of memory writing model '%s'", m->name);
+    kc_status s = KC_STATUS_OK;
+    if (w->ng->on) n = kc__nest_items(m, w->scope, items);
+    else
+        for (int i = 0; i < m->n_layers; i++) items[n++] = i;
+    if (w->scope > 0) {
+        json_t *e = NULL;
+        s = nest_input_entry(w, functional, &e);
+        if (s == KC_STATUS_OK) push(w, layers, e);
+    }
+    for (int i = 0; i < n && s == KC_STATUS_OK; i++) {
+        json_t *e = NULL;
+        if (items[i] >= 0 && kc__model_layer(m, items[i])->shares >= 0) continue; /* a later call: written with its layer */
+        s = items[i] >= 0 ? layer_entry(w, kc__model_layer(m, items[i]), functional, &e) : nest_entry(w, -items[i], &e);
+        if (s == KC_STATUS_OK) push(w, layers, e);
+    }
+    free(items);
+    return s;
+}
+
+/* The model (w->scope 0) or nested model w->scope: {"module", "class_name", "config", ...}. */
+static kc_status model_object(writer *w, json_t **out) {
+    const kc_model *m = w->m;
+    const kc__nest *nt = w->scope ? &m->nests[w->scope - 1] : NULL;
+    bool functional = nt ? !nt->sequential : !m->sequential;
+    bool frozen = nt ? kc__nest_frozen(m, w->scope) : m->frozen;
+    const kc_shape *in_shape = &kc__model_layer(m, nt ? w->ng->in[w->scope] : 0)->out_shape;
     json_t *layers = json_array();
     *out = NULL;
-    for (int i = 0; i < m->n_layers; i++) {
-        json_t *e = NULL;
-        if (kc__model_layer(m, i)->shares >= 0) continue; /* a later call: written with its layer */
-        kc_status s = layer_entry(w, kc__model_layer(m, i), functional, &e);
-        if (s != KC_STATUS_OK) {
-            json_decref(layers);
-            return s;
-        }
-        push(w, layers, e);
+    kc_status s = scope_entries(w, functional, layers);
+    if (s != KC_STATUS_OK) {
+        json_decref(layers);
+        return s;
     }
-    const kc_layer *input = kc__model_layer(m, 0);
     json_t *cfg = json_object();
-    put(w, cfg, "name", json_string(m->name));
-    if (w->flavour == 3) put(w, cfg, "trainable", json_boolean(!m->frozen));
+    put(w, cfg, "name", json_string(nt ? nt->name : m->name));
+    if (w->flavour == 3 || (nt && functional)) put(w, cfg, "trainable", json_boolean(!frozen));
     if (w->flavour == 3 && !functional) put(w, cfg, "dtype", json_string("float32"));
     put(w, cfg, "layers", layers);
     if (functional) {
-        put(w, cfg, "input_layers", io_layers(w, 0));
-        put(w, cfg, "output_layers", io_layers(w, kc__model_output(m)));
+        put(w, cfg, "input_layers", nt ? io_layers(w, w->ng->in[w->scope]) : io_layers(w, 0));
+        put(w, cfg, "output_layers", io_layers(w, nt ? w->ng->out[w->scope] : kc__model_output(m)));
     } else if (w->flavour == 3) {
-        put(w, cfg, "build_input_shape", kshape(w, &input->out_shape));
+        put(w, cfg, "build_input_shape", kshape(w, in_shape));
     }
     json_t *root = json_object();
     if (w->flavour == 3) put(w, root, "module", json_string(functional ? "keras.src.models.functional" : "keras"));
@@ -456,12 +587,12 @@ static kc_status model_json(writer *w, json_t **out) {
     put(w, root, "config", cfg);
     if (w->flavour == 3) {
         put(w, root, "registered_name", functional ? json_string("Functional") : json_null());
-        if (!functional) {
+        if (!functional || nt) {
             json_t *b = json_object();
-            put(w, b, "input_shape", kshape(w, &input->out_shape));
+            put(w, b, "input_shape", functional ? json_null() : kshape(w, in_shape));
             put(w, root, "build_config", b);
         }
-    } else {
+    } else if (!nt) {
         put(w, root, "keras_version", json_string("2.15.0"));
         put(w, root, "backend", json_string("tensorflow"));
     }
@@ -482,9 +613,13 @@ kc_status kc__model_to_json_flags(kc_model *m, int flavour, size_t flags, char *
                         "kc_model_to_json: flavour %d is not 2 (Keras 2, \"batch_input_shape\") or 3 (Keras 3)",
                         flavour);
     KC_TRY(kc_model_build(m)); /* final names and shapes */
-    writer w = {m, flavour, true, KC_STATUS_OK};
+    kc__nesting ng;
+    KC_TRY(kc__nesting_init(m, &ng));
+    writer w = {m, flavour, true, KC_STATUS_OK, &ng, 0};
     json_t *root = NULL;
-    KC_TRY(model_json(&w, &root));
+    kc_status s = model_object(&w, &root);
+    kc__nesting_free(&ng);
+    KC_TRY(s);
     /* 15 significant digits print each shortest-float decimal back as it was */
     char *text = json_dumps(root, flags | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(root);

@@ -167,6 +167,14 @@ struct kc_layer {
      * y and dy are the producer's memory and it has no forward or backward of its own. */
     bool relu_after, absorbed;
     float relu_max;
+    /* keras-save: the nested model it came from (1-based into kc_model.nests, 0: the model
+     * itself) and its name there (the reader may have prefixed l->name), so that a save
+     * writes the nesting back (src/io/keras_nest.c) */
+    int keras_nest;
+    char keras_inner[KC_NAME_MAX];
+    /* keras-save: a TensorOp read from tf-keras's TFOpLambda, written back as one in the
+     * Keras 2 flavour (keras_json_write.c) */
+    bool keras_tf_op;
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */

@@ -63,6 +63,7 @@ void kc_model_destroy(kc_model *m) {
     free(m->prof_bwd_n);
     for (int i = 0; m->image_classes && i < m->image_opts.num_class_names; i++) free(m->image_classes[i]);
     free(m->image_classes);
+    free(m->nests);
     kc__observe_free(m);
     free(m->dist_host);
     kc__dist_ov_free(m->dist_ov);

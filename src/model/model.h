@@ -29,6 +29,17 @@ typedef enum kc_scalar_slot {
 _Static_assert(KC_SCALAR_STEP_LOSS >= KC_SCALAR_METRICS + KC_MAX_METRICS && KC_SCALAR_NORM_SQ < KC_SCALAR_COUNT,
                "the metric counts run into the step's loss: size the slots from KC_MAX_METRICS");
 
+/* keras-save: a model that was nested in the model read from a Keras file (a Sequential or
+ * Functional called as a layer), which kerac inlined; kept so that a save writes it nested
+ * again (src/io/keras_nest.c). Its layers point to it with kc_layer.keras_nest. */
+typedef struct kc__nest {
+    char name[KC_NAME_MAX];
+    bool sequential;         /* Sequential, else Functional */
+    int parent;              /* 1-based index of the nested model holding it, 0: the model */
+    int training;            /* its call's training argument: -1 none, 0 False, 1 True */
+    char input[KC_NAME_MAX]; /* the name of its InputLayer */
+} kc__nest;
+
 struct kc_model {
     char name[KC_NAME_MAX];
     bool sequential;
@@ -127,6 +138,13 @@ struct kc_model {
     /* the loss of the file's Keras compile_config ("" when none): kc_model_saved_loss */
     char saved_loss[48];
     int saved_from_logits;
+
+    /* keras-save: the nested models of the Keras file it was read from (kc__nest), and the
+     * Keras that wrote that file (2: tf-keras, 3: Keras 3, 0: not read from a Keras config):
+     * a legacy .h5 save writes the nesting in that Keras's form */
+    kc__nest *nests;
+    int n_nests;
+    int keras_from;
 };
 
 /* Sticky builder error: record the first failure in the model. Returns s. */

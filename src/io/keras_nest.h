@@ -1,0 +1,45 @@
+/* keras_nest.h — the nested models of a model read from a Keras file (kc_model.nests), as the
+ * writers see them: which layers each holds, what it is called on, what it gives, and the
+ * order of its entries (keras_nest.c). */
+#ifndef KC_KERAS_NEST_H
+#define KC_KERAS_NEST_H
+
+#include "keras_h5_impl.h"
+
+/* The nesting of a model as saved: n nested models (1-based as kc_layer.keras_nest), each
+ * called on node in[k] and giving node out[k]; `on` false: the model is saved flat. */
+typedef struct kc__nesting {
+    bool on;
+    int n;
+    int *in, *out;           /* (n + 1), index 0 unused */
+    korder order;            /* the layers in Keras's model.layers order, with their Keras 3 weight
+                                paths (on: the nested models' layers at their kc_layer.keras_path) */
+} kc__nesting;
+
+/* Whether the model keeps its nesting: it has nested models, each called once on one tensor
+ * and read through one output (a graph changed since, where that no longer holds, is saved
+ * flat, as before). ng->order is filled either way. */
+kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng);
+void kc__nesting_free(kc__nesting *ng);
+
+/* Node `node` seen from nested model `scope` (0: the model): 0 when it is a layer of scope
+ * itself, k > 0 when it lies in nested model k, a child of scope, and -1 when it lies
+ * outside scope. */
+int kc__nest_child(const kc_model *m, int node, int scope);
+
+/* The entries of `scope` in the model's layer order (a nested model where its first layer
+ * comes): items[i] >= 0 a layer (node id, first calls only), < 0 the nested model -items[i];
+ * returns how many (items: m->n_layers entries). */
+int kc__nest_items(const kc_model *m, int scope, int *items);
+
+/* The layers of nested model `scope`, its nested models' included, in its order (that of
+ * its `weights`); returns how many (out: m->n_layers entries). */
+int kc__nest_layers(const kc_model *m, int scope, int *out);
+
+/* The Keras whose file gave the model the nested models it keeps (2: tf-keras, 3), else 0. */
+int kc__nesting_flavour(const kc_model *m);
+
+/* Whether a nested model's layers are all frozen (its "trainable": false). */
+bool kc__nest_frozen(const kc_model *m, int scope);
+
+#endif /* KC_KERAS_NEST_H */
