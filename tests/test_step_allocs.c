@@ -3,7 +3,9 @@
  *
  * This program replaces malloc, calloc, realloc, free and the aligned allocators for the
  * whole process (glibc's own entry points, __libc_malloc & co., do the work), so every heap
- * allocation is counted: kerac's, its loader thread's, OpenBLAS's and libgomp's. kc_fit
+ * allocation is seen: kerac's (its code and its loader thread, directly or through libc)
+ * must be none; those made inside libgomp or OpenBLAS (told apart by the call stack) are
+ * counted and printed per step, as the runtime libraries' share. kc_fit
  * runs 1 + N steps; a callback switches counting on at the end of the first step (which
  * plans and sizes everything) and off at the end of the last, so the count covers N whole
  * steps (forward, backward, optimizer, the loader thread's next batches, the callbacks):
