@@ -20,7 +20,8 @@
  *                       (the figures bench/RESULTS.md records), checked to stay under 2 ms
  * KC_TEST_ALLOC_TRACE=1 prints the call stack of every counted allocation on stderr.
  * Under AddressSanitizer (whose allocator this replacement would bypass) it exits 77. */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(KC_TEST_SANITIZED) /* the sanitized build (tests/CMakeLists.txt) */
+#elif defined(__SANITIZE_ADDRESS__)
 #define KC_TEST_SANITIZED 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
