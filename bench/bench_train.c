@@ -292,11 +292,11 @@ report:;
            "\"infer_images_per_second\": %.1f, "
            "\"threads\": %d, \"layout\": \"nhwc\", \"warmup_steps\": %d, \"steps\": %d, \"batch_size\": %d, "
            "\"infer_batch_size\": %d, \"infer_images\": %lld, \"mean_loss\": %.4f, \"version\": \"%s\", "
-           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_threads\": %d, \"profile\": %d, "
+           "\"start_to_first_step_s\": %.3f, \"cpu_isa\": \"%s\", \"openblas_corename\": \"%s\", \"openblas_threads\": %d, \"profile\": %d, "
            "\"train_flop_per_image\": %.4g, \"sgemm_gflops\": %.1f, \"sgemm_fraction\": %.3f, \"clock\": \"%s\", "
            "\"anon_huge_kib\": %ld%s}\n",
            is_b ? "B" : "A", train_ips, infer_ips, kc_get_num_threads(), warmup, steps, batch, INFER_BATCH,
-           (long long)n, t.loss, kc_version(), t.t_first - t_main, isa,
+           (long long)n, t.loss, kc_version(), t.t_first - t_main, isa, bench_openblas_corename(),
            openblas_get_num_threads ? openblas_get_num_threads() : -1, profile, flop, sgemm,
            sgemm > 0 ? train_ips * flop * 1e-9 / sgemm : 0.0, cpu_clock ? "cpu" : "wall", huge_kib, layer_ms);
     kc_backend_destroy(probe);

@@ -1,7 +1,7 @@
 /* bench_util.h — the small helpers the CPU benchmark programs share: the clock they time
  * with (BENCH_CLOCK=cpu: the process's CPU time, all its threads, the measure that survives
  * a loaded machine with one thread; the wall clock otherwise), medians, and integer and
- * string settings from the environment. Header-only: each program includes it once. */
+ * string settings from the environment, and the OpenBLAS kernel set. Header-only: each program includes it once. */
 #ifndef KERAC_BENCH_UTIL_H
 #define KERAC_BENCH_UTIL_H
 
@@ -47,6 +47,13 @@ static inline int bench_env_int(const char *name, int fallback) {
     long x = strtol(v, &end, 10);
     if (*end != '\0' || x < -1000000 || x > 1000000) return -1000000;
     return (int)x;
+}
+
+/* OpenBLAS's kernel set ("Haswell", "SkylakeX", ...; OPENBLAS_CORETYPE forces one): a weak
+ * reference, so that a program linked with another BLAS still builds and says "?". */
+extern char *openblas_get_corename(void) __attribute__((weak));
+static inline const char *bench_openblas_corename(void) {
+    return openblas_get_corename ? openblas_get_corename() : "?";
 }
 
 static inline const char *bench_env_str(const char *name, const char *fallback) {

@@ -7,6 +7,9 @@
 #                     with BatchNorm on synthetic 32x32x3 images, batch 64 (bench/workloads.h)
 #   ROUNDS=N          rounds of alternating runs (default 3): kerac, pytorch, kerac, pytorch, ...
 #   THREADS=N         threads for both programs (default 2)
+#   CPU_ISA=auto|avx2|avx512   restrict both sides to one instruction set (bench/isa_env.sh;
+#                     avx2: kerac's AVX2 kernels, PyTorch's oneDNN and ATen at AVX2, OpenBLAS
+#                     Haswell for both: the closest an AVX-512 machine gets to an AVX2-only one)
 #   BENCH_CLOCK=cpu   both programs time their process's CPU time, not the wall clock (with
 #                     THREADS=1: the work itself, on a loaded machine)
 #   BENCH_WARMUP, BENCH_STEPS, BENCH_INFER_REPS   passed through (defaults 5, 100, 5)
@@ -30,7 +33,7 @@ for arg in "$@"; do
     case "$arg" in
         --record) RECORD=1 ;;
         --no-build) BUILD=0 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -51,6 +54,7 @@ export BENCH_CLOCK="${BENCH_CLOCK:-wall}"
 export BENCH_WARMUP="${BENCH_WARMUP:-5}" BENCH_STEPS="${BENCH_STEPS:-100}" BENCH_INFER_REPS="${BENCH_INFER_REPS:-5}"
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "run.sh: ROUNDS must be a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
 case "$THREADS" in ''|*[!0-9]*|0) echo "run.sh: THREADS must be a positive integer, got '$THREADS'" >&2; exit 2 ;; esac
+. "$HERE/isa_env.sh"
 for layout in $TORCH_LAYOUTS; do
     case "$layout" in nchw|channels_last) ;; *) echo "run.sh: TORCH_LAYOUTS: '$layout' is not nchw or channels_last" >&2; exit 2 ;; esac
 done
@@ -95,6 +99,7 @@ RAW="$HERE/out/run-$STAMP.jsonl"
 : > "$RAW"
 LOAD_BEFORE="$(cut -d' ' -f1 /proc/loadavg)"
 CORETYPE="${OPENBLAS_CORETYPE-unset}"
+[ "$CPU_ISA" != avx2 ] || CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
 L2SIZE="${OPENBLAS_L2_SIZE-unset}"
 
 run_one() { # label, command...
@@ -112,13 +117,13 @@ run_one() { # label, command...
 }
 
 echo "run.sh: workload $WORKLOAD, $ROUNDS round(s), $THREADS threads, $BENCH_CLOCK clock, warm-up $BENCH_WARMUP + $BENCH_STEPS steps, " \
-     "OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
+     "CPU_ISA=$CPU_ISA OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
-    run_one kerac env BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $KERAC_WAIT \
+    run_one kerac env "${ISA_ENV[@]}" BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $KERAC_WAIT \
         "$KERAC_BIN"
     for layout in $TORCH_LAYOUTS; do
-        run_one "pytorch-$layout" env BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
+        run_one "pytorch-$layout" env "${ISA_ENV[@]}" BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
             OPENBLAS_NUM_THREADS=1 BENCH_TORCH_LAYOUT="$layout" \
             MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=134217728 \
             "$PY" "$HERE/torch_cnn.py"
@@ -133,7 +138,7 @@ if [ "$COMMIT" != none ] && [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/nul
 WAIT_DESC="$KERAC_WAIT"
 [ -n "$WAIT_DESC" ] || WAIT_DESC="GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
 WORKLOAD="$WORKLOAD" RECORD="$RECORD" RAW="$RAW" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" \
-CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" WAIT_DESC="$WAIT_DESC" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
+CPU_ISA="$CPU_ISA" CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" WAIT_DESC="$WAIT_DESC" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
 RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
 
@@ -205,6 +210,13 @@ summary = {
     # GEMMs), kerac's start to first step, and each side's round-to-round spread of training
     # speed, (max - min) / median (the steadiness target: kerac's no larger than PyTorch's)
     "kerac_cpu_isa": sorted({r.get("cpu_isa", "?") for r in groups.get("kerac", [])}),
+    # CPU_ISA (bench/isa_env.sh) and what each side reported running: kerac's kernels, oneDNN's
+    # and ATen's instruction sets, OpenBLAS's kernel set
+    "cpu_isa_restriction": os.environ["CPU_ISA"],
+    "ran": {k: sorted({"/".join(str(r.get(f, "?")) for f in
+                                (("cpu_isa", "openblas_corename") if k == "kerac" else
+                                 ("onednn_isa", "aten_capability", "openblas_corename")))
+                       for r in groups[k]}) for k in groups},
     "kerac_openblas_threads": sorted({r.get("openblas_threads", -1) for r in groups.get("kerac", [])}),
     "kerac_start_to_first_step_s": round(statistics.median(r.get("start_to_first_step_s", float("nan"))
                                                            for r in groups.get("kerac", [{}])), 3),
@@ -227,7 +239,7 @@ if os.environ["RECORD"] == "1":
         ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
-        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels)")
+        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels; CPU_ISA={os.environ['CPU_ISA']}: ran {summary['ran']})")
     # into the workload's table: after its last row (the file has other sections after it)
     text = open(os.environ["RESULTS"]).read().split("\n")
     table = "| date (B) | commit | rounds | kerac train" if B else "| date | commit | rounds | kerac train"

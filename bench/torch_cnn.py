@@ -36,6 +36,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from isa_probe import isa_fields  # bench/isa_probe.py, beside this file
+
 INFER_BATCH = 1000
 B_INFER = 5000
 
@@ -184,6 +186,7 @@ def main():
         "infer_images": int(xte.shape[0]),
         "mean_loss": round(loss_sum / (warmup + steps), 4),
         "version": torch.__version__,
+        **isa_fields(),
     }))
     sys.stdout.flush()
     return 0

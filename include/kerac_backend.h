@@ -567,10 +567,11 @@ struct kc_backend {
 #define KC_STREAM_COPY 1
 #define KC_STREAM_ALLREDUCE 2
 
-/* The CPU backend (always available). */
+/* The CPU backend (always available), with the environment's CPU options
+ * (kc_device_opts_default: KERAC_CPU_ISA, KERAC_CPU_WINOGRAD, ...; a bad value is its error). */
 KC_API kc_status kc_backend_cpu_create(kc_backend **out);
-/* cpu-speed: the CPU backend with the CPU options of opts (NULL: all defaults, what
- * kc_backend_cpu_create does): cpu_isa, the kernels' instruction set (kc_cpu_isa in kerac.h;
+/* cpu-speed: the CPU backend with the CPU options of opts (NULL: all defaults, whatever the
+ * environment says): cpu_isa, the kernels' instruction set (kc_cpu_isa in kerac.h;
  * KC_CPU_ISA_AUTO: the best the processor runs; a set the processor lacks, or that this build
  * has no kernels for, is KC_STATUS_UNSUPPORTED), and cpu_winograd. */
 KC_API kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out);

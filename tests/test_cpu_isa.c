@@ -10,7 +10,7 @@
  *                              with the reason (when this processor lacks one), an unknown
  *                              one KC_STATUS_INVALID_ARGUMENT
  *   environment                KERAC_CPU_ISA, KERAC_CPU_WINOGRAD and KERAC_CPU_WINOGRAD_TILE
- *                              reach kc_device_opts
+ *                              reach kc_device_opts and kc_backend_cpu_create's backend
  *                              (read in one place); a bad value names the variable
  *   open_ex_picks_it           kc_backend_open_ex with cpu_isa runs that set */
 #include <math.h>
@@ -269,6 +269,14 @@ static void test_environment(void **state) {
     assert_int_equal(kc_device_opts_default(&o), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "KERAC_CPU_ISA"));
     assert_int_equal(o.tf32, KC_TRUE); /* the other fields are still read */
+    /* kc_backend_cpu_create (no options) takes the environment's (tests/isa_run.c relies on it) */
+    kc_backend *be = NULL;
+    assert_int_equal(kc_backend_cpu_create(&be), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "KERAC_CPU_ISA"));
+    setenv("KERAC_CPU_ISA", "baseline", 1);
+    assert_int_equal(kc_backend_cpu_create(&be), KC_STATUS_OK);
+    assert_string_equal(kc_backend_cpu_isa(be), "baseline");
+    kc_backend_destroy(be);
     unsetenv("KERAC_CPU_ISA");
     unsetenv("KERAC_CPU_WINOGRAD");
     unsetenv("KERAC_TF32");

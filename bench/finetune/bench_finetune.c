@@ -153,9 +153,9 @@ int main(int argc, char **argv) {
         isa = kc_backend_cpu_isa(probe);
     printf("{\"impl\": \"kerac\", \"model\": \"%s\", \"layout\": \"nhwc\", \"train_images_per_second\": %.2f, "
            "\"cpu_seconds_per_step\": %.4f, \"threads\": %d, \"batch_size\": %d, \"warmup_steps\": %d, \"steps\": %d, "
-           "\"mean_loss\": %.4f, \"cpu_isa\": \"%s\", \"profile\": %d, \"version\": \"%s\"}\n",
+           "\"mean_loss\": %.4f, \"cpu_isa\": \"%s\", \"openblas_corename\": \"%s\", \"profile\": %d, \"version\": \"%s\"}\n",
            argv[1], (double)steps * batch / (t.t_end - t.t_start), (t.c_end - t.c_start) / steps,
-           kc_get_num_threads(), batch, warmup, steps, t.loss, isa, profile, kc_version());
+           kc_get_num_threads(), batch, warmup, steps, t.loss, isa, bench_openblas_corename(), profile, kc_version());
     kc_backend_destroy(probe);
     fflush(stdout);
     rc = 0;

@@ -7,6 +7,8 @@
 #   ROUNDS=N          rounds (default 3); each round runs, per model: kerac, PyTorch NCHW,
 #                     PyTorch channels_last (alternating, so a slow patch hits all)
 #   THREADS=N         threads for both (default 2)
+#   CPU_ISA=auto|avx2|avx512   restrict both sides to one instruction set (bench/isa_env.sh,
+#                     as in bench/run.sh)
 #   MODELS            default "mobilenetv2 resnet50"
 #   BENCH_WARMUP, BENCH_STEPS   per run (defaults 3, 10: 320 timed images)
 #   KERAS_PYTHON      Python with Keras 3 to write the models (default /tmp/kvenv/bin/python)
@@ -27,7 +29,7 @@ for arg in "$@"; do
     case "$arg" in
         --record) RECORD=1 ;;
         --no-build) BUILD=0 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -45,6 +47,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
 export BENCH_WARMUP="${BENCH_WARMUP:-3}" BENCH_STEPS="${BENCH_STEPS:-10}" BENCH_BATCH=32 BENCH_SIZE=96
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "run.sh: ROUNDS must be a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
 case "$THREADS" in ''|*[!0-9]*|0) echo "run.sh: THREADS must be a positive integer, got '$THREADS'" >&2; exit 2 ;; esac
+. "$HERE/../isa_env.sh"
 for m in $MODELS; do
     case "$m" in mobilenetv2|resnet50) ;; *) echo "run.sh: MODELS: '$m' is not mobilenetv2 or resnet50" >&2; exit 2 ;; esac
 done
@@ -100,14 +103,14 @@ run_one() { # label, command...
     printf '%s\n' "$line" >> "$RAW"
     echo "  $label: $line" >&2
 }
-echo "run.sh: $ROUNDS round(s), $THREADS threads, models $MODELS, warm-up $BENCH_WARMUP + $BENCH_STEPS steps of 32, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
+echo "run.sh: $ROUNDS round(s), $THREADS threads, models $MODELS, CPU_ISA=$CPU_ISA, warm-up $BENCH_WARMUP + $BENCH_STEPS steps of 32, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
     for m in $MODELS; do
-        run_one "kerac-$m" env BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $KERAC_WAIT \
+        run_one "kerac-$m" env "${ISA_ENV[@]}" BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $KERAC_WAIT \
             "$KERAC_BIN" "$MODEL_DIR/$m.keras"
         for layout in nchw channels_last; do
-            run_one "pytorch-$layout-$m" env BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
+            run_one "pytorch-$layout-$m" env "${ISA_ENV[@]}" BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
                 OPENBLAS_NUM_THREADS=1 BENCH_TORCH_LAYOUT="$layout" \
                 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=134217728 \
                 "$PY" "$HERE/torch_finetune.py" "$m"
@@ -120,5 +123,5 @@ if [ "$COMMIT" != none ] && [ -n "$(git -C "$ROOT" status --porcelain -- src inc
     COMMIT="$COMMIT+dirty"
 fi
 
-RAW="$RAW" RECORD="$RECORD" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" LOAD_BEFORE="$LOAD_BEFORE" \
+CPU_ISA="$CPU_ISA" RAW="$RAW" RECORD="$RECORD" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" LOAD_BEFORE="$LOAD_BEFORE" \
 LOAD_AFTER="$LOAD_AFTER" RESULTS="$ROOT/bench/RESULTS.md" "$PY" "$HERE/summary.py"

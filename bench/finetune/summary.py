@@ -40,7 +40,7 @@ def main():
         by.setdefault((model, impl), []).append(r)
     models = sorted({m for m, _ in by}, key=lambda m: ["mobilenetv2", "resnet50"].index(m))
     out = {"benchmark": "fine-tuning 96x96 batch 32 cpu", "commit": env["COMMIT"], "rounds": int(env["ROUNDS"]),
-           "threads": int(env["THREADS"]), "cpu": cpu_info(),
+           "threads": int(env["THREADS"]), "cpu": cpu_info(), "cpu_isa_restriction": env.get("CPU_ISA", "auto"),
            "loadavg_before": float(env["LOAD_BEFORE"]), "loadavg_after": float(env["LOAD_AFTER"]),
            "raw": os.path.relpath(env["RAW"]), "models": {}}
     print(f"{'model':<13}{'impl':<24}{'train img/s':>12}{'cpu s/step':>12}")
@@ -66,7 +66,13 @@ def main():
                                        for i, v in med.items()},
                             "ratio_vs_best_pytorch": round(ratio, 3), "round_ratios": [round(x, 3) for x in per_round],
                             "cpu_time_ratio_vs_best_pytorch": round(cpu_ratio, 3),
-                            "kerac_cpu_isa": sorted({r.get("cpu_isa", "?") for r in k})}
+                            "kerac_cpu_isa": sorted({r.get("cpu_isa", "?") for r in k}),
+                            # what each side reported running (bench/isa_env.sh)
+                            "ran": {i: sorted({"/".join(str(r.get(f, "?")) for f in
+                                                        (("cpu_isa", "openblas_corename") if i == "kerac" else
+                                                         ("onednn_isa", "aten_capability", "openblas_corename")))
+                                               for r in by.get((m, i), [])})
+                                    for i in ("kerac", "pytorch-nchw", "pytorch-channels_last")}}
     print(json.dumps(out))
     if env.get("RECORD") != "1":
         return
@@ -83,7 +89,7 @@ def main():
         text.insert(at, f"| {time.strftime('%Y-%m-%d')} | {env['COMMIT']} | {m} | {env['ROUNDS']} "
                         f"| {med['kerac']['train_images_per_second']:.1f} | {med['pytorch-nchw']['train_images_per_second']:.1f} "
                         f"| {med['pytorch-channels_last']['train_images_per_second']:.1f} | {d['ratio_vs_best_pytorch']:.2f} "
-                        f"| {env['LOAD_BEFORE']} / {env['LOAD_AFTER']} | {out['cpu']} (kerac {'/'.join(d['kerac_cpu_isa'])}) |")
+                        f"| {env['LOAD_BEFORE']} / {env['LOAD_AFTER']} | {out['cpu']} (kerac {'/'.join(d['kerac_cpu_isa'])}; CPU_ISA={out['cpu_isa_restriction']}: ran {d['ran']}) |")
         at += 1
     with open(env["RESULTS"], "w") as f:
         f.write("\n".join(text))

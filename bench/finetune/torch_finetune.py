@@ -21,6 +21,9 @@ import time
 import torch
 import torchvision
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from isa_probe import isa_fields  # noqa: E402  bench/isa_probe.py
+
 
 def main():
     if len(sys.argv) != 2 or sys.argv[1] not in ("mobilenetv2", "resnet50"):
@@ -60,7 +63,7 @@ def main():
                       "train_images_per_second": round(steps * batch / dt, 2),
                       "cpu_seconds_per_step": round(dc / steps, 4), "threads": torch.get_num_threads(),
                       "batch_size": batch, "warmup_steps": warmup, "steps": steps,
-                      "mean_loss": round(total / (warmup + steps), 4), "version": torch.__version__}))
+                      "mean_loss": round(total / (warmup + steps), 4), "version": torch.__version__, **isa_fields()}))
 
 
 if __name__ == "__main__":

@@ -294,7 +294,14 @@ int kc__cpu_winograd_enabled(const kc_backend *be) { return be && be->ctx ? ((co
 int kc__cpu_winograd_tile(const kc_backend *be) { return be && be->ctx ? ((const cpu_mem *)be->ctx)->wg_tile : 0; }
 int kc__cpu_blocked_enabled(const kc_backend *be) { return be && be->ctx && ((const cpu_mem *)be->ctx)->blocked; }
 
-kc_status kc_backend_cpu_create(kc_backend **out) { return kc_backend_cpu_create_ex(NULL, out); }
+/* The environment's options (KERAC_CPU_ISA, KERAC_CPU_WINOGRAD, ...), as a model given none
+ * gets: so KERAC_CPU_ISA picks the kernels of every backend a program makes (the tests run
+ * each set the processor has that way: tests/isa_run.c). */
+kc_status kc_backend_cpu_create(kc_backend **out) {
+    kc_device_opts o;
+    KC_TRY(kc_device_opts_default(&o));
+    return kc_backend_cpu_create_ex(&o, out);
+}
 
 kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_cpu_create: the output pointer is NULL");

@@ -221,21 +221,35 @@ static void col2im(const kc_conv2d_desc *d, const float *dcol, int nb, float *dx
     }
 }
 
-typedef float kc_v16 __attribute__((vector_size(64), aligned(4)));
-typedef int32_t kc_v16i __attribute__((vector_size(64), aligned(4)));
+/* The direct kernels work on blocks of 16 filters held as DN vectors of DV floats, DV the
+ * width this copy's instruction set has (cpu_isa.h): one 64-byte vector for AVX-512, two
+ * of 8 for AVX2, four of 4 for the baseline. A 64-byte vector on AVX2 goes through the
+ * stack at every step (that copy ran the default CNN's first layer 15x slower than the
+ * AVX-512 one), and so does an accumulator of an under-aligned vector type: the types keep
+ * their natural alignment; loads and stores go through memcpy (any float address). */
+#if defined(__AVX512F__)
+#define DV 16
+#elif defined(__AVX2__)
+#define DV 8
+#else
+#define DV 4
+#endif
+#define DN (16 / DV)
+typedef float kc_vd __attribute__((vector_size(DV * 4)));
+typedef int32_t kc_vdi __attribute__((vector_size(DV * 4)));
 
 /* max(0, v) lane by lane, as act_forward's ReLU (x > 0 ? x : 0, so NaN -> 0) */
-static inline kc_v16 v16_relu(kc_v16 v) {
-    const kc_v16i keep = v > (kc_v16){0};
-    return (kc_v16)((kc_v16i)v & keep);
+static inline kc_vd vd_relu(kc_vd v) {
+    const kc_vdi keep = v > (kc_vd){0};
+    return (kc_vd)((kc_vdi)v & keep);
 }
 
-static inline kc_v16 v16_load(const float *p) {
-    kc_v16 v;
+static inline kc_vd vd_load(const float *p) {
+    kc_vd v;
     memcpy(&v, p, sizeof v);
     return v;
 }
-static inline void v16_store(float *p, kc_v16 v) { memcpy(p, &v, sizeof v); }
+static inline void vd_store(float *p, kc_vd v) { memcpy(p, &v, sizeof v); }
 
 /* patches of output pixels [ox0, ox0 + n) of row oy: col (n, K) */
 static void gather_span(const kc_conv2d_desc *d, const float *xi, int oy, int ox0, int n, float *col) {
@@ -259,14 +273,23 @@ static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const f
             gather_span(d, xi, oy, ox0, n, col);
             float *yr = y + ((size_t)r * d->ow + ox0) * f; /* (span, F) */
             for (int f0 = 0; f0 < f; f0 += 16) {
-                kc_v16 wk[KC_CPU_DIRECT_K];
-                for (int k = 0; k < kdim; k++) wk[k] = v16_load(w + (size_t)k * f + f0);
-                const kc_v16 bias = b ? v16_load(b + f0) : (kc_v16){0};
+                kc_vd wk[KC_CPU_DIRECT_K][DN], bias[DN];
+                for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+                    for (int v = 0; v < DN; v++) wk[k][v] = vd_load(w + (size_t)k * f + f0 + v * DV);
+#pragma GCC unroll 4
+                for (int v = 0; v < DN; v++) bias[v] = b ? vd_load(b + f0 + v * DV) : (kc_vd){0};
                 for (int p = 0; p < n; p++) {
                     const float *cp = col + (size_t)p * kdim;
-                    kc_v16 acc = bias;
-                    for (int k = 0; k < kdim; k++) acc += cp[k] * wk[k];
-                    v16_store(yr + (size_t)p * f + f0, relu ? v16_relu(acc) : acc);
+                    kc_vd acc[DN];
+#pragma GCC unroll 4
+                    for (int v = 0; v < DN; v++) acc[v] = bias[v];
+                    for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+                        for (int v = 0; v < DN; v++) acc[v] += cp[k] * wk[k][v];
+#pragma GCC unroll 4
+                    for (int v = 0; v < DN; v++)
+                        vd_store(yr + (size_t)p * f + f0 + v * DV, relu ? vd_relu(acc[v]) : acc[v]);
                 }
             }
         }
@@ -299,14 +322,25 @@ static void conv_direct_backward_filter(const kc_conv2d_desc *d, const float *x,
                 gather_span(d, xi, oy, ox0, n, col);
                 const float *dyr = dy + ((size_t)r * d->ow + ox0) * f;
                 for (int f0 = 0; f0 < f; f0 += 16) {
-                    kc_v16 acc[KC_CPU_DIRECT_K];
-                    for (int k = 0; k < kdim; k++) acc[k] = (kc_v16){0};
+                    kc_vd acc[KC_CPU_DIRECT_K][DN];
+                    for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+                        for (int v = 0; v < DN; v++) acc[k][v] = (kc_vd){0};
                     for (int p = 0; p < n; p++) {
-                        const kc_v16 g = v16_load(dyr + (size_t)p * f + f0);
+                        kc_vd g[DN];
+#pragma GCC unroll 4
+                        for (int v = 0; v < DN; v++) g[v] = vd_load(dyr + (size_t)p * f + f0 + v * DV);
                         const float *cp = col + (size_t)p * kdim;
-                        for (int k = 0; k < kdim; k++) acc[k] += cp[k] * g;
+                        for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+                            for (int v = 0; v < DN; v++) acc[k][v] += cp[k] * g[v];
                     }
-                    for (int k = 0; k < kdim; k++) v16_store(part + (size_t)k * f + f0, v16_load(part + (size_t)k * f + f0) + acc[k]);
+                    for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+                        for (int v = 0; v < DN; v++) {
+                            float *o = part + (size_t)k * f + f0 + v * DV;
+                            vd_store(o, vd_load(o) + acc[k][v]);
+                        }
                 }
             }
         }

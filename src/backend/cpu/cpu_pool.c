@@ -75,11 +75,14 @@ kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const 
                         first = 0;
                     } else if (is_max) {
                         if (mo) {
-                            for (int ch = 0; ch < c; ch++)
-                                if (xp[ch] > yo[ch]) {
-                                    yo[ch] = xp[ch];
-                                    mo[ch] = base + ch;
-                                }
+                            /* a select, not a conditional store: AVX2 has no cheap masked store
+                             * (vmaskmovps; 3x the AVX-512 copy's time on workloads A and B) */
+                            for (int ch = 0; ch < c; ch++) {
+                                const float a = xp[ch], b = yo[ch];
+                                const int32_t gt = -(int32_t)(a > b); /* all ones where a wins */
+                                yo[ch] = a > b ? a : b;
+                                mo[ch] = (mo[ch] & ~gt) | ((base + ch) & gt);
+                            }
                         } else {
                             for (int ch = 0; ch < c; ch++) yo[ch] = xp[ch] > yo[ch] ? xp[ch] : yo[ch];
                         }
