@@ -76,6 +76,11 @@ static void test_registry(void **state) {
                                         "LayerScale",
                                         /* Gaussian noise layers */ "GaussianNoise", "GaussianDropout"};
     assert_int_equal(kc__layer_kind_count(), (int)KC_ARRAY_LEN(names));
+    /* tf-keras's InceptionResNetV2 names its custom layer with the default package */
+    assert_ptr_equal(kc__layer_find("Custom>CustomScaleLayer"), kc__layer_find("CustomScaleLayer"));
+    assert_ptr_equal(kc__layer_find("Custom>LayerScale"), kc__layer_find("LayerScale"));
+    assert_null(kc__layer_find("Custom>Dense"));
+    assert_null(kc__layer_find("Custom>"));
     for (size_t i = 0; i < KC_ARRAY_LEN(names); i++) {
         const kc_layer_ops *o = kc__layer_find(names[i]);
         assert_non_null(o);

@@ -16,6 +16,13 @@ const kc_layer_ops *kc__layer_find(const char *class_name) {
         if (strcmp(class_name, k_kinds[i]->class_name) == 0) return k_kinds[i];
     for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++)
         if (k_kinds[i]->alias && strcmp(class_name, k_kinds[i]->alias) == 0) return k_kinds[i];
+    /* tf-keras registers keras.applications' own layers with its default package: InceptionResNetV2
+     * writes "Custom>CustomScaleLayer"; only the kinds with a registered name are such classes */
+    static const char pkg[] = "Custom>";
+    if (strncmp(class_name, pkg, sizeof pkg - 1) == 0)
+        for (size_t i = 0; i < KC_ARRAY_LEN(k_kinds); i++)
+            if (k_kinds[i]->registered_name && strcmp(class_name + sizeof pkg - 1, k_kinds[i]->registered_name) == 0)
+                return k_kinds[i];
     return NULL;
 }
 
