@@ -104,7 +104,7 @@ KC_API int kc_get_num_threads(void);
  * 300,000 spins (milliseconds), costs nothing on an idle machine, but when another program
  * runs on the same cores a waiting thread spins away the time its partner needs and CPU
  * training becomes 10-30 times slower (bench/RESULTS.md, "Waiting threads"). This count is
- * as fast on an idle machine and 5-10 times faster on a busy one. libgomp reads
+ * 5-10 times faster on a busy machine and within a few percent on an idle one. libgomp reads
  * GOMP_SPINCOUNT once, when it is loaded (before main), so a library cannot set it: the
  * kerac command starts itself again with GOMP_SPINCOUNT=KC_CPU_SPIN_DEFAULT when neither it
  * nor OMP_WAIT_POLICY is in the environment; a program that embeds kerac sets it in its
