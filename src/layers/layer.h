@@ -109,8 +109,7 @@ typedef struct kc_layer_ops {
     /* Where Keras finds a class it does not export from keras.layers (the custom layers of
      * keras.applications): the "module" and "registered_name" Keras 3 writes; NULL for
      * the others ("keras.layers", null). keras2_class_name: the class name tf-keras writes
-     * where it differs (its registered "Custom>CustomScaleLayer"), used in the Keras 2
-     * config of a model read from tf-keras; NULL: class_name. */
+     * where it differs (its registered "Custom>CustomScaleLayer"); NULL: class_name. */
     const char *keras_module, *registered_name, *keras2_class_name;
     /* Its Keras config keys (keras_keys.h; KC_KERAS_KEYS(table)); none for Add. */
     const kc__field *keras_keys;
