@@ -455,8 +455,7 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
     }
     json_t *e = json_object();
     if (w->flavour == 3) put(w, e, "module", json_string(l->ops->keras_module ? l->ops->keras_module : "keras.layers"));
-    put(w, e, "class_name", json_string(w->flavour == 2 && l->ops->keras2_class_name ? l->ops->keras2_class_name
-                                                                                      : l->ops->class_name));
+    put(w, e, "class_name", json_string(l->ops->class_name));
     put(w, e, "config", cfg);
     if (w->flavour == 3) {
         put(w, e, "registered_name", l->ops->registered_name ? json_string(l->ops->registered_name) : json_null());

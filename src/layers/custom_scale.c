@@ -68,7 +68,6 @@ const kc_layer_ops kc__custom_scale_ops = {
     .snake_name = "custom_scale_layer",
     .keras_module = "keras.src.applications.inception_resnet_v2",
     .registered_name = "CustomScaleLayer",
-    .keras2_class_name = "Custom>CustomScaleLayer", /* tf-keras registers it in package "Custom" */
     .cfg_size = sizeof(custom_scale_cfg),
     .opts_size = sizeof(kc_custom_scale_opts),
     .min_inputs = 2,

@@ -108,9 +108,8 @@ typedef struct kc_layer_ops {
     kc_act_params (*activation)(const kc_layer *l);
     /* Where Keras finds a class it does not export from keras.layers (the custom layers of
      * keras.applications): the "module" and "registered_name" Keras 3 writes; NULL for
-     * the others ("keras.layers", null). keras2_class_name: the class name tf-keras writes
-     * where it differs (its registered "Custom>CustomScaleLayer"); NULL: class_name. */
-    const char *keras_module, *registered_name, *keras2_class_name;
+     * the others ("keras.layers", null). */
+    const char *keras_module, *registered_name;
     /* Its Keras config keys (keras_keys.h; KC_KERAS_KEYS(table)); none for Add. */
     const kc__field *keras_keys;
     int n_keras_keys;
