@@ -41,6 +41,7 @@
 
 #include "kerac.h"
 #include "kerac_backend.h"
+#include "bench_common.h"
 #include "bench_util.h"
 #include "workloads.h"
 
@@ -48,38 +49,6 @@
 extern int openblas_get_num_threads(void) __attribute__((weak));
 
 enum { INFER_BATCH = 1000, MAX_REPS = 100, B_INFER = 5000 };
-
-/* Timing state shared with the callback. */
-typedef struct timer {
-    int64_t warmup;     /* steps before the clock starts */
-    int64_t last;       /* index of the last step */
-    double t_start;     /* end of step warmup-1 (or train begin when warmup == 0) */
-    double t_end;       /* end of the last step */
-    double t_first;     /* end of the first step */
-    int64_t seen;       /* steps completed */
-    double loss;        /* running mean loss kc_fit reports after the last step */
-} timer;
-
-static kc_callback_action on_train_begin(kc_model *m, void *user) {
-    (void)m;
-    timer *t = user;
-    if (t->warmup == 0) t->t_start = bench_now();
-    return KC_CONTINUE;
-}
-
-static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
-    (void)m;
-    timer *t = user;
-    double now = bench_now();
-    t->seen++;
-    if (logs->step == 0) t->t_first = now;
-    if (logs->step == t->warmup - 1) t->t_start = now;
-    if (logs->step == t->last) {
-        t->t_end = now;
-        t->loss = logs->loss;
-    }
-    return KC_CONTINUE;
-}
 
 /* OpenBLAS's SGEMM in GFLOP/s through the backend's gemm: n^3, median of 5 after one warm-up. */
 static double sgemm_gflops(kc_backend *be, int n) {
@@ -139,10 +108,7 @@ static long anon_huge_kib(void) {
     return kib;
 }
 
-static int fail(const char *what, kc_status s) {
-    fprintf(stderr, "bench_train: %s failed (%s): %s\n", what, kc_status_name(s), kc_last_error());
-    return 1;
-}
+static int fail(const char *what, kc_status s) { return bench_fail("bench_train", what, s); }
 
 int main(void) {
     const char *wl = bench_env_str("BENCH_WORKLOAD", "A");
@@ -212,18 +178,9 @@ int main(void) {
     }
 
     /* ---- training */
-    timer t = {.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1};
-    kc_callback cb = {.user = &t, .on_train_begin = on_train_begin, .on_batch_end = on_batch_end};
-    kc_callback *cbs[] = {&cb};
-    s = kc_fit(m, train, &(kc_fit_opts){.epochs = 1, .batch_size = batch, .steps_per_epoch = warmup + steps,
-                                        .callbacks = cbs, .num_callbacks = 1}, &hist);
-    if (s != KC_STATUS_OK) { rc = fail("kc_fit", s); goto done; }
-    if (t.seen != warmup + steps || t.t_start < 0 || t.t_end < 0 || t.t_end <= t.t_start) {
-        fprintf(stderr, "bench_train: kc_fit ran %lld steps, expected %d (callback timing incomplete)\n",
-                (long long)t.seen, warmup + steps);
-        goto done;
-    }
-    double train_ips = (double)steps * batch / (t.t_end - t.t_start);
+    bench_timer t;
+    if (bench_fit_timed("bench_train", m, train, batch, warmup, steps, &t, &hist)) goto done;
+    double train_ips = bench_timer_images_per_second(&t, batch, cpu_clock);
     if (profile) { /* per-layer milliseconds per step (wall clock) on stderr */
         const int64_t total = warmup + steps;
         for (int i = 0;; i++) {
@@ -279,14 +236,9 @@ predict:;
     }
 
 report:;
-    const char *isa = "?";
-    kc_backend *probe = NULL;
-    kc_device_opts dopts;
-    double sgemm = 0;
-    if (kc_device_opts_default(&dopts) == KC_STATUS_OK && kc_backend_cpu_create_ex(&dopts, &probe) == KC_STATUS_OK) {
-        isa = kc_backend_cpu_isa(probe);
-        if (probe_sgemm) sgemm = sgemm_gflops(probe, 1024);
-    }
+    const char *isa;
+    kc_backend *probe = bench_cpu_probe(&isa);
+    const double sgemm = probe && probe_sgemm ? sgemm_gflops(probe, 1024) : 0;
     const double flop = is_b ? BENCH_B_TRAIN_FLOP : BENCH_A_TRAIN_FLOP;
     printf("{\"impl\": \"kerac\", \"workload\": \"%s\", \"train_images_per_second\": %.1f, "
            "\"infer_images_per_second\": %.1f, "
@@ -296,7 +248,7 @@ report:;
            "\"train_flop_per_image\": %.4g, \"sgemm_gflops\": %.1f, \"sgemm_fraction\": %.3f, \"clock\": \"%s\", "
            "\"anon_huge_kib\": %ld%s}\n",
            is_b ? "B" : "A", train_ips, infer_ips, kc_get_num_threads(), warmup, steps, batch, INFER_BATCH,
-           (long long)n, t.loss, kc_version(), t.t_first - t_main, isa, bench_openblas_corename(),
+           (long long)n, t.loss, kc_version(), (cpu_clock ? t.c_first : t.t_first) - t_main, isa, bench_openblas_corename(),
            openblas_get_num_threads ? openblas_get_num_threads() : -1, profile, flop, sgemm,
            sgemm > 0 ? train_ips * flop * 1e-9 / sgemm : 0.0, cpu_clock ? "cpu" : "wall", huge_kib, layer_ms);
     kc_backend_destroy(probe);

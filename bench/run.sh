@@ -25,36 +25,16 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-PY=/usr/bin/python3
-
-RECORD=0
-BUILD=1
-for arg in "$@"; do
-    case "$arg" in
-        --record) RECORD=1 ;;
-        --no-build) BUILD=0 ;;
-        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
-    esac
-done
-
-ROUNDS="${ROUNDS:-3}"
+. "$HERE/common.sh"
+bench_args 2,23 "$@"
+bench_settings
 WORKLOAD="${WORKLOAD:-A}"
 case "$WORKLOAD" in A|B) ;; *) echo "run.sh: WORKLOAD must be A or B, got '$WORKLOAD'" >&2; exit 2 ;; esac
 export BENCH_WORKLOAD="$WORKLOAD"
-THREADS="${THREADS:-2}"
-# kerac's side waits as the kerac command does (KC_CPU_SPIN_DEFAULT in include/kerac.h: the
-# command sets GOMP_SPINCOUNT=3000 unless the user set it or OMP_WAIT_POLICY); PyTorch keeps
-# its own defaults. A GOMP_SPINCOUNT or OMP_WAIT_POLICY in the environment applies to both.
-KERAC_WAIT=""
-[ -n "${GOMP_SPINCOUNT:-}" ] || [ -n "${OMP_WAIT_POLICY:-}" ] || KERAC_WAIT="GOMP_SPINCOUNT=3000"
 TORCH_LAYOUTS="${TORCH_LAYOUTS:-nchw channels_last}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
 export BENCH_CLOCK="${BENCH_CLOCK:-wall}"
 export BENCH_WARMUP="${BENCH_WARMUP:-5}" BENCH_STEPS="${BENCH_STEPS:-100}" BENCH_INFER_REPS="${BENCH_INFER_REPS:-5}"
-case "$ROUNDS" in ''|*[!0-9]*|0) echo "run.sh: ROUNDS must be a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
-case "$THREADS" in ''|*[!0-9]*|0) echo "run.sh: THREADS must be a positive integer, got '$THREADS'" >&2; exit 2 ;; esac
-. "$HERE/isa_env.sh"
 for layout in $TORCH_LAYOUTS; do
     case "$layout" in nchw|channels_last) ;; *) echo "run.sh: TORCH_LAYOUTS: '$layout' is not nchw or channels_last" >&2; exit 2 ;; esac
 done
@@ -62,33 +42,16 @@ done
 # ---- prerequisites: Debian's PyTorch and NumPy, the Fashion-MNIST package
 DATA_DIR=/usr/share/datasets/fashion-mnist
 missing=()
-"$PY" -c 'import torch' 2>/dev/null || missing+=(python3-torch)
-"$PY" -c 'import numpy' 2>/dev/null || missing+=(python3-numpy)
 [ "$WORKLOAD" = B ] || [ -f "$DATA_DIR/train-images-idx3-ubyte.gz" ] || missing+=(dataset-fashion-mnist)
-if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" = 0 ]; then
-        echo "run.sh: installing ${missing[*]}" >&2
-        apt-get install -y --no-install-recommends "${missing[@]}" >&2
-    else
-        echo "run.sh: missing ${missing[*]}; install them with:" >&2
-        echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
-        exit 1
-    fi
-fi
+bench_need_pymods torch=python3-torch numpy=python3-numpy
+bench_need_packages "${missing[@]}"
 
 # ---- build bench_train
 if [ -n "${BENCH_BIN:-}" ]; then
     KERAC_BIN="$BENCH_BIN"
 else
     KERAC_BIN="$BUILD_DIR/bench/bench_train"
-    if [ "$BUILD" = 1 ]; then
-        if ! grep -q '^[[:space:]]*add_subdirectory(bench)' "$ROOT/CMakeLists.txt"; then
-            echo "run.sh: $ROOT/CMakeLists.txt has no 'add_subdirectory(bench)'; add that line (or set BENCH_BIN)" >&2
-            exit 1
-        fi
-        cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
-        cmake --build "$BUILD_DIR" -j2 --target bench_train >/dev/null
-    fi
+    [ "$BUILD" = 0 ] || bench_build bench_train
 fi
 [ -x "$KERAC_BIN" ] || { echo "run.sh: $KERAC_BIN is not an executable (build it, or set BENCH_BIN)" >&2; exit 1; }
 
@@ -97,63 +60,29 @@ mkdir -p "$HERE/out"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 RAW="$HERE/out/run-$STAMP.jsonl"
 : > "$RAW"
-LOAD_BEFORE="$(cut -d' ' -f1 /proc/loadavg)"
+LOAD_BEFORE="$(bench_load)"
 CORETYPE="${OPENBLAS_CORETYPE-unset}"
 [ "$CPU_ISA" != avx2 ] || CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
 L2SIZE="${OPENBLAS_L2_SIZE-unset}"
-
-run_one() { # label, command...
-    local label="$1"; shift
-    local err; err="$(mktemp)"
-    local line
-    if ! line="$("$@" 2>"$err")"; then
-        echo "run.sh: $label failed:" >&2; cat "$err" >&2; rm -f "$err"; exit 1
-    fi
-    rm -f "$err"
-    line="$(printf '%s\n' "$line" | { grep '^{' || true; } | tail -n 1)"
-    [ -n "$line" ] || { echo "run.sh: $label printed no JSON line" >&2; exit 1; }
-    printf '%s\n' "$line" >> "$RAW"
-    echo "  $label: $line" >&2
-}
 
 echo "run.sh: workload $WORKLOAD, $ROUNDS round(s), $THREADS threads, $BENCH_CLOCK clock, warm-up $BENCH_WARMUP + $BENCH_STEPS steps, " \
      "CPU_ISA=$CPU_ISA OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
-    run_one kerac env "${ISA_ENV[@]}" BENCH_THREADS="$THREADS" KERAC_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $KERAC_WAIT \
-        "$KERAC_BIN"
+    bench_run_one kerac env "${KERAC_ENV[@]}" "$KERAC_BIN"
     for layout in $TORCH_LAYOUTS; do
-        run_one "pytorch-$layout" env "${ISA_ENV[@]}" BENCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
-            OPENBLAS_NUM_THREADS=1 BENCH_TORCH_LAYOUT="$layout" \
-            MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=134217728 \
-            "$PY" "$HERE/torch_cnn.py"
+        bench_run_one "pytorch-$layout" env "${TORCH_ENV[@]}" BENCH_TORCH_LAYOUT="$layout" "$PY" "$HERE/torch_cnn.py"
     done
 done
-LOAD_AFTER="$(cut -d' ' -f1 /proc/loadavg)"
+LOAD_AFTER="$(bench_load)"
 
-COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
-if [ "$COMMIT" != none ] && [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ]; then COMMIT="$COMMIT+dirty"; fi
+COMMIT="$(bench_commit)"
 
 # ---- medians, ratios, table, JSON summary, optional RESULTS.md row
-WAIT_DESC="$KERAC_WAIT"
-[ -n "$WAIT_DESC" ] || WAIT_DESC="GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
 WORKLOAD="$WORKLOAD" RECORD="$RECORD" RAW="$RAW" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" \
 CPU_ISA="$CPU_ISA" CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" WAIT_DESC="$WAIT_DESC" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
 RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
-
-def cpu_info():
-    """The processor's model and the vector instruction sets it offers (kerac picks its kernels at run time)."""
-    model, flags = "unknown", set()
-    try:
-        for line in open("/proc/cpuinfo"):
-            k, _, v = line.partition(":")
-            if k.strip() == "model name" and model == "unknown": model = v.strip()
-            if k.strip() == "flags" and not flags: flags = set(v.split())
-    except OSError:
-        pass
-    isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
-    return f"{model}, {' '.join(isa) or 'no AVX2'}"
 
 rows = [json.loads(l) for l in open(os.environ["RAW"]) if l.strip()]
 def key(r):
@@ -205,7 +134,7 @@ summary = {
     "openblas_coretype": os.environ["CORETYPE"], "openblas_l2_size": os.environ["L2SIZE"],
     "loadavg_before": float(os.environ["LOAD_BEFORE"]), "loadavg_after": float(os.environ["LOAD_AFTER"]),
     "raw": os.path.relpath(os.environ["RAW"]),
-    "cpu": cpu_info(),
+    "cpu": os.environ["BENCH_CPU"],  # processor model and vector ISAs (bench/common.sh)
     # the kernels kerac ran (cpu_isa.h), OpenBLAS's threads after training (1: single-threaded
     # GEMMs), kerac's start to first step, and each side's round-to-round spread of training
     # speed, (max - min) / median (the steadiness target: kerac's no larger than PyTorch's)

@@ -21,49 +21,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kerac.h"
 #include "kerac_backend.h"
+#include "../bench_common.h"
 #include "../bench_util.h"
 
 enum { CLASSES = 10, MAX_CLASSES_SEEN = 64 };
 
-static double clock_s(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-typedef struct timer {
-    int64_t warmup, last, seen;
-    double t_start, t_end, c_start, c_end, loss;
-} timer;
-
-static kc_callback_action on_train_begin(kc_model *m, void *user) {
-    (void)m;
-    timer *t = user;
-    if (t->warmup == 0) {
-        t->t_start = clock_s(CLOCK_MONOTONIC);
-        t->c_start = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-    }
-    return KC_CONTINUE;
-}
-
-static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
-    (void)m;
-    timer *t = user;
-    double now = clock_s(CLOCK_MONOTONIC), cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-    t->seen++;
-    if (logs->step == t->warmup - 1) t->t_start = now, t->c_start = cpu;
-    if (logs->step == t->last) t->t_end = now, t->c_end = cpu, t->loss = logs->loss;
-    return KC_CONTINUE;
-}
-
-static int fail(const char *what, kc_status s) {
-    fprintf(stderr, "bench_finetune: %s failed (%s): %s\n", what, kc_status_name(s), kc_last_error());
-    return 1;
-}
+static int fail(const char *what, kc_status s) { return bench_fail("bench_finetune", what, s); }
 
 /* Per-layer forward/backward ms per step, and the sums per layer class, to stderr. */
 static void print_profile(const kc_model *m, int64_t calls) {
@@ -134,27 +100,16 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) y[i] = (int32_t)(i * 7 % CLASSES);
     if ((s = kc_dataset_from_memory(x, y, n, in, CLASSES, &data)) != KC_STATUS_OK) { rc = fail("dataset", s); goto done; }
 
-    timer t = {.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1};
-    kc_callback cb = {.user = &t, .on_train_begin = on_train_begin, .on_batch_end = on_batch_end};
-    kc_callback *cbs[] = {&cb};
-    s = kc_fit(m, data, &(kc_fit_opts){.epochs = 1, .batch_size = batch, .steps_per_epoch = warmup + steps,
-                                       .callbacks = cbs, .num_callbacks = 1}, &hist);
-    if (s != KC_STATUS_OK) { rc = fail("kc_fit", s); goto done; }
-    if (t.seen != warmup + steps || t.t_start < 0 || t.t_end <= t.t_start) {
-        fprintf(stderr, "bench_finetune: kc_fit ran %lld steps, expected %d\n", (long long)t.seen, warmup + steps);
-        goto done;
-    }
+    bench_timer t;
+    if (bench_fit_timed("bench_finetune", m, data, batch, warmup, steps, &t, &hist)) goto done;
     if (profile) print_profile(m, warmup + steps);
 
-    const char *isa = "?";
-    kc_backend *probe = NULL;
-    kc_device_opts dopts;
-    if (kc_device_opts_default(&dopts) == KC_STATUS_OK && kc_backend_cpu_create_ex(&dopts, &probe) == KC_STATUS_OK)
-        isa = kc_backend_cpu_isa(probe);
+    const char *isa;
+    kc_backend *probe = bench_cpu_probe(&isa);
     printf("{\"impl\": \"kerac\", \"model\": \"%s\", \"layout\": \"nhwc\", \"train_images_per_second\": %.2f, "
            "\"cpu_seconds_per_step\": %.4f, \"threads\": %d, \"batch_size\": %d, \"warmup_steps\": %d, \"steps\": %d, "
            "\"mean_loss\": %.4f, \"cpu_isa\": \"%s\", \"openblas_corename\": \"%s\", \"profile\": %d, \"version\": \"%s\"}\n",
-           argv[1], (double)steps * batch / (t.t_end - t.t_start), (t.c_end - t.c_start) / steps,
+           argv[1], bench_timer_images_per_second(&t, batch, 0), (t.c_end - t.c_start) / steps,
            kc_get_num_threads(), batch, warmup, steps, t.loss, isa, bench_openblas_corename(), profile, kc_version());
     kc_backend_destroy(probe);
     fflush(stdout);

@@ -13,23 +13,6 @@ import statistics
 import time
 
 
-def cpu_info():
-    """The processor's model and the vector instruction sets it offers."""
-    model, flags = "unknown", set()
-    try:
-        for line in open("/proc/cpuinfo"):
-            k, _, v = line.partition(":")
-            if k.strip() == "model name" and model == "unknown":
-                model = v.strip()
-            if k.strip() == "flags" and not flags:
-                flags = set(v.split())
-    except OSError:
-        pass
-    isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile")
-           if f in flags]
-    return f"{model}, {' '.join(isa) or 'no AVX2'}"
-
-
 def main():
     env = os.environ
     rows = [json.loads(l) for l in open(env["RAW"]) if l.strip()]
@@ -40,7 +23,7 @@ def main():
         by.setdefault((model, impl), []).append(r)
     models = sorted({m for m, _ in by}, key=lambda m: ["mobilenetv2", "resnet50"].index(m))
     out = {"benchmark": "fine-tuning 96x96 batch 32 cpu", "commit": env["COMMIT"], "rounds": int(env["ROUNDS"]),
-           "threads": int(env["THREADS"]), "cpu": cpu_info(), "cpu_isa_restriction": env.get("CPU_ISA", "auto"),
+           "threads": int(env["THREADS"]), "cpu": env["BENCH_CPU"], "cpu_isa_restriction": env.get("CPU_ISA", "auto"),
            "loadavg_before": float(env["LOAD_BEFORE"]), "loadavg_after": float(env["LOAD_AFTER"]),
            "raw": os.path.relpath(env["RAW"]), "models": {}}
     print(f"{'model':<13}{'impl':<24}{'train img/s':>12}{'cpu s/step':>12}")

@@ -1,0 +1,65 @@
+/* bench_common.c — the timed kc_fit and the CPU probe the training benchmarks share
+ * (bench_common.h). */
+#include "bench_common.h"
+
+#include <stdio.h>
+#include <time.h>
+
+static double seconds(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static kc_callback_action on_train_begin(kc_model *m, void *user) {
+    (void)m;
+    bench_timer *t = user;
+    if (t->warmup == 0) t->t_start = seconds(CLOCK_MONOTONIC), t->c_start = seconds(CLOCK_PROCESS_CPUTIME_ID);
+    return KC_CONTINUE;
+}
+
+static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
+    (void)m;
+    bench_timer *t = user;
+    const double now = seconds(CLOCK_MONOTONIC), cpu = seconds(CLOCK_PROCESS_CPUTIME_ID);
+    t->seen++;
+    if (logs->step == 0) t->t_first = now, t->c_first = cpu;
+    if (logs->step == t->warmup - 1) t->t_start = now, t->c_start = cpu;
+    if (logs->step == t->last) t->t_end = now, t->c_end = cpu, t->loss = logs->loss;
+    return KC_CONTINUE;
+}
+
+int bench_fail(const char *prog, const char *what, kc_status s) {
+    fprintf(stderr, "%s: %s failed (%s): %s\n", prog, what, kc_status_name(s), kc_last_error());
+    return 1;
+}
+
+int bench_fit_timed(const char *prog, kc_model *m, kc_dataset *data, int batch, int warmup, int steps,
+                    bench_timer *t, kc_history **hist) {
+    *t = (bench_timer){.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1};
+    kc_callback cb = {.user = t, .on_train_begin = on_train_begin, .on_batch_end = on_batch_end};
+    kc_callback *cbs[] = {&cb};
+    kc_status s = kc_fit(m, data, &(kc_fit_opts){.epochs = 1, .batch_size = batch, .steps_per_epoch = warmup + steps,
+                                                 .callbacks = cbs, .num_callbacks = 1}, hist);
+    if (s != KC_STATUS_OK) return bench_fail(prog, "kc_fit", s);
+    if (t->seen != warmup + steps || t->t_start < 0 || t->t_end < 0 || t->t_end <= t->t_start) {
+        fprintf(stderr, "%s: kc_fit ran %lld steps, expected %d (callback timing incomplete)\n", prog,
+                (long long)t->seen, warmup + steps);
+        return 1;
+    }
+    return 0;
+}
+
+double bench_timer_images_per_second(const bench_timer *t, int batch, int cpu_clock) {
+    const double dt = cpu_clock ? t->c_end - t->c_start : t->t_end - t->t_start;
+    return (double)(t->last + 1 - t->warmup) * batch / dt;
+}
+
+kc_backend *bench_cpu_probe(const char **isa) {
+    kc_backend *probe = NULL;
+    kc_device_opts dopts;
+    *isa = "?";
+    if (kc_device_opts_default(&dopts) == KC_STATUS_OK && kc_backend_cpu_create_ex(&dopts, &probe) == KC_STATUS_OK)
+        *isa = kc_backend_cpu_isa(probe);
+    return probe;
+}
