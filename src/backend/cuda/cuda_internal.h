@@ -7,7 +7,8 @@
  *   cuda_errors.c   error reporting and logging (through the host), kc__cu_enter
  *   cuda_alloc.c    the caching device allocator (KERAC_GPU_MEMORY modes)
  *   cuda_ops.c      GEMM (cuBLAS) and every non-convolution entry (own kernels)
- *   cuda_conv.c     convolutions through cuDNN (v7-style calls), algorithms cached per shape
+ *   cuda_conv.c     convolutions through cuDNN (v7-style calls): the per-shape cache, the calls
+ *   cuda_conv_algo.c  the algorithm and workspace choice per shape and direction (cuda_conv.h)
  *   cuda_rules.c    the decisions that need no GPU (cuda_rules.h; tested without CUDA)
  *   cuda_feed.c     the input feed: page-locked host memory, uploads on a copy stream
  *   cuda_nccl.c     data-parallel all-reduce through NCCL (dlopen'ed), on a stream of its own
@@ -92,7 +93,7 @@ typedef struct kc_cu_alloc {
     size_t reserved, peak_reserved; /* bytes taken from the driver */
 } kc_cu_alloc;
 
-/* ---- per-shape convolution state (cuda_conv.c) */
+/* ---- per-shape convolution state (cuda_conv.h, cuda_conv.c, cuda_conv_algo.c) */
 typedef struct kc_cu_conv kc_cu_conv;
 
 /* ---- pinned host staging for uploads */
