@@ -590,6 +590,10 @@ typedef struct kc_device_opts {
     int cpu_fuse_bn_relu;         /* KC_FALSE: a BatchNormalization whose only consumer is a ReLU
                                    * (ReLU layer, ReLU(max_value), Activation("relu")) runs apart
                                    * from it; default: one pass over the activations for both */
+    /* mnv2-2t: ZeroPadding2D folded into the DepthwiseConv2D after it */
+    int cpu_fold_pad;             /* KC_FALSE: a ZeroPadding2D whose only consumer is a depthwise
+                                   * convolution writes its padded copy; default: the convolution
+                                   * reads the unpadded input and pads as it goes */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
@@ -598,7 +602,8 @@ typedef struct kc_device_opts {
  * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off, 1: at
  * any channel count),
  * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
- * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off); an unset
+ * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off),
+ * KERAC_CPU_FOLD_PAD (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

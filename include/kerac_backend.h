@@ -561,6 +561,12 @@ struct kc_backend {
     kc_status (*batchnorm_relu_backward)(kc_backend *be, const float *x, const float *y, const float *dy, float *dx,
                                          int64_t rows, int c, const float *gamma, const float *save_mean,
                                          const float *save_inv_std, float *dgamma, float *dbeta, float relu_max);
+
+    /* ---- mnv2-2t: nonzero when the model should fold a ZeroPadding2D into the DepthwiseConv2D
+     * that reads it (the depthwise kernels then read the unpadded input with the padding in
+     * pad_top/pad_left and the output size, no padded copy): the CPU's, unless
+     * kc_device_opts.cpu_fold_pad = KC_FALSE. */
+    int fold_pad_depthwise;
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

@@ -24,19 +24,10 @@
 
 #include "backend/cpu/cpu.h"
 #include "model/model.h"
+#include "model_pair.h"
 
 #define B 6
 
-static float rnd(unsigned *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((*s >> 8) & 0xffffff) / 16777216.0f;
-}
-
-static double max_abs_diff(const float *a, const float *b, int64_t n) {
-    double m = 0.0;
-    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
-    return m;
-}
 
 /* One shape on one backend: the fused entries against the separate ones. */
 static void check_kernels(kc_backend *be, int64_t rows, int c, float relu_max, unsigned seed) {
@@ -49,10 +40,10 @@ static void check_kernels(kc_backend *be, int64_t rows, int c, float relu_max, u
     float *gamma = p, *beta = p + c, *mm1 = p + 2 * c, *mv1 = p + 3 * c, *mm2 = p + 4 * c, *mv2 = p + 5 * c;
     float *sm1 = p + 6 * c, *si1 = p + 7 * c, *sm2 = p + 8 * c, *si2 = p + 9 * c, *dg1 = p + 10 * c, *db1 = p + 11 * c;
     float *dg2 = malloc(sizeof(float) * (size_t)c), *db2 = malloc(sizeof(float) * (size_t)c);
-    for (int64_t i = 0; i < n; i++) x[i] = 3.0f * rnd(&seed) - 1.0f, dy[i] = rnd(&seed) - 0.5f;
+    for (int64_t i = 0; i < n; i++) x[i] = 3.0f * mp_rnd(&seed) - 1.0f, dy[i] = mp_rnd(&seed) - 0.5f;
     for (int j = 0; j < c; j++) {
-        gamma[j] = 0.5f + rnd(&seed), beta[j] = rnd(&seed) - 0.3f;
-        mm1[j] = mm2[j] = rnd(&seed) - 0.5f, mv1[j] = mv2[j] = 0.5f + rnd(&seed);
+        gamma[j] = 0.5f + mp_rnd(&seed), beta[j] = mp_rnd(&seed) - 0.3f;
+        mm1[j] = mm2[j] = mp_rnd(&seed) - 0.5f, mv1[j] = mv2[j] = 0.5f + mp_rnd(&seed);
     }
     const kc_act_params act = relu_max > 0.0f ? (kc_act_params){KC_ACT_RELU_GENERAL, 0.0f, relu_max, 0.0f}
                                               : (kc_act_params){KC_ACT_RELU, 0.0f, 0.0f, 0.0f};
@@ -67,10 +58,10 @@ static void check_kernels(kc_backend *be, int64_t rows, int c, float relu_max, u
     for (int64_t i = 0; i < n; i++) clipped += relu_max > 0.0f && y1[i] == relu_max, zero += y1[i] == 0.0f;
     assert_true(zero > 0);
     if (relu_max > 0.0f && n >= 256) assert_true(clipped > 0); /* the clip is exercised */
-    if (max_abs_diff(y1, y2, n) > 1e-6 || max_abs_diff(mm1, mm2, c) > 1e-7 || max_abs_diff(mv1, mv2, c) > 1e-7 ||
-        max_abs_diff(sm1, sm2, c) > 0 || max_abs_diff(si1, si2, c) > 0)
+    if (mp_max_abs_diff(y1, y2, n) > 1e-6 || mp_max_abs_diff(mm1, mm2, c) > 1e-7 ||
+        mp_max_abs_diff(mv1, mv2, c) > 1e-7 || mp_max_abs_diff(sm1, sm2, c) > 0 || mp_max_abs_diff(si1, si2, c) > 0)
         fail_msg("%s, %lld rows x %d, relu_max %g: training forward differs (y by %g)", kc_backend_cpu_isa(be),
-                 (long long)rows, c, (double)relu_max, max_abs_diff(y1, y2, n));
+                 (long long)rows, c, (double)relu_max, mp_max_abs_diff(y1, y2, n));
     /* backward: the ReLU's then the batch norm's, against the fused one (dx may be dy's memory) */
     assert_int_equal(be->act_backward(be, act, NULL, y1, dy, g, n, c), KC_STATUS_OK);
     assert_int_equal(be->batchnorm_backward(be, x, g, dx1, rows, c, gamma, sm1, si1, dg1, db1), KC_STATUS_OK);
@@ -78,22 +69,22 @@ static void check_kernels(kc_backend *be, int64_t rows, int c, float relu_max, u
                      KC_STATUS_OK);
     double scale = 1e-30;
     for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(dx1[i]));
-    if (max_abs_diff(dx1, dx2, n) > 1e-6 * scale || max_abs_diff(dg1, dg2, c) > 1e-5 ||
-        max_abs_diff(db1, db2, c) > 1e-5)
+    if (mp_max_abs_diff(dx1, dx2, n) > 1e-6 * scale || mp_max_abs_diff(dg1, dg2, c) > 1e-5 ||
+        mp_max_abs_diff(db1, db2, c) > 1e-5)
         fail_msg("%s, %lld rows x %d, relu_max %g: backward differs (dx %g of %g, dgamma %g, dbeta %g)",
-                 kc_backend_cpu_isa(be), (long long)rows, c, (double)relu_max, max_abs_diff(dx1, dx2, n), scale,
-                 max_abs_diff(dg1, dg2, c), max_abs_diff(db1, db2, c));
+                 kc_backend_cpu_isa(be), (long long)rows, c, (double)relu_max, mp_max_abs_diff(dx1, dx2, n), scale,
+                 mp_max_abs_diff(dg1, dg2, c), mp_max_abs_diff(db1, db2, c));
     memcpy(dx2, dy, sizeof(float) * (size_t)n); /* in place: dx is dy */
     assert_int_equal(be->batchnorm_relu_backward(be, x, y2, dx2, dx2, rows, c, gamma, sm2, si2, dg2, db2, relu_max),
                      KC_STATUS_OK);
-    assert_true(max_abs_diff(dx1, dx2, n) <= 1e-6 * scale);
+    assert_true(mp_max_abs_diff(dx1, dx2, n) <= 1e-6 * scale);
     /* inference */
     assert_int_equal(be->batchnorm_forward_infer(be, x, y1, rows, c, gamma, beta, mm1, mv1, 1e-3f), KC_STATUS_OK);
     assert_int_equal(be->act_forward(be, act, y1, y1, n, c), KC_STATUS_OK);
     assert_int_equal(be->batchnorm_relu_forward_infer(be, x, y2, rows, c, gamma, beta, mm1, mv1, 1e-3f, relu_max),
                      KC_STATUS_OK);
-    if (max_abs_diff(y1, y2, n) > 1e-6)
-        fail_msg("%s: inference differs by %g", kc_backend_cpu_isa(be), max_abs_diff(y1, y2, n));
+    if (mp_max_abs_diff(y1, y2, n) > 1e-6)
+        fail_msg("%s: inference differs by %g", kc_backend_cpu_isa(be), mp_max_abs_diff(y1, y2, n));
     free(x), free(dy), free(y1), free(y2), free(g), free(dx1), free(dx2), free(p), free(dg2), free(db2);
 }
 
@@ -153,23 +144,7 @@ static kc_model *model(int fuse) {
     return m;
 }
 
-/* The batch (inputs in the plan's input buffer, targets) for a prepared model. */
-static void feed(kc_model *m, float *t) {
-    float *x = kc__model_input_buffer(m);
-    unsigned s = 3;
-    for (int i = 0; i < B * 8 * 8 * 3; i++) x[i] = 4.0f * rnd(&s) - 1.5f;
-    for (int i = 0; i < B; i++) t[i] = (float)(i % 3);
-    m->batch_targets = t;
-}
-
-static double loss_of(kc_model *m, bool training) {
-    m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
-    assert_int_equal(kc__model_forward(m, B, training, 42), KC_STATUS_OK);
-    assert_int_equal(kc__model_accumulate_metrics(m, B), KC_STATUS_OK);
-    float s = 0;
-    m->be->to_host(m->be, &s, m->dev_scalars + KC_SCALAR_LOSS, sizeof s);
-    return (double)s / B;
-}
+static void feed(kc_model *m, float *t) { mp_feed(m, t, B, B * 8 * 8 * 3, -1.5f, 4.0f); }
 
 /* Names of the fused batch norms, and how many ReLU layers they absorbed. */
 static int fused_pairs(const kc_model *m, char *names, size_t n) {
@@ -192,33 +167,13 @@ static void compare(kc_model *a, kc_model *b) {
     assert_int_equal(fused_pairs(a, na, sizeof na), 3);
     assert_string_equal(na, "bn1 bn2 bn5 ");
     assert_int_equal(fused_pairs(b, nb, sizeof nb), 0);
-    const double la = loss_of(a, true), lb = loss_of(b, true);
-    assert_int_equal(kc__model_backward_update(a, B, B, false), KC_STATUS_OK);
-    assert_int_equal(kc__model_backward_update(b, B, B, false), KC_STATUS_OK);
-    assert_true(fabs(la - lb) <= 1e-6 * fabs(lb));
-    assert_int_equal(a->n_trainable, b->n_trainable);
-    double gmax = 1e-30;
-    for (int64_t i = 0; i < b->n_trainable; i++) gmax = fmax(gmax, fabs(b->grads[i]));
-    const double gd = max_abs_diff(a->grads, b->grads, a->n_trainable);
-    if (gd > 1e-5 * gmax) fail_msg("gradients differ by %g (largest %g)", gd, gmax);
-    for (int i = 0; i < kc_model_num_weights(a); i++) { /* the moving statistics the forward updated */
-        kc_weight_info wi;
-        assert_int_equal(kc_model_weight_info(a, i, &wi), KC_STATUS_OK);
-        float *va = malloc(sizeof(float) * (size_t)wi.size), *vb = malloc(sizeof(float) * (size_t)wi.size);
-        assert_int_equal(kc_model_get_weight(a, i, va, wi.size), KC_STATUS_OK);
-        assert_int_equal(kc_model_get_weight(b, i, vb, wi.size), KC_STATUS_OK);
-        assert_true(max_abs_diff(va, vb, wi.size) <= 1e-6);
-        free(va), free(vb);
-    }
+    mp_train_compare(a, b, B);
     a->batch_targets = b->batch_targets = NULL;
     /* inference (the moving statistics) */
     assert_int_equal(kc__model_prepare(a, B, false), KC_STATUS_OK);
     assert_int_equal(kc__model_prepare(b, B, false), KC_STATUS_OK);
     feed(a, ta), feed(b, tb);
-    const double ia = loss_of(a, false), ib = loss_of(b, false);
-    assert_true(fabs(ia - ib) <= 1e-6 * fabs(ib));
-    const float *oa = kc__model_output_buffer(a), *ob = kc__model_output_buffer(b);
-    assert_true(max_abs_diff(oa, ob, B * 3) <= 1e-6);
+    mp_infer_compare(a, b, B, B * 3);
     a->batch_targets = b->batch_targets = NULL;
 }
 

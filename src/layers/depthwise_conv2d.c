@@ -60,10 +60,17 @@ static kc_status dw_build(kc_layer *l) {
     return KC_STATUS_OK;
 }
 
-/* The backend's description (Conv2D's, with f = C * M); a plain ReLU is fused. */
+/* The backend's description (Conv2D's, with f = C * M); a plain ReLU is fused. With a
+ * ZeroPadding2D folded in (mnv2-2t, src/model/fuse.c) the input is the unpadded one and its
+ * padding before adds to the layer's own. */
 static kc_conv2d_desc dw_desc(const kc_layer *l, int batch) {
     const dw_cfg *c = l->cfg;
-    return kc__conv_win_desc(&c->g, batch, c->f, c->act.kind == KC_ACT_RELU && !l->defer_act);
+    kc_conv2d_desc d = kc__conv_win_desc(&c->g, batch, c->f, c->act.kind == KC_ACT_RELU && !l->defer_act);
+    if (l->fold_h > 0) {
+        d.h = l->fold_h, d.w = l->fold_w;
+        d.pad_top += l->fold_top, d.pad_left += l->fold_left;
+    }
+    return d;
 }
 
 static size_t dw_aux_bytes(const kc_layer *l, int batch) {

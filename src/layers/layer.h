@@ -167,6 +167,13 @@ struct kc_layer {
      * y and dy are the producer's memory and it has no forward or backward of its own. */
     bool relu_after, absorbed;
     float relu_max;
+    /* mnv2-2t: a ZeroPadding2D folded into the DepthwiseConv2D that reads it (src/model/fuse.c).
+     * On the ZeroPadding2D: pad_folded (and absorbed: its y and dy are its input's memory, it has
+     * no forward and no backward); on the depthwise convolution: fold_h, fold_w, the unpadded
+     * input's size (0: nothing folded), and fold_top, fold_left, the padding it adds before its own
+     * (the padding after is implied by the output size, as in kc_conv2d_desc). */
+    bool pad_folded;
+    int fold_h, fold_w, fold_top, fold_left;
     /* keras-save: the nested model it came from (1-based into kc_model.nests, 0: the model
      * itself) and its name there (the reader may have prefixed l->name), so that a save
      * writes the nesting back (src/io/keras_nest.c) */

@@ -104,6 +104,8 @@ const char *kc__placement_describe(kc_backend *be, const kc_layer *l, int batch,
         snprintf(kernel, sizeof kernel, "the input (batch copied to %s)", dev);
     else if (!l->ops->backend_ops || (l->ops->flags & KC_LAYER_ALIAS))
         snprintf(kernel, sizeof kernel, "no kernel (a view of its input)");
+    else if (l->pad_folded)
+        snprintf(kernel, sizeof kernel, "no kernel (the depthwise convolution after it pads as it reads)");
     else if (l->absorbed)
         snprintf(kernel, sizeof kernel, "no kernel (the batch norm before it applies it, one pass for both)");
     else if (!be)

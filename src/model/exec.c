@@ -194,7 +194,7 @@ static kc_status backward_node(kc_model *m, int j, int batch) {
         size_t tmp = p->dx_tmp_off[j * KC_MAX_INPUTS + k];
         if (tmp == KC_PLAN_NONE || !a.dx[k]) continue;
         int src = l->in[k];
-        int64_t n = (int64_t)batch * kc__shape_size(&m->layers[src]->out_shape);
+        int64_t n = kc__plan_node_elems(m, src, batch);
         KC_TRY(m->be->add(m->be, AT(p->dy_off[src]), AT(p->dy_off[src]), AT(tmp), n));
     }
     return KC_STATUS_OK;

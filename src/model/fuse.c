@@ -9,13 +9,24 @@
  * Activation("relu")), neither is a shared layer's call, the batch norm is not the model's
  * output, and the backend has the fused kernels (batchnorm_relu_*; the CPU's, unless
  * kc_device_opts.cpu_fuse_bn_relu = KC_FALSE, KERAC_CPU_FUSE_BN_RELU=0). The two layers stay
- * two layers everywhere else (weights, summaries, saved models). */
+ * two layers everywhere else (weights, summaries, saved models).
+ *
+ * mnv2-2t: a ZeroPadding2D whose only consumer is a DepthwiseConv2D (MobileNetV2's four before
+ * its stride-2 depthwise convolutions) is folded into it when the backend asks for it
+ * (fold_pad_depthwise; the CPU's, unless kc_device_opts.cpu_fold_pad = KC_FALSE,
+ * KERAC_CPU_FOLD_PAD=0): the convolution reads the unpadded input, with the padding added to its
+ * own before (pad_top, pad_left) and the padding after implied by its output size, so the padded
+ * copy is never written (forward) nor cut back (backward). An execution change only: the
+ * ZeroPadding2D stays a layer with its own output shape in summaries and saved models. */
 #include "model.h"
+
+/* Whether l is a layer of its own: not a shared layer's call, not sharing its weights. */
+static bool unshared(const kc_layer *l) { return l->shares < 0 && l->calls == 0; }
 
 /* Whether layer l is a ReLU that a fused batch norm can apply, and its upper clip (0: none). */
 static bool fusable_relu(const kc_layer *l, float *relu_max) {
     if ((l->ops != &kc__relu_ops && l->ops != &kc__activation_ops) || !l->ops->activation || l->n_in != 1 ||
-        l->shares >= 0 || l->calls > 0 || l->defer_act)
+        !unshared(l) || l->defer_act)
         return false;
     const kc_act_params a = l->ops->activation(l);
     if (a.kind == KC_ACT_RELU) {
@@ -35,12 +46,32 @@ static int consumers(const kc_model *m, int i) {
     return n;
 }
 
+/* mnv2-2t: ZeroPadding2D -> DepthwiseConv2D, see the top of the file. */
+static void fold_pads(kc_model *m) {
+    if (!m->be || !m->be->fold_pad_depthwise) return;
+    const int out = kc__model_output(m);
+    for (int j = 1; j < m->n_layers; j++) {
+        kc_layer *d = m->layers[j];
+        if (d->ops != &kc__depthwise_conv2d_ops || d->n_in != 1 || !unshared(d)) continue;
+        const int i = d->in[0];
+        kc_layer *p = m->layers[i];
+        if (p->ops != &kc__zeropad2d_ops || p->n_in != 1 || i == out || !unshared(p) || consumers(m, i) != 1) continue;
+        kc_zeropad2d_opts o;
+        p->ops->get_opts(p, &o);
+        p->pad_folded = p->absorbed = true;
+        d->fold_h = p->in_shape[0].dim[0], d->fold_w = p->in_shape[0].dim[1];
+        d->fold_top = o.padding[0][0], d->fold_left = o.padding[1][0];
+    }
+}
+
 void kc__model_fuse(kc_model *m) {
     for (int i = 0; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
-        l->relu_after = l->absorbed = false;
+        l->relu_after = l->absorbed = l->pad_folded = false;
         l->relu_max = 0.0f;
+        l->fold_h = l->fold_w = l->fold_top = l->fold_left = 0;
     }
+    fold_pads(m);
     const kc_backend *be = m->be;
     if (!be || !be->batchnorm_relu_forward_train || !be->batchnorm_relu_forward_infer || !be->batchnorm_relu_backward)
         return;
@@ -51,7 +82,7 @@ void kc__model_fuse(kc_model *m) {
         if (!fusable_relu(r, &relu_max)) continue;
         const int i = r->in[0];
         kc_layer *b = m->layers[i];
-        if (b->ops != &kc__batchnorm_ops || i == out || b->shares >= 0 || b->calls > 0 || consumers(m, i) != 1)
+        if (b->ops != &kc__batchnorm_ops || i == out || !unshared(b) || consumers(m, i) != 1)
             continue;
         b->relu_after = true;
         b->relu_max = relu_max;

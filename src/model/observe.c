@@ -119,8 +119,7 @@ kc_status kc__numerics_backward(kc_model *m, int layer, int batch, const kc_bwd 
         if (!a->dx[k]) continue;
         char what[200];
         snprintf(what, sizeof what, "gradient of input %d ('%s')", k, m->layers[l->in[k]]->name);
-        KC_TRY(check_tensor(m, l, true, "backward", what, a->dx[k],
-                            (int64_t)batch * kc__shape_size(&m->layers[l->in[k]]->out_shape)));
+        KC_TRY(check_tensor(m, l, true, "backward", what, a->dx[k], kc__plan_node_elems(m, l->in[k], batch)));
     }
     for (int k = 0; k < l->n_weights; k++) {
         const kc_weight *w = &l->w[k];

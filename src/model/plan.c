@@ -236,6 +236,11 @@ static kc_status plan_place(planner *q, size_t ws_max) {
     return KC_STATUS_OK;
 }
 
+int64_t kc__plan_node_elems(const kc_model *m, int i, int batch) {
+    const int g = m->plan.group ? m->plan.group[i] : i;
+    return (int64_t)batch * kc__shape_size(&m->layers[g]->out_shape);
+}
+
 kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
     kc__plan_free(p);
     kc__model_fuse(m);

@@ -358,6 +358,7 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     if (opts && opts->cpu_fuse_bn_relu == KC_FALSE) /* mnv2-speed: BatchNormalization and its ReLU apart */
         be->batchnorm_relu_forward_train = NULL, be->batchnorm_relu_forward_infer = NULL,
         be->batchnorm_relu_backward = NULL;
+    be->fold_pad_depthwise = !(opts && opts->cpu_fold_pad == KC_FALSE); /* mnv2-2t */
     *out = be;
     return KC_STATUS_OK;
 }

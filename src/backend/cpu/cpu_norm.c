@@ -8,7 +8,9 @@
  * gamma NULL means 1 (scale=False), beta NULL means 0 (center=False).
  * Up to BN_ONE_PASS channels are processed together (one walk over the rows for the sums,
  * one for the normalisation), wider inputs in blocks of KC_CPU_RED_COLS; the per-channel
- * coefficients live on the stack; rows run in parallel.
+ * coefficients live on the stack; rows run in parallel. A training call (forward or backward) is one
+ * parallel region per block of channels: sums, barrier, coefficients, barrier, the pass over the
+ * rows (bn_run; before mnv2-2t: a region with an ordered reduction, then a second one).
  * The _relu entries (mnv2-speed) are the same with a ReLU after the normalisation: the
  * forward clips in the normalising pass, the backward masks dy where the ReLU passed
  * nothing while it sums and while it writes dx, so neither needs a pass of its own. */
@@ -74,17 +76,125 @@ static void bn_sums_rows(const float *a, const float *dy, const float *y, bn_rel
     }
 }
 
-/* With p[j] a centre per channel of the block: out1[j] = sum_r (a[r, j] - p[j]), out2[j] = sum_r (a - p)^2
- * (dy == NULL; forward, p = the first row, so that the float partial sums do not lose the variance to a
- * large mean) or out1 = sum_r g[r, j], out2 = sum_r g * (a - p) with g = dy, masked by the ReLU's y when
- * rl.on (backward, p = the mean); cb <= BN_ONE_PASS. Each thread sums its rows (in float over blocks of
- * BN_ROW_BLOCK rows, then in double), and the threads' sums are added in thread order (reproducible for
- * a fixed thread count). */
-static void bn_sums(const float *a, const float *dy, const float *y, bn_relu rl, const float *p, bn_cols k,
-                    double *out1, double *out2) {
-    const int cb = k.cb;
-    for (int j = 0; j < cb; j++) out1[j] = out2[j] = 0.0;
-#pragma omp parallel if (kc__cpu_par(k.rows * cb))
+/* One batch-norm call on a block of channels, as ONE parallel region (mnv2-2t): each thread sums its
+ * rows, a barrier, the threads' sums added per channel in thread order and turned into the per-channel
+ * coefficients (the channels split across the threads), a barrier, and each thread's pass over its rows.
+ * The sums: with p[j] a centre per channel, s1 = sum_r (a - p), s2 = sum_r (a - p)^2 (forward, p = the
+ * first row, so that the float partial sums do not lose the variance to a large mean), or s1 = sum_r g,
+ * s2 = sum_r g * (a - p), g = dy masked by the ReLU's y when rl.on (backward, p = the mean). A thread
+ * sums in float over blocks of BN_ROW_BLOCK rows, then in double; the rows a thread gets depend only on
+ * the thread count, so the result is the same from run to run for a fixed count. */
+typedef struct bn_job {
+    int backward;
+    const float *x, *y, *dy; /* x; y: the fused ReLU's output (backward with rl.on) */
+    float *out;              /* forward: y; backward: dx (may be dy) */
+    bn_cols k;
+    bn_relu rl;
+    const float *p; /* the centres, cb */
+    /* the layer's parameters and statistics, indexed by channel (c0 + j) */
+    const float *gamma, *beta, *save_inv_std;
+    float *moving_mean, *moving_var, *save_mean_out, *save_inv_out, *dgamma, *dbeta;
+    float momentum, epsilon;
+    /* the coefficients, cb each: forward y = (x - c1) * c2 + c3; backward dx = c1 * g + c2 * (x - p) + c3 */
+    float *c1, *c2, *c3;
+} bn_job;
+
+/* Channel j's coefficients from its sums. */
+static void bn_coef(const bn_job *b, int j, double s1, double s2) {
+    const int ch = b->k.c0 + j;
+    const double rows = (double)b->k.rows;
+    if (!b->backward) {
+        const double d = s1 / rows, m = (double)b->p[j] + d;
+        double var = s2 / rows - d * d;
+        if (var < 0) var = 0;
+        const float inv = (float)(1.0 / sqrt(var + (double)b->epsilon));
+        b->c1[j] = (float)m;
+        b->save_mean_out[ch] = (float)m;
+        b->save_inv_out[ch] = inv;
+        b->c2[j] = (b->gamma ? b->gamma[ch] : 1.0f) * inv;
+        b->c3[j] = b->beta ? b->beta[ch] : 0.0f;
+        if (b->moving_mean) b->moving_mean[ch] = b->moving_mean[ch] * b->momentum + (float)m * (1.0f - b->momentum);
+        if (b->moving_var) b->moving_var[ch] = b->moving_var[ch] * b->momentum + (float)var * (1.0f - b->momentum);
+        return;
+    }
+    /* dx = g*inv * (dy - mean(dy) - xhat * mean(dy * xhat)), xhat = (x - mean) * inv
+     *    = k1 * dy + k2 * (x - mean) + k3 */
+    const double inv = b->save_inv_std[ch], g = b->gamma ? b->gamma[ch] : 1.0;
+    const double dg = s2 * inv; /* sum dy * xhat */
+    if (b->dgamma) b->dgamma[ch] = (float)dg;
+    if (b->dbeta) b->dbeta[ch] = (float)s1;
+    b->c1[j] = (float)(g * inv);
+    b->c2[j] = (float)(-g * inv * inv * dg / rows);
+    b->c3[j] = (float)(-g * inv * s1 / rows);
+}
+
+/* Rows [r0, r1): forward y = (x - c1) * c2 + c3, clipped to [0, hi] when rl.on; backward
+ * dx = c1 * g + c2 * (x - p) + c3, g = dy masked by the ReLU's y when rl.on. */
+static void bn_pass(const bn_job *b, int64_t r0, int64_t r1) {
+    const int cb = b->k.cb;
+    const float *c1 = b->c1, *c2 = b->c2, *c3 = b->c3, *p = b->p;
+    const float hi = b->rl.hi;
+    for (int64_t r = r0; r < r1; r++) {
+        const size_t at = (size_t)r * b->k.ld + b->k.c0;
+        const float *xr = b->x + at;
+        float *o = b->out + at;
+        if (!b->backward) {
+            if (b->rl.on) /* compares, not fminf/fmaxf: those keep NaN rules that do not vectorise */
+                for (int j = 0; j < cb; j++) {
+                    const float v = (xr[j] - c1[j]) * c2[j] + c3[j], q = v > 0.0f ? v : 0.0f;
+                    o[j] = q < hi ? q : hi;
+                }
+            else
+                for (int j = 0; j < cb; j++) o[j] = (xr[j] - c1[j]) * c2[j] + c3[j];
+            continue;
+        }
+        const float *gr = b->dy + at;
+        if (b->rl.on) {
+            const float *yr = b->y + at;
+            for (int j = 0; j < cb; j++) {
+                const float g = yr[j] > 0.0f && yr[j] < hi ? gr[j] : 0.0f;
+                o[j] = c1[j] * g + c2[j] * (xr[j] - p[j]) + c3[j];
+            }
+        } else {
+            for (int j = 0; j < cb; j++) o[j] = c1[j] * gr[j] + c2[j] * (xr[j] - p[j]) + c3[j];
+        }
+    }
+}
+
+/* Thread t of tn's part of the job: its sums (into d1, d2, published in part[t]), the coefficients of its
+ * channels from every thread's sums, its rows' pass. Barriers between (none when tn == 1). */
+static void bn_team(const bn_job *b, int t, int tn, const double **part, double *d1, double *d2) {
+    const int cb = b->k.cb;
+    float f1[BN_ONE_PASS], f2[BN_ONE_PASS];
+    for (int j = 0; j < cb; j++) d1[j] = d2[j] = 0.0;
+    const int64_t r_lo = b->k.rows * t / tn, r_hi = b->k.rows * (t + 1) / tn;
+    const float *a = b->x, *dy = b->backward ? b->dy : NULL;
+    for (int64_t r0 = r_lo; r0 < r_hi; r0 += BN_ROW_BLOCK) {
+        for (int j = 0; j < cb; j++) f1[j] = f2[j] = 0.0f;
+        bn_sums_rows(a, dy, b->y, b->rl, b->p, b->k, r0, KC_MIN(r_hi, r0 + BN_ROW_BLOCK), f1, f2);
+        for (int j = 0; j < cb; j++) d1[j] += f1[j], d2[j] += f2[j];
+    }
+    part[2 * t] = d1, part[2 * t + 1] = d2;
+#pragma omp barrier
+    for (int j = cb * t / tn; j < cb * (t + 1) / tn; j++) {
+        double s1 = 0.0, s2 = 0.0;
+        for (int i = 0; i < tn; i++) s1 += part[2 * i][j], s2 += part[2 * i + 1][j];
+        bn_coef(b, j, s1, s2);
+    }
+#pragma omp barrier
+    bn_pass(b, r_lo, r_hi);
+}
+
+/* Runs a job on the team (one parallel region), or on this thread when it is small. */
+static void bn_run(bn_job *b) {
+    float c1[BN_ONE_PASS], c2[BN_ONE_PASS], c3[BN_ONE_PASS];
+    b->c1 = c1, b->c2 = c2, b->c3 = c3;
+    int team = 1;
+#ifdef _OPENMP
+    if (kc__cpu_par(b->k.rows * b->k.cb)) team = omp_get_max_threads();
+#endif
+    const double *part[2 * team];
+#pragma omp parallel num_threads(team) if (team > 1)
     {
         int t = 0, tn = 1;
 #ifdef _OPENMP
@@ -92,40 +202,25 @@ static void bn_sums(const float *a, const float *dy, const float *y, bn_relu rl,
         tn = omp_get_num_threads();
 #endif
         double d1[BN_ONE_PASS], d2[BN_ONE_PASS];
-        float f1[BN_ONE_PASS], f2[BN_ONE_PASS];
-        for (int j = 0; j < cb; j++) d1[j] = d2[j] = 0.0;
-        const int64_t r1 = k.rows * (t + 1) / tn;
-        for (int64_t r0 = k.rows * t / tn; r0 < r1; r0 += BN_ROW_BLOCK) {
-            for (int j = 0; j < cb; j++) f1[j] = f2[j] = 0.0f;
-            bn_sums_rows(a, dy, y, rl, p, k, r0, KC_MIN(r1, r0 + BN_ROW_BLOCK), f1, f2);
-            for (int j = 0; j < cb; j++) d1[j] += f1[j], d2[j] += f2[j];
-        }
-#pragma omp for ordered schedule(static, 1)
-        for (int i = 0; i < tn; i++) {
-#pragma omp ordered
-            for (int j = 0; j < cb; j++) out1[j] += d1[j], out2[j] += d2[j];
-        }
+        bn_team(b, t, tn, part, d1, d2);
     }
 }
 
 /* Channels per walk over the rows: all of them, or blocks of KC_CPU_RED_COLS. */
 static int bn_block(int c) { return c <= BN_ONE_PASS ? c : KC_CPU_RED_COLS; }
 
-/* y[r, c0+j] = (x[r, c0+j] - sub[j]) * mul[j] + add[j] for j < cb, clipped to [0, hi] when rl.on. */
+/* y[r, c0+j] = (x[r, c0+j] - sub[j]) * mul[j] + add[j] for j < cb, clipped to [0, hi] when rl.on (inference). */
 static void bn_apply(const float *x, float *y, bn_cols k, const float *sub, const float *mul, const float *add,
                      bn_relu rl) {
-    const int cb = k.cb;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(k.rows * cb))
-    for (int64_t r = 0; r < k.rows; r++) {
-        const float *xr = x + r * k.ld + k.c0;
-        float *yr = y + r * k.ld + k.c0;
-        if (rl.on) /* compares, not fminf/fmaxf: those keep NaN rules that do not vectorise */
-            for (int j = 0; j < cb; j++) {
-                const float v = (xr[j] - sub[j]) * mul[j] + add[j], p = v > 0.0f ? v : 0.0f;
-                yr[j] = p < rl.hi ? p : rl.hi;
-            }
-        else
-            for (int j = 0; j < cb; j++) yr[j] = (xr[j] - sub[j]) * mul[j] + add[j];
+    const bn_job b = {.x = x, .out = y, .k = k, .rl = rl, .c1 = (float *)sub, .c2 = (float *)mul, .c3 = (float *)add};
+#pragma omp parallel if (kc__cpu_par(k.rows * k.cb))
+    {
+        int t = 0, tn = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        tn = omp_get_num_threads();
+#endif
+        bn_pass(&b, k.rows * t / tn, k.rows * (t + 1) / tn);
     }
 }
 
@@ -140,25 +235,11 @@ static kc_status bn_forward_train(const float *x, float *y, int64_t rows, int c,
                         (double)epsilon);
     const int bw = bn_block(c);
     for (int c0 = 0; c0 < c; c0 += bw) {
-        const bn_cols k = {rows, c, c0, KC_MIN(bw, c - c0)};
-        double s[BN_ONE_PASS], sq[BN_ONE_PASS];
-        bn_sums(x, NULL, NULL, BN_NO_RELU, x + c0, k, s, sq); /* centred on the first row */
-        float mean[BN_ONE_PASS], mul[BN_ONE_PASS], add[BN_ONE_PASS];
-        for (int j = 0; j < k.cb; j++) {
-            const int ch = c0 + j;
-            const double d = s[j] / (double)rows, m = (double)x[ch] + d;
-            double var = sq[j] / (double)rows - d * d;
-            if (var < 0) var = 0;
-            const float inv = (float)(1.0 / sqrt(var + (double)epsilon));
-            mean[j] = (float)m;
-            save_mean[ch] = (float)m;
-            save_inv_std[ch] = inv;
-            mul[j] = (gamma ? gamma[ch] : 1.0f) * inv;
-            add[j] = beta ? beta[ch] : 0.0f;
-            if (moving_mean) moving_mean[ch] = moving_mean[ch] * momentum + (float)m * (1.0f - momentum);
-            if (moving_var) moving_var[ch] = moving_var[ch] * momentum + (float)var * (1.0f - momentum);
-        }
-        bn_apply(x, y, k, mean, mul, add, rl);
+        bn_job b = {.x = x, .out = y, .k = {rows, c, c0, KC_MIN(bw, c - c0)}, .rl = rl, .p = x + c0, /* first row */
+                    .gamma = gamma, .beta = beta, .moving_mean = moving_mean, .moving_var = moving_var,
+                    .save_mean_out = save_mean, .save_inv_out = save_inv_std, .momentum = momentum,
+                    .epsilon = epsilon};
+        bn_run(&b);
     }
     return KC_STATUS_OK;
 }
@@ -212,27 +293,6 @@ kc_status kc__cpu_batchnorm_relu_forward_infer(kc_backend *be, const float *x, f
     return bn_forward_infer(x, y, rows, c, gamma, beta, moving_mean, moving_var, epsilon, bn_relu_of(relu_max));
 }
 
-/* dx = k1 * g + k2 * (x - mean) + k3 over a block of channels, g = dy masked by the ReLU's y when rl.on. */
-static void bn_backward_apply(const float *x, const float *y, const float *dy, float *dx, bn_cols k,
-                              const float *mean, const float *k1, const float *k2, const float *k3, bn_relu rl) {
-    const int cb = k.cb;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(k.rows * cb))
-    for (int64_t r = 0; r < k.rows; r++) {
-        const size_t at = (size_t)r * k.ld + k.c0;
-        const float *xr = x + at, *gr = dy + at;
-        float *o = dx + at;
-        if (rl.on) {
-            const float *yr = y + at;
-            for (int j = 0; j < cb; j++) {
-                const float g = yr[j] > 0.0f && yr[j] < rl.hi ? gr[j] : 0.0f;
-                o[j] = k1[j] * g + k2[j] * (xr[j] - mean[j]) + k3[j];
-            }
-        } else {
-            for (int j = 0; j < cb; j++) o[j] = k1[j] * gr[j] + k2[j] * (xr[j] - mean[j]) + k3[j];
-        }
-    }
-}
-
 static kc_status bn_backward(const float *x, const float *y, const float *dy, float *dx, int64_t rows, int c,
                              const float *gamma, const float *save_mean, const float *save_inv_std, float *dgamma,
                              float *dbeta, bn_relu rl) {
@@ -241,26 +301,12 @@ static kc_status bn_backward(const float *x, const float *y, const float *dy, fl
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_backward: NULL dy or saved statistics");
     if (rl.on && !y)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_relu_backward: NULL y (the fused forward's output)");
-    const double inv_n = 1.0 / (double)rows;
     const int bw = bn_block(c);
     for (int c0 = 0; c0 < c; c0 += bw) {
-        const bn_cols k = {rows, c, c0, KC_MIN(bw, c - c0)};
-        double sdy[BN_ONE_PASS], sdyxc[BN_ONE_PASS]; /* sum dy, sum dy * (x - mean) */
-        bn_sums(x, dy, y, rl, save_mean + c0, k, sdy, sdyxc);
-        /* dx = g*inv * (dy - mean(dy) - xhat * mean(dy * xhat)), xhat = (x - mean) * inv
-         *    = k1 * dy + k2 * (x - mean) + k3 */
-        float k1[BN_ONE_PASS], k2[BN_ONE_PASS], k3[BN_ONE_PASS];
-        for (int j = 0; j < k.cb; j++) {
-            const int ch = c0 + j;
-            const double inv = save_inv_std[ch], g = gamma ? gamma[ch] : 1.0;
-            const double dg = sdyxc[j] * inv; /* sum dy * xhat */
-            if (dgamma) dgamma[ch] = (float)dg;
-            if (dbeta) dbeta[ch] = (float)sdy[j];
-            k1[j] = (float)(g * inv);
-            k2[j] = (float)(-g * inv * inv * dg * inv_n);
-            k3[j] = (float)(-g * inv * sdy[j] * inv_n);
-        }
-        bn_backward_apply(x, y, dy, dx, k, save_mean + c0, k1, k2, k3, rl);
+        bn_job b = {.backward = 1, .x = x, .y = y, .dy = dy, .out = dx, .k = {rows, c, c0, KC_MIN(bw, c - c0)},
+                    .rl = rl, .p = save_mean + c0, .gamma = gamma, .save_inv_std = save_inv_std, .dgamma = dgamma,
+                    .dbeta = dbeta};
+        bn_run(&b);
     }
     return KC_STATUS_OK;
 }

@@ -1,0 +1,68 @@
+/* model_pair.h — two builds of one model that should compute the same numbers (a fusion on
+ * and off: test_fuse_bn_relu.c, test_fold_pad.c): a training step of both, then inference,
+ * compared. Include after cmocka.h and model/model.h. */
+#ifndef KC_TEST_MODEL_PAIR_H
+#define KC_TEST_MODEL_PAIR_H
+
+#include <math.h>
+
+static inline float mp_rnd(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffffff) / 16777216.0f;
+}
+
+static inline double mp_max_abs_diff(const float *a, const float *b, int64_t n) {
+    double m = 0.0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+/* The batch for a prepared model: n_in inputs in [lo, lo + span), targets i % 3. */
+static inline void mp_feed(kc_model *m, float *t, int batch, int64_t n_in, float lo, float span) {
+    float *x = kc__model_input_buffer(m);
+    unsigned s = 3;
+    for (int64_t i = 0; i < n_in; i++) x[i] = span * mp_rnd(&s) + lo;
+    for (int i = 0; i < batch; i++) t[i] = (float)(i % 3);
+    m->batch_targets = t;
+}
+
+static inline double mp_loss_of(kc_model *m, int batch, bool training) {
+    m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
+    assert_int_equal(kc__model_forward(m, batch, training, 42), KC_STATUS_OK);
+    assert_int_equal(kc__model_accumulate_metrics(m, batch), KC_STATUS_OK);
+    float s = 0;
+    m->be->to_host(m->be, &s, m->dev_scalars + KC_SCALAR_LOSS, sizeof s);
+    return (double)s / batch;
+}
+
+/* Both prepared for training and fed: the loss, every gradient (not applied), the weights (the
+ * moving statistics the forward updated). */
+static inline void mp_train_compare(kc_model *a, kc_model *b, int batch) {
+    const double la = mp_loss_of(a, batch, true), lb = mp_loss_of(b, batch, true);
+    assert_int_equal(kc__model_backward_update(a, batch, batch, false), KC_STATUS_OK);
+    assert_int_equal(kc__model_backward_update(b, batch, batch, false), KC_STATUS_OK);
+    if (!(fabs(la - lb) <= 1e-6 * fabs(lb))) fail_msg("loss %.9g against %.9g", la, lb);
+    assert_int_equal(a->n_trainable, b->n_trainable);
+    double gmax = 1e-30;
+    for (int64_t i = 0; i < b->n_trainable; i++) gmax = fmax(gmax, fabs(b->grads[i]));
+    const double gd = mp_max_abs_diff(a->grads, b->grads, a->n_trainable);
+    if (gd > 1e-5 * gmax) fail_msg("gradients differ by %g (largest %g)", gd, gmax);
+    for (int i = 0; i < kc_model_num_weights(a); i++) {
+        kc_weight_info wi;
+        assert_int_equal(kc_model_weight_info(a, i, &wi), KC_STATUS_OK);
+        float *va = malloc(sizeof(float) * (size_t)wi.size), *vb = malloc(sizeof(float) * (size_t)wi.size);
+        assert_int_equal(kc_model_get_weight(a, i, va, wi.size), KC_STATUS_OK);
+        assert_int_equal(kc_model_get_weight(b, i, vb, wi.size), KC_STATUS_OK);
+        assert_true(mp_max_abs_diff(va, vb, wi.size) <= 1e-6);
+        free(va), free(vb);
+    }
+}
+
+/* Both prepared for inference and fed: the loss and the n_out output floats. */
+static inline void mp_infer_compare(kc_model *a, kc_model *b, int batch, int64_t n_out) {
+    const double ia = mp_loss_of(a, batch, false), ib = mp_loss_of(b, batch, false);
+    assert_true(fabs(ia - ib) <= 1e-6 * fabs(ib));
+    assert_true(mp_max_abs_diff(kc__model_output_buffer(a), kc__model_output_buffer(b), n_out) <= 1e-6);
+}
+
+#endif /* KC_TEST_MODEL_PAIR_H */
