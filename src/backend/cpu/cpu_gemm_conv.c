@@ -26,26 +26,27 @@
 /* ---- GEMM on the OpenMP team with single-threaded OpenBLAS calls.
  * OpenBLAS's own threading (its OpenMP build) splits one GEMM across the team and shares
  * the packed panels between the threads, which wait for each other inside the call
- * (sched_yield). On tall, skinny GEMMs (a dimension over the pixels of a large map, tens of
- * thousands, against 64-256 channels) that split ran 1.1-2.9x slower on 2 threads than
- * slices of C computed by one call per thread; on the rest (a few thousand rows or fewer,
- * wide channels) its shared packing was as fast or faster (0.3-1.0x): bench_conv_gemm,
- * bench/RESULTS.md (branch resnet-2t). So: when m or k reaches KC_CPU_GEMM_SPLIT_DIM, each
- * thread computes a fixed slice of C with one OpenBLAS call (OpenBLAS runs single-threaded
- * inside a parallel region): by rows when C has at least as many rows as columns (each
- * thread packs all of op(B), the smaller operand), else by columns in multiples of 16. Each
- * element of C comes from one single-threaded call with OpenBLAS's fixed blocking along K,
- * so the result does not depend on the split or the thread count.
- * KERAC_CPU_GEMM_SPLIT=0 in the environment leaves every GEMM to OpenBLAS's threading (the
- * reference this path is tested and measured against). */
-#define KC_CPU_GEMM_SPLIT_DIM 16384
+ * (sched_yield). On tall, skinny GEMMs (thousands of pixel rows, m or k, against at most
+ * 256 columns of C) that split ran 1.1-2.9x slower on 2 threads than slices of C computed by
+ * one call per thread; on wider or shorter ones its shared packing was as fast or faster
+ * (0.3-1.0x): bench_conv_gemm, bench/RESULTS.md (branch resnet-2t). So there (m or k at least
+ * KC_CPU_GEMM_SPLIT_DIM, n at most KC_CPU_GEMM_SPLIT_COLS) each thread computes a fixed slice
+ * of C with one OpenBLAS call (OpenBLAS runs single-threaded inside a parallel region): by
+ * rows when C has at least as many rows as columns (each thread packs all of op(B)), else by
+ * columns in multiples of 16. Each element of C comes from one single-threaded call with
+ * OpenBLAS's fixed blocking along K, so the result does not depend on the split or the
+ * thread count. KERAC_CPU_GEMM_SPLIT=0 in the environment leaves every GEMM to OpenBLAS's
+ * threading (the reference this path is tested and measured against). */
+#define KC_CPU_GEMM_SPLIT_DIM 4096
+#define KC_CPU_GEMM_SPLIT_COLS 256
 #define KC_CPU_GEMM_SPLIT_MIN ((int64_t)1 << 21) /* multiply-adds below which one call runs */
 
 /* Threads for a GEMM of m x n x k: 1 where OpenBLAS's threading runs it, inside a parallel
  * region, or when the user turned the split off. */
 static int gemm_team(int m, int n, int k) {
 #ifdef _OPENMP
-    if (omp_in_parallel() || KC_MAX(m, k) < KC_CPU_GEMM_SPLIT_DIM || (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
+    if (omp_in_parallel() || KC_MAX(m, k) < KC_CPU_GEMM_SPLIT_DIM || n > KC_CPU_GEMM_SPLIT_COLS ||
+        (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
         return 1;
     const char *v = getenv("KERAC_CPU_GEMM_SPLIT");
     if (v && v[0] == '0' && v[1] == '\0') return 1;
