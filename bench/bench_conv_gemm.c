@@ -1,4 +1,4 @@
-/* bench_conv_gemm.c — ResNet50's GEMM-shaped convolutions at 96x96 (batch 32): each pass of
+/* bench_conv_gemm.c — ResNet50's GEMM-shaped convolutions at 96x96 (batch 32; a few of MobileNetV2's): each pass of
  * the CPU backend's conv2d (whatever kernel it picks) against one plain SGEMM of the same
  * sizes on contiguous matrices (the backend's gemm: OpenBLAS), timed alternately conv, gemm,
  * conv, gemm, ... in one process. One JSON line per shape and pass: the medians, each
@@ -9,6 +9,9 @@
  *   bench_conv_gemm [REPS]     (default 9; KERAC_CPU_ISA picks the kernels, BENCH_CLOCK=cpu
  *                              times the process's CPU time, BENCH_SHAPES=TEXT only the
  *                              shapes whose name holds TEXT)
+ * BENCH_SPLIT_AB=1: the "gemm" side is the same convolution pass with KERAC_CPU_GEMM_SPLIT=0
+ * (OpenBLAS's own threading instead of the backend's split of big GEMMs across the threads),
+ * so of_gemm is the split's speed-up, measured alternately in one process.
  *
  * The GEMM of each pass, rows = N*OH*OW, K = KH*KW*C:
  *   forward (rows, K) x (K, F); backward-data (rows, F) x (F, K); backward-filter (K, rows) x (rows, F).
@@ -39,6 +42,14 @@ static const shape k_shapes[] = {
     {"1x1/2 stage4 shortcut (12x12, 512->1024)", 32, 12, 12, 512, 1024, 1, 2, 0},
     {"1x1 stage5 (3x3, 2048->512)", 32, 3, 3, 2048, 512, 1, 1, 0},
     {"1x1/2 stage5 shortcut (6x6, 1024->2048)", 32, 6, 6, 1024, 2048, 1, 2, 0},
+    /* the 3x3 maps of stage 5 go to im2col (Winograd saves too little there): rows = 288 */
+    {"3x3 stage5 (3x3, 512->512)", 32, 3, 3, 512, 512, 3, 1, 1},
+    /* MobileNetV2's 1x1 convolutions at 96x96 go through the same GEMM paths */
+    {"MobileNetV2 1x1 (24x24, 24->144)", 32, 24, 24, 24, 144, 1, 1, 0},
+    {"MobileNetV2 1x1 (12x12, 192->32)", 32, 12, 12, 192, 32, 1, 1, 0},
+    {"MobileNetV2 1x1 (6x6, 64->384)", 32, 6, 6, 64, 384, 1, 1, 0},
+    {"MobileNetV2 1x1 (3x3, 960->160)", 32, 3, 3, 960, 160, 1, 1, 0},
+    {"MobileNetV2 1x1 (3x3, 320->1280)", 32, 3, 3, 320, 1280, 1, 1, 0},
 };
 
 static void check(kc_status s) {
@@ -78,6 +89,8 @@ int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 9;
     if (reps < 1 || reps > 1000) reps = 9;
     (void)bench_clock_from_env(); /* anything but "cpu" keeps the wall clock */
+    const int split_ab = getenv("BENCH_SPLIT_AB") && strcmp(getenv("BENCH_SPLIT_AB"), "1") == 0;
+    if (split_ab) unsetenv("KERAC_CPU_GEMM_SPLIT");
     kc_backend *be = NULL;
     check(kc_backend_cpu_create(&be));
     static const char *const pass_name[3] = {"forward", "backward_data", "backward_filter"};
@@ -105,14 +118,20 @@ int main(int argc, char **argv) {
             gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
             for (int r = 0; r < reps; r++) {
                 tc[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
-                tg[r] = gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
+                if (split_ab) {
+                    setenv("KERAC_CPU_GEMM_SPLIT", "0", 1);
+                    tg[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
+                    unsetenv("KERAC_CPU_GEMM_SPLIT");
+                } else {
+                    tg[r] = gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
+                }
             }
             const double mc = bench_median(tc, reps), mg = bench_median(tg, reps);
             printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"conv_ms\":%.3f,\"gemm_ms\":%.3f,"
                    "\"conv_gflops\":%.1f,\"gemm_gflops\":%.1f,\"of_gemm\":%.3f,\"kernel\":\"%s\",\"reps\":%d,"
-                   "\"clock\":\"%s\"}\n",
+                   "\"clock\":\"%s\",\"split_ab\":%d}\n",
                    s->name, pass_name[pass], kc_backend_cpu_isa(be), 1e3 * mc, 1e3 * mg, flop / mc * 1e-9,
-                   flop / mg * 1e-9, mg / mc, desc, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu");
+                   flop / mg * 1e-9, mg / mc, desc, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", split_ab);
             fflush(stdout);
         }
         free(tc), free(tg), free(x), free(w), free(y), free(bias), free(a), free(b), free(c), free(ws);

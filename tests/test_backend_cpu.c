@@ -200,6 +200,48 @@ static void test_gemm(void **state) {
     assert_int_equal(g_be->gemm(g_be, 0, 0, -1, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2), KC_STATUS_INVALID_ARGUMENT);
 }
 
+/* GEMMs large enough for the backend's own split of C across the threads (a dimension of at
+ * least 16384: by rows when C is taller than wide, else by columns in blocks of 16, n not a
+ * multiple of 16 here), at 1, 2 and 3 threads: each against the double reference, and the
+ * threaded results bit for bit equal to the 1-thread one (each element of C comes from one
+ * single-threaded call whatever the split). */
+static void test_gemm_split(void **state) {
+    (void)state;
+    rseed(11);
+    const int shapes[][5] = {/* m, n, k, ta, tb */
+                             {16500, 40, 37, 0, 0}, {16400, 24, 33, 1, 1}, {20, 100, 17000, 1, 0}, {50, 30, 16384, 0, 1}};
+    const int saved = kc_get_num_threads();
+    for (size_t s = 0; s < KC_ARRAY_LEN(shapes); s++) {
+        const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = shapes[s][3], tb = shapes[s][4];
+        const int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+        float *a = falloc((size_t)(ta ? k : m) * lda), *b = falloc((size_t)(tb ? n : k) * ldb);
+        float *c0 = falloc((size_t)m * ldc), *c1 = falloc((size_t)m * ldc), *c = falloc((size_t)m * ldc);
+        fill(a, (size_t)(ta ? k : m) * lda, -1, 1);
+        fill(b, (size_t)(tb ? n : k) * ldb, -1, 1);
+        fill(c0, (size_t)m * ldc, -1, 1);
+        const float alpha = 1.25f, beta = s % 2 ? 0.0f : 0.5f;
+        double *ref = dalloc((size_t)m * n);
+        ref_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc, ref);
+        float *packed = falloc((size_t)m * n);
+        for (int nt = 1; nt <= 3; nt++) {
+            kc_set_num_threads(nt);
+            memcpy(c, c0, (size_t)m * ldc * sizeof(float));
+            assert_int_equal(g_be->gemm(g_be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), KC_STATUS_OK);
+            for (int i = 0; i < m; i++) {
+                memcpy(packed + (size_t)i * n, c + (size_t)i * ldc, (size_t)n * sizeof(float));
+                for (int j = n; j < ldc; j++) assert_true(c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j]);
+            }
+            expect_close_scaled("gemm split", packed, ref, (size_t)m * n, 1e-4);
+            if (nt == 1)
+                memcpy(c1, c, (size_t)m * ldc * sizeof(float));
+            else if (memcmp(c1, c, (size_t)m * ldc * sizeof(float)) != 0)
+                fail_msg("gemm %dx%dx%d (ta %d, tb %d): %d threads differ from 1 thread", m, n, k, ta, tb, nt);
+        }
+        free(a), free(b), free(c0), free(c1), free(c), free(ref), free(packed);
+    }
+    kc_set_num_threads(saved);
+}
+
 /* ================================================================ convolution */
 
 typedef struct conv_case {
@@ -1083,6 +1125,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_and_memory),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_split),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_chunked),
         cmocka_unit_test(test_conv2d_bad_desc),

@@ -13,6 +13,7 @@
  * col2im is written as a gather over input rows (each thread owns whole rows of dx), so
  * it runs in parallel without atomics and overwrites dx. */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -21,6 +22,73 @@
 #endif
 
 #include "cpu.h"
+
+/* ---- GEMM on the OpenMP team with single-threaded OpenBLAS calls.
+ * OpenBLAS's own threading (its OpenMP build) splits one GEMM across the team and shares
+ * the packed panels between the threads, which wait for each other inside the call
+ * (sched_yield). On tall, skinny GEMMs (thousands of pixel rows, m or k, against at most
+ * 256 columns of C) that split ran 1.1-2.9x slower on 2 threads than slices of C computed by
+ * one call per thread; on wider or shorter ones its shared packing was as fast or faster
+ * (0.3-1.0x): bench_conv_gemm, bench/RESULTS.md (branch resnet-2t). So there (m or k at least
+ * KC_CPU_GEMM_SPLIT_DIM, n at most KC_CPU_GEMM_SPLIT_COLS) each thread computes a fixed slice
+ * of C with one OpenBLAS call (OpenBLAS runs single-threaded inside a parallel region): by
+ * rows when C has at least as many rows as columns (each thread packs all of op(B)), else by
+ * columns in multiples of 16. Each element of C comes from one single-threaded call with
+ * OpenBLAS's fixed blocking along K, so the result does not depend on the split or the
+ * thread count. KERAC_CPU_GEMM_SPLIT=0 in the environment leaves every GEMM to OpenBLAS's
+ * threading (the reference this path is tested and measured against). */
+#define KC_CPU_GEMM_SPLIT_DIM 4096
+#define KC_CPU_GEMM_SPLIT_COLS 256
+#define KC_CPU_GEMM_SPLIT_MIN ((int64_t)1 << 21) /* multiply-adds below which one call runs */
+
+/* Threads for a GEMM of m x n x k: 1 where OpenBLAS's threading runs it, inside a parallel
+ * region, or when the user turned the split off. */
+static int gemm_team(int m, int n, int k) {
+#ifdef _OPENMP
+    if (omp_in_parallel() || KC_MAX(m, k) < KC_CPU_GEMM_SPLIT_DIM || n > KC_CPU_GEMM_SPLIT_COLS ||
+        (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
+        return 1;
+    const char *v = getenv("KERAC_CPU_GEMM_SPLIT");
+    if (v && v[0] == '0' && v[1] == '\0') return 1;
+    const int by_rows = m >= n, len = by_rows ? m : n / 16; /* columns go in blocks of 16 */
+    return KC_MAX(1, KC_MIN(omp_get_max_threads(), len));
+#else
+    (void)m, (void)n, (void)k;
+    return 1;
+#endif
+}
+
+void kc__cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                   int ldb, float beta, float *c, int ldc) {
+    const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    const int nt = gemm_team(m, n, k);
+    if (nt <= 1) {
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    const int by_rows = m >= n;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = 0, used = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        used = omp_get_num_threads();
+#endif
+        if (by_rows) { /* rows [r0, r1) of C and op(A) */
+            const int r0 = (int)((int64_t)m * t / used), r1 = (int)((int64_t)m * (t + 1) / used);
+            if (r1 > r0)
+                cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, n, k, alpha, a + (trans_a ? (size_t)r0 : (size_t)r0 * lda),
+                            lda, b, ldb, beta, c + (size_t)r0 * ldc, ldc);
+        } else { /* columns [c0, c1) of C and op(B), in blocks of 16 */
+            const int blocks = (n + 15) / 16;
+            const int c0 = KC_MIN(n, 16 * (int)((int64_t)blocks * t / used));
+            const int c1 = KC_MIN(n, 16 * (int)((int64_t)blocks * (t + 1) / used));
+            if (c1 > c0)
+                cblas_sgemm(CblasRowMajor, ta, tb, m, c1 - c0, k, alpha, a, lda,
+                            b + (trans_b ? (size_t)c0 * ldb : (size_t)c0), ldb, beta, c + c0, ldc);
+        }
+    }
+}
 
 kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
@@ -45,8 +113,7 @@ kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, i
         }
         return KC_STATUS_OK;
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-                alpha, a, lda, b, ldb, beta, c, ldc);
+    kc__cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return KC_STATUS_OK;
 }
 
@@ -409,8 +476,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
         /* y (N*H*W, F) = x (N*H*W, C) x W (C, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, f, d->c, 1.0f, x + (size_t)r0 * d->c, d->c,
-                        w, f, 0.0f, y + (size_t)r0 * f, f);
+            kc__cpu_sgemm(0, 0, m, f, d->c, 1.0f, x + (size_t)r0 * d->c, d->c, w, f, 0.0f, y + (size_t)r0 * f, f);
         }
         bias_relu(y, b, rows_all, f, d->relu);
     } else {
@@ -421,8 +487,8 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
         for (int n0 = 0; n0 < d->n; n0 += nb_max) {
             int nb = KC_MIN(nb_max, d->n - n0);
             im2col(d, x + (size_t)n0 * img_in, nb, col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb * d->oh * d->ow, f, kdim, 1.0f, col, kdim, w,
-                        f, 0.0f, y + (size_t)n0 * img_out * f, f);
+            kc__cpu_sgemm(0, 0, nb * d->oh * d->ow, f, kdim, 1.0f, col, kdim, w, f, 0.0f,
+                          y + (size_t)n0 * img_out * f, f);
             bias_relu(y + (size_t)n0 * img_out * f, b, (int64_t)nb * d->oh * d->ow, f, d->relu);
         }
     }
@@ -441,8 +507,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
         const int64_t rows_all = (int64_t)d->n * d->h * d->w;
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, d->c, f, 1.0f, dy + (size_t)r0 * f, f, w, f,
-                        0.0f, dx + (size_t)r0 * d->c, d->c);
+            kc__cpu_sgemm(0, 1, m, d->c, f, 1.0f, dy + (size_t)r0 * f, f, w, f, 0.0f, dx + (size_t)r0 * d->c, d->c);
         }
         return KC_STATUS_OK;
     }
@@ -453,8 +518,8 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
     for (int n0 = 0; n0 < d->n; n0 += nb_max) {
         int nb = KC_MIN(nb_max, d->n - n0);
         /* dcol (rows, K) = dy (rows, F) x W^T, W (K, F) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb * d->oh * d->ow, kdim, f, 1.0f,
-                    dy + (size_t)n0 * img_out * f, f, w, f, 0.0f, dcol, kdim);
+        kc__cpu_sgemm(0, 1, nb * d->oh * d->ow, kdim, f, 1.0f, dy + (size_t)n0 * img_out * f, f, w, f, 0.0f, dcol,
+                      kdim);
         col2im(d, dcol, nb, dx + (size_t)n0 * img_in);
     }
     return KC_STATUS_OK;
@@ -480,8 +545,8 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
         /* dW (C, F) = x^T (C, N*H*W) x dy (N*H*W, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int k = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d->c, f, k, 1.0f, x + (size_t)r0 * d->c, d->c,
-                        dy + (size_t)r0 * f, f, r0 ? 1.0f : 0.0f, dw, f);
+            kc__cpu_sgemm(1, 0, d->c, f, k, 1.0f, x + (size_t)r0 * d->c, d->c, dy + (size_t)r0 * f, f,
+                          r0 ? 1.0f : 0.0f, dw, f);
         }
     } else {
         KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
@@ -492,8 +557,8 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
             int nb = KC_MIN(nb_max, d->n - n0);
             im2col(d, x + (size_t)n0 * img_in, nb, col);
             /* dW (K, F) (+)= col^T (K, rows) x dy (rows, F) */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kdim, f, nb * d->oh * d->ow, 1.0f, col, kdim,
-                        dy + (size_t)n0 * img_out * f, f, n0 ? 1.0f : 0.0f, dw, f);
+            kc__cpu_sgemm(1, 0, kdim, f, nb * d->oh * d->ow, 1.0f, col, kdim, dy + (size_t)n0 * img_out * f, f,
+                          n0 ? 1.0f : 0.0f, dw, f);
         }
     }
     if (db) return kc__cpu_bias_grad(be, dy, db, rows_all, f);
