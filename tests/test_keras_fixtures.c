@@ -80,6 +80,10 @@ static const fixture_model k_models[] = {
     {"nested_h5", "nested_h5", 647},
     /* tf-keras arithmetic on tensors (TFOpLambda layers): a tf-keras .h5 only */
     {"tf_ops", "tf_ops", 395},
+    /* keras-names: CustomScaleLayer in a tf-keras .h5; nested models called twice; a Sequential nesting a model */
+    {"custom_scale_tf", "custom_scale_tf", 183},
+    {"siamese", "siamese", 222},
+    {"seq_nest", "seq_nest", 171},
 };
 
 /* The entry of k_models with this stem. */
@@ -668,6 +672,65 @@ static void test_augment_h5(void **state) {
     rmdir(dir);
 }
 
+/* ---------------------------------------------------------------- keras-names */
+
+/* Whether config JSON `json` names class `cls` (as "class_name": "cls"). */
+static bool has_class(const char *json, const char *cls) {
+    char key[128];
+    snprintf(key, sizeof key, "\"class_name\": \"%s\"", cls);
+    return strstr(json, key) != NULL;
+}
+
+/* The class names as read: tf-keras writes InceptionResNetV2's layer as its registered
+ * "Custom>CustomScaleLayer" and finds it only by that name, Keras 3 only by the plain one.
+ * kerac writes each layer's class as the file it read spelled it, in that file's flavour
+ * (the Keras 2 config of its .h5), and its own name otherwise: the tf-keras file's .h5 and
+ * JSON keep "Custom>", its Keras 3 config and a Keras 3 file's configs do not. */
+static void test_class_names_as_read(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("custom_scale_tf");
+    check_file(fm, ".keras2.h5", "_y2.npy", true);
+    kc_model *m = NULL, *back = NULL, *again = NULL, *k3 = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras2.h5"), &m), "custom_scale_tf.keras2.h5");
+    char *k2 = NULL, *j3 = NULL, *twice = NULL, *h5json = NULL;
+    must(kc_model_to_json(m, 2, &k2), "to_json 2");
+    must(kc_model_to_json(m, 3, &j3), "to_json 3");
+    assert_true(has_class(k2, "Custom>CustomScaleLayer"));
+    assert_false(has_class(k2, "CustomScaleLayer"));
+    assert_null(strstr(j3, "Custom>"));
+    assert_true(has_class(j3, "CustomScaleLayer"));
+    must(kc_model_from_json(k2, strlen(k2), &again), "from_json"); /* kerac's JSON round trip */
+    must(kc_model_to_json(again, 2, &twice), "to_json again");
+    assert_string_equal(twice, k2);
+    char dir[] = "/tmp/kerac-names-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/cs.h5", dir);
+    must(kc_model_save(m, path), "save .h5");
+    must(kc_model_load(path, &back), "reload .h5");
+    check_predicts(back, fm->stem, "_y2.npy", path);
+    must(kc_model_to_json(back, 2, &h5json), "to_json of the .h5");
+    assert_true(has_class(h5json, "Custom>CustomScaleLayer"));
+    /* a Keras 3 file: the plain name in both flavours */
+    must(kc_model_load(fpath("custom_scale", ".keras"), &k3), "custom_scale.keras");
+    kc_free(k2);
+    kc_free(j3);
+    must(kc_model_to_json(k3, 2, &k2), "to_json 2 (Keras 3 file)");
+    must(kc_model_to_json(k3, 3, &j3), "to_json 3 (Keras 3 file)");
+    assert_null(strstr(k2, "Custom>"));
+    assert_null(strstr(j3, "Custom>"));
+    assert_true(has_class(k2, "CustomScaleLayer"));
+    kc_free(k2);
+    kc_free(j3);
+    kc_free(twice);
+    kc_free(h5json);
+    kc_model_destroy(k3);
+    kc_model_destroy(back);
+    kc_model_destroy(again);
+    kc_model_destroy(m);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ---------------------------------------------------------------- a damaged global heap */
 
 static uint8_t *slurp(const char *path, size_t *len) {
@@ -912,6 +975,8 @@ int main(void) {
         cmocka_unit_test(test_gauss_noise),
         cmocka_unit_test(test_shared_layers),
         cmocka_unit_test(test_tf_ops), /* tf-keras TFOpLambda */
+        /* keras-names */
+        cmocka_unit_test(test_class_names_as_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -509,6 +509,7 @@ kc_status kc__json_parse_layer(const json_t *entry, int index, parsed_layer *pl)
     const char *cls = json_string_value(json_object_get(entry, "class_name"));
     const char *name = kc__json_entry_name(entry);
     pl->name = name ? name : "";
+    pl->cls = cls;
     if (name) snprintf(pl->label, sizeof pl->label, "layer '%s' (%s)", name, cls ? cls : "no class");
     else snprintf(pl->label, sizeof pl->label, "layer #%d (%s)", index, cls ? cls : "no class");
     if (!cls) return kc__fail(KC_STATUS_BAD_FILE, PFX "%s has no \"class_name\"", pl->label);

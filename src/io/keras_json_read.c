@@ -76,7 +76,12 @@ static kc_status builder_error(kc_model *m, kc_status s) {
     return kc__wrap(s, PFX);
 }
 
-static void note_axis(reader *r, const parsed_layer *pl, kc_node node) {
+/* What the layer made for pl keeps of its entry: the frozen flag, the class name as read. */
+static void note_layer(reader *r, const parsed_layer *pl, kc_node node) {
+    kc_layer *l = r->m->layers[node];
+    l->frozen = pl->frozen;
+    if (pl->cls) snprintf(l->keras_class, sizeof l->keras_class, "%s", pl->cls);
+    l->keras_class_flavour = r->flavour;
     if (pl->axis > 0) r->axes[r->n_axes++] = (pending_axis){node, pl->axis};
 }
 
@@ -144,8 +149,7 @@ static kc_status read_sequential(reader *r, const json_t *config) {
         kc_layer_spec spec = spec_of(&pl);
         kc_status s = kc_add(r->m, &spec);
         if (s != KC_STATUS_OK) return builder_error(r->m, s);
-        r->m->layers[kc_model_num_layers(r->m) - 1]->frozen = pl.frozen;
-        note_axis(r, &pl, kc_model_num_layers(r->m) - 1);
+        note_layer(r, &pl, kc_model_num_layers(r->m) - 1);
     }
     return KC_STATUS_OK;
 }
@@ -401,7 +405,6 @@ static kc_status make_call(reader *r, const json_t *entry, int i, int call, bool
     r->nodes[r->first[i] + call] = y;
     *made = true;
     if (call > 0) return KC_STATUS_OK; /* the rest is the layer's, set at its first call */
-    r->m->layers[y]->frozen = pl.frozen;
     /* [Keras 3 path, .h5 group, nested model, name inside it] */
     const json_t *where = json_object_get(r->paths, r->names[i]);
     const char *path = json_string_value(json_array_get(where, 0)), *group = json_string_value(json_array_get(where, 1));
@@ -413,7 +416,7 @@ static kc_status make_call(reader *r, const json_t *entry, int i, int call, bool
     ly->keras_tf_op = op_node && !json_object_get(entry, "module") && r->flavour == 2 &&
                       !strcmp(json_string_value(json_object_get(entry, "class_name")), "TFOpLambda");
     ly->keras_nest = (int)json_integer_value(json_array_get(where, 2));
-    note_axis(r, &pl, y);
+    note_layer(r, &pl, y);
     return KC_STATUS_OK;
 }
 

@@ -13,6 +13,7 @@
 typedef struct parsed_layer {
     const kc_layer_ops *ops;     /* the layer kind (class name or alias) */
     const char *name;          /* the layer name ("" when the file gives none) */
+    const char *cls;           /* its "class_name" as the file spells it */
     char label[KC_NAME_MAX + 64]; /* "layer 'conv2d' (Conv2D)" for messages */
     kc__layer_opts opts;
     bool has_batch_shape;      /* batch_input_shape / batch_shape / input_shape on a non-input layer */

@@ -455,7 +455,11 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
     }
     json_t *e = json_object();
     if (w->flavour == 3) put(w, e, "module", json_string(l->ops->keras_module ? l->ops->keras_module : "keras.layers"));
-    put(w, e, "class_name", json_string(l->ops->class_name));
+    /* the class as the file read spelled it, in that file's flavour (tf-keras finds
+     * InceptionResNetV2's layer only as "Custom>CustomScaleLayer", Keras 3 only as the plain
+     * name); kerac's name for a layer built in kerac or read from the other flavour */
+    bool as_read = l->keras_class[0] && l->keras_class_flavour == w->flavour;
+    put(w, e, "class_name", json_string(as_read ? l->keras_class : l->ops->class_name));
     put(w, e, "config", cfg);
     if (w->flavour == 3) {
         put(w, e, "registered_name", l->ops->registered_name ? json_string(l->ops->registered_name) : json_null());

@@ -182,6 +182,12 @@ struct kc_layer {
     /* keras-save: a TensorOp read from tf-keras's TFOpLambda, written back as one in the
      * Keras 2 flavour (keras_json_write.c) */
     bool keras_tf_op;
+    /* keras-names: the class name as the Keras file read spelled it (tf-keras's registered
+     * "Custom>CustomScaleLayer", an alias such as "Convolution2D") and the flavour of that
+     * config (2 or 3; 0: built in kerac). The JSON writer writes it back unchanged in that
+     * flavour and ops->class_name otherwise. */
+    char keras_class[KC_NAME_MAX];
+    int keras_class_flavour;
 };
 
 /* Whether training updates this weight: a trainable variable of a layer that is not frozen. */
