@@ -25,6 +25,7 @@
 #include <zip.h>
 
 #include "kerac.h"
+#include "weight_index.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -176,16 +177,6 @@ static float *weight_values(kc_model *m, int g, int64_t *size) {
     must(kc_model_get_weight(m, g, v, wi.size), "get_weight");
     *size = wi.size;
     return v;
-}
-
-static int weight_index(kc_model *m, const char *layer, const char *name) {
-    for (int g = 0, n = kc_model_num_weights(m); g < n; g++) {
-        kc_weight_info wi;
-        must(kc_model_weight_info(m, g, &wi), "weight_info");
-        if (!strcmp(wi.layer, layer) && !strcmp(wi.name, name)) return g;
-    }
-    fail_msg("no weight %s/%s", layer, name);
-    return -1;
 }
 
 static void same_weights(kc_model *a, kc_model *b) {

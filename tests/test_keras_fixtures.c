@@ -31,6 +31,7 @@
 #include <zip.h>
 
 #include "kerac.h"
+#include "weight_index.h"
 
 #define TOL 1e-4
 
@@ -568,9 +569,9 @@ static void test_nested_errors(void **state) {
         kc_status status;
     } cases[] = {
         {NEST_FUNC("[{\"args\": [" NEST_T("in") "], \"kwargs\": {}}]"), NULL, KC_STATUS_OK},
-        {NEST_FUNC("[{\"args\": [" NEST_T("in") "]}, {\"args\": [" NEST_T("in") "]}]"), "not called once",
+        {NEST_FUNC("[]"), "nested model 'inner' is not called on any tensor", KC_STATUS_UNSUPPORTED},
+        {NEST_FUNC("[{\"args\": [[" NEST_T("in") ", " NEST_T("in") "]]}]"), "not called on one tensor (call #0)",
          KC_STATUS_UNSUPPORTED},
-        {NEST_FUNC("[{\"args\": [[" NEST_T("in") ", " NEST_T("in") "]]}]"), "not called once", KC_STATUS_UNSUPPORTED},
         {"{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"InputLayer\", "
          "\"config\": {\"name\": \"in\", \"batch_shape\": [null, 3]}}, {" NEST_INNER "}]}}",
          NULL, KC_STATUS_OK},
@@ -728,6 +729,123 @@ static void test_class_names_as_read(void **state) {
     kc_model_destroy(again);
     kc_model_destroy(m);
     unlink(path);
+    rmdir(dir);
+}
+
+/* A nested model called twice (siamese: Functional `base` and Sequential `proj`, each on two
+ * tensors; Keras 3 numbers the calls 0 and 1, tf-keras 1 and 2): inlined once, each inner
+ * layer a shared layer with a second call (one set of weights, Keras's 222 parameters). Both
+ * calls of the base's conv move the output (its kernel's sensitivity); kc_fit trains that
+ * one set (the later calls own no weights; the kernel moves), and kerac's .keras and .h5
+ * copies of the trained model predict as it does. Before keras-names: "nested model 'proj'
+ * is not called once on one tensor". */
+static void test_nested_called_twice(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("siamese");
+    check_file(fm, ".keras", "_y3.npy", true);
+    check_file(fm, ".keras3.h5", "_y3.npy", false);
+    check_file(fm, ".keras2.h5", "_y2.npy", true);
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras2.h5"), &m), "siamese.keras2.h5");
+    char all[512], frozen[512];
+    layer_names(m, all, frozen, sizeof all);
+    assert_string_equal(all, "image mix proj_conv proj_conv proj_bn proj_bn conv conv bn bn relu relu gap gap emb emb "
+                             "diff cat head "); /* every call a node */
+    int later = 0;
+    for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+        kc_layer_info li;
+        must(kc_model_layer_info(m, i, &li), "layer_info");
+        if (li.call > 0) assert_int_equal(li.params, 0);
+        later += li.call > 0;
+    }
+    assert_int_equal(later, 7); /* proj's 2 layers and base's 5, once more each */
+    npy x, want;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    npy_load(fpath(fm->stem, "_y2.npy"), &want);
+    int g = weight_index(m, "conv", "kernel");
+    check_sensitive(m, g, &x, &want, "siamese.keras2.h5");
+    check_sensitive(m, weight_index(m, "proj_conv", "kernel"), &x, &want, "siamese.keras2.h5");
+    kc_weight_info wi;
+    must(kc_model_weight_info(m, g, &wi), "weight_info");
+    float *before = malloc((size_t)wi.size * sizeof(float)), *after = malloc((size_t)wi.size * sizeof(float));
+    assert_non_null(before);
+    assert_non_null(after);
+    must(kc_model_get_weight(m, g, before, wi.size), "get_weight");
+    int32_t y[16];
+    for (int64_t i = 0; i < x.shape[0] && i < 16; i++) y[i] = (int32_t)(i % 3); /* as siamese_labels.npy */
+    kc_dataset *ds = NULL;
+    must(kc_dataset_from_memory(x.data, y, x.shape[0], (kc_shape){3, {8, 8, 3}}, 3, &ds), "dataset");
+    must(kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM()}), "compile");
+    must(kc_fit(m, ds, &(kc_fit_opts){.epochs = 3, .batch_size = 2, .seed = 1}, NULL), "fit");
+    must(kc_model_get_weight(m, g, after, wi.size), "get_weight");
+    assert_true(max_abs_diff(before, after, wi.size) > 1e-4);
+    assert_int_equal(model_params(m), 222);
+    float *trained = predict(m, &x, &want, "siamese (trained)");
+    char dir[] = "/tmp/kerac-names-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    static const char *const exts[] = {"t.keras", "t.h5"};
+    for (size_t e = 0; e < 2; e++) {
+        snprintf(path, sizeof path, "%s/%s", dir, exts[e]);
+        kc_model *back = NULL;
+        must(kc_model_save(m, path), "save");
+        must(kc_model_load(path, &back), "reload");
+        float *yb = predict(back, &x, &want, path);
+        if (!(max_abs_diff(yb, trained, want.size) <= 1e-6)) fail_msg("%s: predicts otherwise than the model saved", path);
+        assert_int_equal(model_params(back), 222);
+        free(yb);
+        kc_model_destroy(back);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(trained);
+    free(before);
+    free(after);
+    kc_dataset_destroy(ds);
+    npy_free(&x);
+    npy_free(&want);
+    kc_model_destroy(m);
+}
+
+/* Sequential([Input, Functional base, Dense]) from Keras 3 and tf-keras: kerac inlines the
+ * base (a Functional graph inside), and saves the model as Keras does, a Sequential whose
+ * layers are the base (a Functional entry without name or inbound_nodes) and the Dense, in
+ * its JSON, its .keras and the legacy .h5 (layer_names without the InputLayer); kerac reads
+ * its copies back with Keras's predictions. Before keras-names the outer model was written
+ * as a Functional. */
+static void test_sequential_nesting_saved(void **state) {
+    (void)state;
+    const fixture_model *fm = model_by_stem("seq_nest");
+    static const char *const files[][2] = {{".keras", "_y3.npy"}, {".keras3.h5", "_y3.npy"}, {".keras2.h5", "_y2.npy"}};
+    char dir[] = "/tmp/kerac-names-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    for (size_t f = 0; f < 3; f++) {
+        check_file(fm, files[f][0], files[f][1], f != 1);
+        kc_model *m = NULL;
+        must(kc_model_load(fpath(fm->stem, files[f][0]), &m), files[f][0]);
+        for (int flavour = 2; flavour <= 3; flavour++) {
+            char *json = NULL;
+            must(kc_model_to_json(m, flavour, &json), "to_json");
+            if (!strstr(json, "\"class_name\": \"Sequential\", \"config\": {\"name\": \"seq_nest\"") || !has_class(json, "Functional") || strstr(json, "\"name\": \"head\", \"inbound_nodes\"") ||
+                strstr(json, "\"name\": \"base\", \"inbound_nodes\""))
+                fail_msg("%s: flavour %d is not Keras's Sequential nesting a Functional: %.300s", files[f][0], flavour, json);
+            kc_free(json);
+        }
+        static const char *const exts[] = {"s.keras", "s.h5"};
+        for (size_t e = 0; e < 2; e++) {
+            snprintf(path, sizeof path, "%s/%s", dir, exts[e]);
+            kc_model *back = NULL;
+            char *json = NULL;
+            must(kc_model_save(m, path), "save");
+            must(kc_model_load(path, &back), "reload");
+            check_predicts(back, fm->stem, files[f][1], path);
+            must(kc_model_to_json(back, 3, &json), "to_json");
+            assert_non_null(strstr(json, "\"class_name\": \"Sequential\", \"config\": {\"name\": \"seq_nest\""));
+            kc_free(json);
+            kc_model_destroy(back);
+            unlink(path);
+        }
+        kc_model_destroy(m);
+    }
     rmdir(dir);
 }
 
@@ -977,6 +1095,8 @@ int main(void) {
         cmocka_unit_test(test_tf_ops), /* tf-keras TFOpLambda */
         /* keras-names */
         cmocka_unit_test(test_class_names_as_read),
+        cmocka_unit_test(test_nested_called_twice),
+        cmocka_unit_test(test_sequential_nesting_saved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,7 @@ kc_status kc__legacy_weights_write(kc_model *m, hid_t group) {
                                            : kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory");
     if (s == KC_STATUS_OK) s = kc__staging_fill(m, &st);
     if (s == KC_STATUS_OK && ng.on) n = kc__nest_items(m, 0, items);
+    if (ng.sequential && n > 0) memmove(items, items + 1, (size_t)--n * sizeof *items); /* a Sequential's layers: no InputLayer */
     for (int i = 0; s == KC_STATUS_OK && !ng.on && i < ng.order.n; i++) items[n++] = ng.order.layer[i];
     for (int i = 0; s == KC_STATUS_OK && i < n; i++) {
         names[i] = items[i] >= 0 ? kc__model_layer(m, items[i])->name : m->nests[-items[i] - 1].name;

@@ -28,6 +28,8 @@ typedef struct flat {
     json_t *used;  /* every name in out (and every outer name), as keys */
     json_t *paths; /* inlined layer name -> [weight path, .h5 group, nested model, inner name] */
     json_t *nests; /* the nested models, in the order met: {name, sequential, parent, training, input} */
+    json_t *made;  /* an inlined layer's weight path -> its entry in out (a later call adds its nodes there) */
+    json_t *nestid; /* a nested model's weight path -> its index in nests (1-based) */
 } flat;
 
 static bool is_nested(const json_t *e) {
@@ -41,14 +43,18 @@ static bool is_input(const json_t *e) {
 }
 
 /* Renames every layer reference in v (keras_history of Keras 3 tensors, [name, i, j] of
- * Keras 2 nodes and of input/output_layers) through map. */
+ * Keras 2 nodes and of input/output_layers) through map: map[name][i] is the [name, node]
+ * that node i of the layer or nested model became (a layer of a nested model called k times
+ * has k times its nodes; a nested model's call is its output layer's node of that call). */
 static void rename_refs(json_t *v, const json_t *map) {
     if (json_is_array(v)) {
         const char *s = json_string_value(json_array_get(v, 0));
         const json_t *to = s ? json_object_get(map, s) : NULL;
-        if (to && json_array_size(v) >= 3) { /* the inlined layer is called once: its node 0 */
-            json_array_set(v, 0, (json_t *)to);
-            json_array_set_new(v, 1, json_integer(0));
+        const json_t *node = json_array_get(v, 1);
+        to = to && json_is_integer(node) ? json_array_get(to, (size_t)json_integer_value(node)) : NULL;
+        if (json_is_array(to) && json_array_size(v) >= 3) {
+            json_array_set(v, 0, json_array_get(to, 0));
+            json_array_set(v, 1, json_array_get(to, 1));
         }
         size_t i;
         json_t *x;
@@ -80,15 +86,23 @@ static const char *stem_of(const json_t *e) {
     return ops ? ops->snake_name : "layer";
 }
 
-static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *prefix, bool frozen, const char *model,
-                      const char *group, int nest);
+/* Where walk is: the nested model (its name, its .h5 group, its index in nests: 0 for the
+ * model), its weight path ("" for the model) and frozen flag, and which call of it this is
+ * (counted over every call of the nested models holding it). */
+typedef struct scope {
+    const char *model, *group, *prefix;
+    int nest, call;
+    bool frozen;
+} scope;
 
-/* The tensor a nested model entry is called on (its only input), after renaming: Keras 3's
+static kc_status walk(flat *f, const json_t *layers, json_t *map, const scope *sc);
+
+/* The tensor call k of a nested model entry takes (its only input), after renaming: Keras 3's
  * {"args": [tensor], "kwargs": {...}} or Keras 2's [["layer", 0, 0, {kwargs}]]; *training:
  * the call's training argument (-1: none, 0: False, 1: True). */
-static kc_status nested_input(const json_t *e, const char *name, const char **from, int *training) {
+static kc_status nested_input(const json_t *e, const char *name, size_t k, json_t **from, int *training) {
     const json_t *nodes = json_object_get(e, "inbound_nodes");
-    const json_t *node = json_array_get(nodes, 0), *h = NULL, *kw = NULL;
+    const json_t *node = json_array_get(nodes, k), *h = NULL, *kw = NULL;
     size_t n_args = 0;
     if (json_is_array(node)) {
         n_args = json_array_size(node);
@@ -102,13 +116,14 @@ static kc_status nested_input(const json_t *e, const char *name, const char **fr
     }
     const json_t *t = json_object_get(kw, "training");
     *training = json_is_boolean(t) ? json_is_true(t) : -1;
-    *from = json_string_value(json_array_get(h, 0));
-    if (json_array_size(nodes) != 1 || n_args != 1 || !*from)
+    const json_t *layer = json_array_get(h, 0), *at = json_array_get(h, 1);
+    if (n_args != 1 || !json_is_string(layer) || !json_is_integer(at))
         return kc__fail(KC_STATUS_UNSUPPORTED,
-                        PFX "nested model '%s' is not called once on one tensor; kerac inlines nested models called "
-                            "once on one input",
-                        name);
-    return KC_STATUS_OK;
+                        PFX "nested model '%s' is not called on one tensor (call #%zu); kerac inlines nested models "
+                            "called on one input each time",
+                        name, k);
+    *from = json_pack("[OO]", layer, at);
+    return *from ? KC_STATUS_OK : KC_STATUS_OUT_OF_MEMORY;
 }
 
 /* A nested Sequential's layers as a Functional "layers" list: a chain from input `in`. */
@@ -135,52 +150,86 @@ static kc_status seq_as_layers(const json_t *cfg, const char *model, const char 
     return KC_STATUS_OK;
 }
 
-/* Inlines nested model entry e (path `path`, inside outermost nested model `group` and
- * nested model `parent`) into f; map[its name] = its output layer. */
-static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char *path, bool frozen, const char *group,
-                              int parent) {
-    const char *name = kc__json_entry_name(e);
-    const json_t *cfg = json_object_get(e, "config");
-    const char *from = NULL, *out_name = NULL, *in_name = NULL;
-    int training = -1;
-    if (!name || !json_is_object(cfg)) return kc__fail(KC_STATUS_BAD_FILE, PFX "a nested model has no name or config");
-    KC_TRY(nested_input(e, name, &from, &training));
-    if (json_is_false(json_object_get(cfg, "trainable"))) frozen = true;
-    json_t *inner = json_object(); /* inner name -> new name */
-    json_t *ls = NULL;
-    kc_status s = KC_STATUS_OK;
-    bool seq = !strcmp(json_string_value(json_object_get(e, "class_name")), "Sequential");
+/* A nested model's layers as a Functional "layers" list (a Sequential's: a chain from its
+ * input `start`), its input and its output layer and node. */
+static kc_status nested_layers(const json_t *cfg, const char *name, bool seq, const char *start, json_t **ls,
+                               const char **in_name, const char **out_name, json_int_t *out_node) {
+    *ls = NULL;
+    *in_name = *out_name = NULL;
+    *out_node = 0;
     if (seq) {
-        s = seq_as_layers(cfg, name, from, &ls, &out_name);
         const json_t *first = json_array_get(json_object_get(cfg, "layers"), 0);
-        in_name = is_input(first) ? kc__json_entry_name(first) : NULL;
-    } else {
-        ls = json_incref(json_object_get(cfg, "layers"));
-        const json_t *in = json_object_get(cfg, "input_layers"), *o = json_object_get(cfg, "output_layers");
-        bool many = (json_is_array(json_array_get(in, 0)) && json_array_size(in) != 1) ||
-                    (json_is_array(json_array_get(o, 0)) && json_array_size(o) != 1);
-        if (json_is_array(json_array_get(in, 0))) in = json_array_get(in, 0);
-        if (json_is_array(json_array_get(o, 0))) o = json_array_get(o, 0);
-        in_name = json_string_value(json_array_get(in, 0));
-        out_name = json_string_value(json_array_get(o, 0));
-        if (!in_name || !out_name || many || !json_is_array(ls))
-            s = kc__fail(KC_STATUS_UNSUPPORTED, PFX "nested model '%s' needs one input and one output layer", name);
-        else json_object_set_new(inner, in_name, json_string(from));
+        *in_name = is_input(first) ? kc__json_entry_name(first) : NULL;
+        return seq_as_layers(cfg, name, *in_name ? *in_name : start, ls, out_name);
     }
+    *ls = json_incref(json_object_get(cfg, "layers"));
+    const json_t *in = json_object_get(cfg, "input_layers"), *o = json_object_get(cfg, "output_layers");
+    bool many = (json_is_array(json_array_get(in, 0)) && json_array_size(in) != 1) ||
+                (json_is_array(json_array_get(o, 0)) && json_array_size(o) != 1);
+    if (json_is_array(json_array_get(in, 0))) in = json_array_get(in, 0);
+    if (json_is_array(json_array_get(o, 0))) o = json_array_get(o, 0);
+    *in_name = json_string_value(json_array_get(in, 0));
+    *out_name = json_string_value(json_array_get(o, 0));
+    *out_node = json_integer_value(json_array_get(o, 1));
+    if (!*in_name || !*out_name || many || !json_is_array(*ls))
+        return kc__fail(KC_STATUS_UNSUPPORTED, PFX "nested model '%s' needs one input and one output layer", name);
+    return KC_STATUS_OK;
+}
+
+/* The index in f->nests of the nested model at `path`, recorded at its first call. */
+static int nest_index(flat *f, const char *path, const char *name, bool seq, const scope *parent, int training,
+                      const char *input) {
+    const json_t *id = json_object_get(f->nestid, path);
+    if (id) return (int)json_integer_value(id);
+    json_array_append_new(f->nests, json_pack("{s:s,s:b,s:i,s:i,s:s}", "name", name, "sequential", seq, "parent",
+                                              parent->nest, "training", training, "input", input));
+    int k = (int)json_array_size(f->nests);
+    json_object_set_new(f->nestid, path, json_integer(k));
+    return k;
+}
+
+/* Inlines nested model entry e (at `path`, inside the model or nested model `parent`) into f,
+ * once per call: the first call makes its layers' entries, each later call adds a node to
+ * each of them (a shared layer's call: the same weights). map[its name][node] = the output
+ * layer's node of that call (tf-keras numbers a nested model's calls from 1: its own graph is
+ * node 0). */
+static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char *path, const scope *parent) {
+    const char *name = kc__json_entry_name(e), *in_name = NULL, *out_name = NULL;
+    const json_t *cfg = json_object_get(e, "config"), *nodes = json_object_get(e, "inbound_nodes");
+    if (!name || !json_is_object(cfg)) return kc__fail(KC_STATUS_BAD_FILE, PFX "a nested model has no name or config");
+    size_t calls = json_array_size(nodes);
+    if (calls == 0)
+        return kc__fail(KC_STATUS_UNSUPPORTED, PFX "nested model '%s' is not called on any tensor; kerac inlines "
+                                               "nested models where they are called", name);
+    bool seq = !strcmp(json_string_value(json_object_get(e, "class_name")), "Sequential");
     char in_buf[KC_NAME_MAX];
     snprintf(in_buf, sizeof in_buf, "%s_input", name); /* tf-keras's name for a Sequential's input */
-    json_array_append_new(f->nests, json_pack("{s:s,s:b,s:i,s:i,s:s}", "name", name, "sequential", seq, "parent",
-                                              parent, "training", training, "input", in_name ? in_name : in_buf));
-    int nest = (int)json_array_size(f->nests);
-    if (s == KC_STATUS_OK) s = walk(f, ls, inner, path, frozen, name, group ? group : name, nest);
-    if (s == KC_STATUS_OK) {
-        const json_t *to = json_object_get(inner, out_name);
-        if (!to) s = kc__fail(KC_STATUS_BAD_FILE, PFX "nested model '%s': its output layer '%s' is not among its layers",
-                              name, out_name);
-        else json_object_set(map, name, (json_t *)to);
+    json_t *ls = NULL, *outs = json_array();
+    json_int_t out_node = 0;
+    kc_status s = nested_layers(cfg, name, seq, in_buf, &ls, &in_name, &out_name, &out_node);
+    scope sc = {name, parent->group ? parent->group : name, path, 0, 0, parent->frozen};
+    if (json_is_false(json_object_get(cfg, "trainable"))) sc.frozen = true;
+    if (json_is_array(json_array_get(nodes, 0))) json_array_append_new(outs, json_null());
+    for (size_t k = 0; k < calls && s == KC_STATUS_OK; k++) {
+        json_t *from = NULL;
+        int training = -1;
+        s = nested_input(e, name, k, &from, &training);
+        if (s != KC_STATUS_OK) break;
+        sc.call = parent->call * (int)calls + (int)k;
+        sc.nest = nest_index(f, path, name, seq, parent, training, in_name ? in_name : in_buf);
+        json_t *inner = json_object(); /* inner name -> [[new name, node]] */
+        json_object_set_new(inner, in_name ? in_name : in_buf, json_pack("[o]", from));
+        s = walk(f, ls, inner, &sc);
+        const json_t *to = json_array_get(json_object_get(inner, out_name), (size_t)out_node);
+        if (s == KC_STATUS_OK && !to)
+            s = kc__fail(KC_STATUS_BAD_FILE, PFX "nested model '%s': its output layer '%s' is not among its layers",
+                         name, out_name);
+        if (s == KC_STATUS_OK) json_array_append(outs, (json_t *)to);
+        json_decref(inner);
     }
+    if (s == KC_STATUS_OK) json_object_set(map, name, outs);
+    json_decref(outs);
     json_decref(ls);
-    json_decref(inner);
     return s;
 }
 
@@ -192,8 +241,39 @@ static void unique_name(const flat *f, const char *model, const char *name, char
     for (int k = 2; json_object_get(f->used, buf); k++) snprintf(buf, n, "%s_%s_%d", model, name, k);
 }
 
-static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *prefix, bool frozen, const char *model,
-                      const char *group, int nest) {
+/* Layer entry c (its references renamed; owned) at `path` of scope sc into f: a new entry at
+ * the first call of its nested model, its nodes added to that entry at a later call; map[name]
+ * gets the new name and the nodes of this call. */
+static void inline_layer(flat *f, json_t *c, json_t *map, const char *path, const char *name, const scope *sc) {
+    json_t *nodes = json_object_get(c, "inbound_nodes");
+    size_t n = KC_MAX(json_array_size(nodes), 1);
+    json_t *made = json_object_get(f->made, path);
+    char nn[KC_NAME_MAX];
+    if (made) { /* a later call of its nested model */
+        snprintf(nn, sizeof nn, "%s", kc__json_entry_name(made));
+        if (nodes) json_array_extend(json_object_get(made, "inbound_nodes"), nodes);
+        json_decref(c);
+    } else {
+        if (sc->prefix) unique_name(f, sc->model, name, nn, sizeof nn);
+        else snprintf(nn, sizeof nn, "%s", name);
+        if (json_object_get(c, "name")) json_object_set_new(c, "name", json_string(nn));
+        json_t *cfg = json_object_get(c, "config");
+        if (json_is_object(cfg) && json_object_get(cfg, "name")) json_object_set_new(cfg, "name", json_string(nn));
+        if (sc->frozen && json_is_object(cfg)) json_object_set_new(cfg, "trainable", json_false());
+        json_object_set_new(f->used, nn, json_true());
+        if (sc->prefix) {
+            json_object_set_new(f->paths, nn, json_pack("[ssis]", path, sc->group, sc->nest, name));
+            json_object_set(f->made, path, c);
+        }
+        json_array_append_new(f->out, c);
+    }
+    if (!sc->prefix) return; /* the model's own layers keep their names and nodes */
+    json_t *to = json_array();
+    for (size_t j = 0; j < n; j++) json_array_append_new(to, json_pack("[sI]", nn, (json_int_t)(sc->call * n + j)));
+    json_object_set_new(map, name, to);
+}
+
+static kc_status walk(flat *f, const json_t *layers, json_t *map, const scope *sc) {
     json_t *counts = json_object();
     size_t i;
     json_t *e;
@@ -202,29 +282,19 @@ static kc_status walk(flat *f, const json_t *layers, json_t *map, const char *pr
         const char *name = kc__json_entry_name(e);
         char here[2 * KC_NAME_MAX], path[sizeof here + KC_NAME_MAX];
         numbered(counts, stem_of(e), here, sizeof here);
-        if (prefix) snprintf(path, sizeof path, "%s/layers/%s", prefix, here);
+        if (sc->prefix) snprintf(path, sizeof path, "%s/layers/%s", sc->prefix, here);
         else snprintf(path, sizeof path, "%s", here);
-        if (prefix && is_input(e)) continue; /* the caller mapped it to the outer tensor */
+        if (sc->prefix && is_input(e)) continue; /* the caller mapped it to the outer tensor */
         json_t *c = json_deep_copy(e);
         rename_refs(json_object_get(c, "inbound_nodes"), map);
-        if (is_nested(e)) s = inline_model(f, c, map, path, frozen, group, nest);
-        else if (!name) s = kc__fail(KC_STATUS_BAD_FILE, PFX "layer #%zu of nested model '%s' has no name", i, model);
-        if (s != KC_STATUS_OK || is_nested(e)) {
-            json_decref(c);
-            if (s != KC_STATUS_OK) break;
+        if (!is_nested(e) && name) {
+            inline_layer(f, c, map, path, name, sc);
             continue;
         }
-        char nn[KC_NAME_MAX];
-        if (prefix) unique_name(f, model, name, nn, sizeof nn);
-        else snprintf(nn, sizeof nn, "%s", name);
-        if (json_object_get(c, "name")) json_object_set_new(c, "name", json_string(nn));
-        json_t *cfg = json_object_get(c, "config");
-        if (json_is_object(cfg) && json_object_get(cfg, "name")) json_object_set_new(cfg, "name", json_string(nn));
-        if (frozen && json_is_object(cfg)) json_object_set_new(cfg, "trainable", json_false());
-        json_object_set_new(f->used, nn, json_true());
-        if (prefix) json_object_set_new(f->paths, nn, json_pack("[ssis]", path, group, nest, name));
-        json_object_set_new(map, name, json_string(nn));
-        json_array_append_new(f->out, c);
+        if (is_nested(e)) s = inline_model(f, c, map, path, sc);
+        else s = kc__fail(KC_STATUS_BAD_FILE, PFX "layer #%zu of nested model '%s' has no name", i, sc->model);
+        json_decref(c);
+        if (s != KC_STATUS_OK) break;
     }
     json_decref(counts);
     return s;
@@ -271,13 +341,14 @@ kc_status kc__json_inline_nested(json_t *config, json_t **paths, json_t **nests)
     size_t i;
     json_t *e;
     if (!kc__json_has_nested(layers)) return KC_STATUS_OK;
-    flat f = {json_array(), json_object(), json_object(), json_array()};
+    flat f = {json_array(), json_object(), json_object(), json_array(), json_object(), json_object()};
     json_array_foreach(layers, i, e) {
         const char *n = kc__json_entry_name(e);
         if (n && !is_nested(e)) json_object_set_new(f.used, n, json_true());
     }
     json_t *map = json_object();
-    kc_status s = walk(&f, layers, map, NULL, false, "", NULL, 0);
+    const scope top = {"", NULL, NULL, 0, 0, false};
+    kc_status s = walk(&f, layers, map, &top);
     if (s == KC_STATUS_OK) {
         json_object_set(config, "layers", f.out);
         rename_refs(json_object_get(config, "input_layers"), map);
@@ -290,6 +361,8 @@ kc_status kc__json_inline_nested(json_t *config, json_t **paths, json_t **nests)
     json_decref(f.used);
     json_decref(f.paths);
     json_decref(f.nests);
+    json_decref(f.made);
+    json_decref(f.nestid);
     return s;
 }
 

@@ -568,6 +568,7 @@ static kc_status read_model(reader *r, const json_t *root) {
         kc_status s = read_functional(r, func);
         r->owned = func;
         KC_TRY(s);
+        r->m->keras_sequential = true;
     } else if (strcmp(cls, "Sequential") == 0) {
         /* the bare-list form has no per-layer axis bookkeeping array yet */
         size_t n = json_is_array(config) ? json_array_size(config) : json_array_size(json_object_get(config, "layers"));

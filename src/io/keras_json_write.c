@@ -502,14 +502,15 @@ static kc_status nest_input_entry(writer *w, bool functional, json_t **out) {
     return KC_STATUS_OK;
 }
 
-/* Nested model k as an entry of the model being written: its model object, its name, and
- * its call on the tensor it takes with the training argument it was called with. */
-static kc_status nest_entry(writer *w, int k, json_t **out) {
+/* Nested model k as an entry of the model being written: its model object, and in a
+ * Functional (`functional`) its name and its call on the tensor it takes with the training
+ * argument it was called with. */
+static kc_status nest_entry(writer *w, int k, bool functional, json_t **out) {
     int scope = w->scope;
     w->scope = k;
     kc_status s = model_object(w, out);
     w->scope = scope;
-    if (s != KC_STATUS_OK) return s;
+    if (s != KC_STATUS_OK || !functional) return s;
     const kc__nest *nt = &w->m->nests[k - 1];
     json_t *kwargs = json_object(), *nodes = json_array(), *node = NULL;
     if (nt->training >= 0) put(w, kwargs, "training", json_boolean(nt->training));
@@ -553,7 +554,7 @@ static kc_status scope_entries(writer *w, bool functional, json_t *layers) {
     for (int i = 0; i < n && s == KC_STATUS_OK; i++) {
         json_t *e = NULL;
         if (items[i] >= 0 && kc__model_layer(m, items[i])->shares >= 0) continue; /* a later call: written with its layer */
-        s = items[i] >= 0 ? layer_entry(w, kc__model_layer(m, items[i]), functional, &e) : nest_entry(w, -items[i], &e);
+        s = items[i] >= 0 ? layer_entry(w, kc__model_layer(m, items[i]), functional, &e) : nest_entry(w, -items[i], functional, &e);
         if (s == KC_STATUS_OK) push(w, layers, e);
     }
     free(items);
@@ -564,7 +565,7 @@ static kc_status scope_entries(writer *w, bool functional, json_t *layers) {
 static kc_status model_object(writer *w, json_t **out) {
     const kc_model *m = w->m;
     const kc__nest *nt = w->scope ? &m->nests[w->scope - 1] : NULL;
-    bool functional = nt ? !nt->sequential : !m->sequential;
+    bool functional = nt ? !nt->sequential : !m->sequential && !w->ng->sequential;
     bool frozen = nt ? kc__nest_frozen(m, w->scope) : m->frozen;
     const kc_shape *in_shape = &kc__model_layer(m, nt ? w->ng->in[w->scope] : 0)->out_shape;
     json_t *layers = json_array();

@@ -88,16 +88,18 @@ static bool nest_ends(const kc_model *m, kc__nesting *ng, int k) {
     return ng->in[k] >= 0 && ng->out[k] >= 0;
 }
 
-/* A Sequential nested model must be a chain from its input to its output. */
+/* A Sequential nested model (k > 0) must be a chain from its input to its output; so must the
+ * model (k == 0), from its InputLayer, to be written as a Sequential. */
 static bool nest_chain(const kc_model *m, const kc__nesting *ng, int k, int *items) {
-    int n = kc__nest_items(m, k, items), prev = ng->in[k];
-    for (int i = 0; i < n; i++) {
+    int n = kc__nest_items(m, k, items), prev = k ? ng->in[k] : 0;
+    if (k == 0 && (n == 0 || items[0] != 0)) return false;
+    for (int i = k ? 0 : 1; i < n; i++) {
         const kc_layer *l = items[i] >= 0 ? kc__model_layer(m, items[i]) : NULL;
         int from = l ? (l->n_in == 1 ? l->in[0] : -2) : ng->in[-items[i]];
         if (from != prev) return false;
         prev = l ? items[i] : ng->out[-items[i]];
     }
-    return prev == ng->out[k];
+    return prev == (k ? ng->out[k] : kc__model_output(m));
 }
 
 kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
@@ -122,6 +124,7 @@ kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
         int p = m->nests[k - 1].parent;
         ok = p >= 0 && p < k && nest_ends(m, ng, k) && (!m->nests[k - 1].sequential || nest_chain(m, ng, k, items));
     }
+    ng->sequential = ok && m->keras_sequential && nest_chain(m, ng, 0, items);
     free(items);
     ng->on = ok;
     if (!ok)

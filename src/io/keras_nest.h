@@ -10,6 +10,8 @@
  * called on node in[k] and giving node out[k]; `on` false: the model is saved flat. */
 typedef struct kc__nesting {
     bool on;
+    bool sequential;         /* on, and a Sequential config's model whose entries still form a chain
+                                from its InputLayer to its output: written as a Sequential */
     int n;
     int *in, *out;           /* (n + 1), index 0 unused */
     korder order;            /* the layers in Keras's model.layers order, with their Keras 3 weight

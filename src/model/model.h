@@ -145,6 +145,9 @@ struct kc_model {
     kc__nest *nests;
     int n_nests;
     int keras_from;
+    /* keras-names: read from a Sequential config that nests models (inlined as a Functional
+     * graph); saved as a Sequential again while its entries still form a chain (keras_nest.c) */
+    bool keras_sequential;
 };
 
 /* Sticky builder error: record the first failure in the model. Returns s. */
