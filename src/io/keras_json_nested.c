@@ -242,12 +242,14 @@ static void unique_name(const flat *f, const char *model, const char *name, char
 }
 
 /* Layer entry c (its references renamed; owned) at `path` of scope sc into f: a new entry at
- * the first call of its nested model, its nodes added to that entry at a later call; map[name]
- * gets the new name and the nodes of this call. */
+ * the first call of its nested model, its nodes added to that entry at a later call (an
+ * operation node, which has no weights and one node: a new entry each call); map[name] gets
+ * the new name and the nodes of this call. */
 static void inline_layer(flat *f, json_t *c, json_t *map, const char *path, const char *name, const scope *sc) {
     json_t *nodes = json_object_get(c, "inbound_nodes");
     size_t n = KC_MAX(json_array_size(nodes), 1);
-    json_t *made = json_object_get(f->made, path);
+    bool op = kc__json_is_op_node(c);
+    json_t *made = op ? NULL : json_object_get(f->made, path);
     char nn[KC_NAME_MAX];
     if (made) { /* a later call of its nested model */
         snprintf(nn, sizeof nn, "%s", kc__json_entry_name(made));
@@ -269,7 +271,8 @@ static void inline_layer(flat *f, json_t *c, json_t *map, const char *path, cons
     }
     if (!sc->prefix) return; /* the model's own layers keep their names and nodes */
     json_t *to = json_array();
-    for (size_t j = 0; j < n; j++) json_array_append_new(to, json_pack("[sI]", nn, (json_int_t)(sc->call * n + j)));
+    size_t at = op ? 0 : (size_t)sc->call * n; /* this call's first node */
+    for (size_t j = 0; j < n; j++) json_array_append_new(to, json_pack("[sI]", nn, (json_int_t)(at + j)));
     json_object_set_new(map, name, to);
 }
 
