@@ -4,8 +4,11 @@
  * This program replaces malloc, calloc, realloc, free and the aligned allocators for the
  * whole process (glibc's own entry points, __libc_malloc & co., do the work), so every heap
  * allocation is seen: kerac's (its code and its loader thread, directly or through libc)
- * must be none; those made inside libgomp or OpenBLAS (told apart by the call stack) are
- * counted and printed per step, as the runtime libraries' share. kc_fit
+ * must be none, and so must libgomp's: kerac enters no OpenMP region that would run on one
+ * thread (libgomp mallocs and frees a team for each such region, kc__cpu_par and
+ * KC_CPU_PAR_FOR in cpu.h). OpenBLAS's (an OpenBLAS frame on the call stack) are counted and
+ * printed per step: its threaded GEMMs malloc a job array per call (DESIGN.md, "Allocations
+ * per step"); with one thread there must be none either. kc_fit
  * runs 1 + N steps; a callback switches counting on at the end of the first step (which
  * plans and sizes everything) and off at the end of the last, so the count covers N whole
  * steps (forward, backward, optimizer, the loader thread's next batches, the callbacks):
@@ -65,12 +68,15 @@ static atomic_long g_allocs;      /* kerac's allocations while counting (its cod
 static atomic_size_t g_bytes;     /* their bytes */
 static atomic_size_t g_first;     /* the size of the first one (a hint at who made it) */
 static atomic_long g_runtime;     /* allocations made inside libgomp or OpenBLAS while counting */
+static atomic_long g_gomp;        /* of those, libgomp's with no OpenBLAS frame on the stack */
 
 /* The code of libgomp and OpenBLAS: an allocation with one of them on its call stack is
  * theirs (libgomp allocates a team for every parallel region that runs on one thread, the
- * OpenMP `if` clause false; OpenBLAS a job array per threaded GEMM), not kerac's. */
+ * OpenMP `if` clause false: kerac must enter none; OpenBLAS a job array per threaded GEMM),
+ * not kerac's. */
 typedef struct code_range {
     uintptr_t lo, hi;
+    int blas; /* OpenBLAS's, else libgomp's */
 } code_range;
 static code_range g_runtime_code[8];
 static int g_n_runtime_code;
@@ -81,8 +87,9 @@ static int note_runtime(struct dl_phdr_info *info, size_t size, void *user) {
     for (int i = 0; i < info->dlpi_phnum && g_n_runtime_code < 8; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
-        g_runtime_code[g_n_runtime_code++] =
-            (code_range){info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
+        g_runtime_code[g_n_runtime_code++] = (code_range){info->dlpi_addr + ph->p_vaddr,
+                                                          info->dlpi_addr + ph->p_vaddr + ph->p_memsz,
+                                                          strstr(info->dlpi_name, "libopenblas") != NULL};
     }
     return 0;
 }
@@ -95,18 +102,22 @@ static inline void counted(size_t n) {
     t_inside = 1;
     void *pc[24]; /* backtrace was primed in main: it does not allocate here */
     const int depth = backtrace(pc, 24);
-    int runtime = 0;
-    for (int i = 0; i < depth && !runtime; i++)
+    int runtime = 0, blas = 0;
+    for (int i = 0; i < depth; i++)
         for (int r = 0; r < g_n_runtime_code; r++)
-            if ((uintptr_t)pc[i] >= g_runtime_code[r].lo && (uintptr_t)pc[i] < g_runtime_code[r].hi) runtime = 1;
+            if ((uintptr_t)pc[i] >= g_runtime_code[r].lo && (uintptr_t)pc[i] < g_runtime_code[r].hi) {
+                runtime = 1;
+                blas |= g_runtime_code[r].blas;
+            }
     if (runtime) {
         atomic_fetch_add(&g_runtime, 1);
+        if (!blas) atomic_fetch_add(&g_gomp, 1);
     } else {
         if (atomic_fetch_add(&g_allocs, 1) == 0) atomic_store(&g_first, n);
         atomic_fetch_add(&g_bytes, n);
     }
     if (g_trace) { /* backtrace_symbols_fd does not allocate */
-        fprintf(stderr, "allocation of %zu bytes (%s):\n", n, runtime ? "libgomp/OpenBLAS" : "kerac");
+        fprintf(stderr, "allocation of %zu bytes (%s):\n", n, blas ? "OpenBLAS" : runtime ? "libgomp" : "kerac");
         backtrace_symbols_fd(pc, depth, 2);
     }
     t_inside = 0;
@@ -168,6 +179,7 @@ static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, v
         atomic_store(&g_allocs, 0);
         atomic_store(&g_bytes, 0);
         atomic_store(&g_runtime, 0);
+        atomic_store(&g_gomp, 0);
         w->t0 = now(CLOCK_MONOTONIC);
         w->c0 = now(CLOCK_PROCESS_CPUTIME_ID);
         atomic_store(&g_counting, 1);
@@ -217,13 +229,19 @@ static long fit_counting(kc_model *m, kc_dataset *d, int batch, int steps, doubl
 }
 
 static void expect_none(const char *what, long n, int steps) {
+    const long gomp = atomic_load(&g_gomp), blas = atomic_load(&g_runtime) - gomp;
     print_message("    %s: %ld heap allocations by kerac (%zu bytes) in %d steps after the first; "
-                  "%.1f per step inside libgomp and OpenBLAS\n",
-                  what, n, atomic_load(&g_bytes), steps, (double)atomic_load(&g_runtime) / steps);
+                  "%.1f per step inside libgomp, %.1f inside OpenBLAS\n",
+                  what, n, atomic_load(&g_bytes), steps, (double)gomp / steps, (double)blas / steps);
     if (n != 0)
         fail_msg("%s: %ld allocations (%zu bytes, the first of %zu) in %d training steps after the first; "
                  "a step must not allocate",
                  what, n, atomic_load(&g_bytes), atomic_load(&g_first), steps);
+    if (gomp != 0)
+        fail_msg("%s: libgomp allocated %ld times in %d training steps after the first: an OpenMP region that "
+                 "runs on one thread (its `if` clause false) makes libgomp malloc a team; test the condition in "
+                 "C first (KC_CPU_PAR_FOR, cpu.h). KC_TEST_ALLOC_TRACE=1 shows where",
+                 what, gomp, steps);
 }
 
 #define STEPS 6
@@ -317,6 +335,10 @@ static void host_overhead(void **state) {
                   "thread, %d steps)\n",
                   us, 1e6 * secs[0] / (TINY_STEPS - 1), TINY_STEPS - 1);
     expect_none("one-Dense model", n, TINY_STEPS - 1);
+    /* one thread: OpenBLAS runs no threaded GEMM either, so nothing at all allocates */
+    if (atomic_load(&g_runtime) != 0)
+        fail_msg("one-Dense model on one thread: %ld allocations inside OpenBLAS in %d steps; expected none",
+                 atomic_load(&g_runtime), TINY_STEPS - 1);
     /* generous: a step that allocates, sleeps or spins goes far beyond */
     if (us > 2000) fail_msg("host overhead %.0f us of CPU per step: over 2 ms for a model that does no work", us);
     kc_model_destroy(m);

@@ -20,6 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "core/core.h"
 #include "cpu_isa.h"
 #include "kerac_backend.h"
@@ -63,8 +67,36 @@ void kc__cpu_colsum(kc_cpu_colsum_kind kind, const float *a, const float *b, con
 /* The same, DY_XHAT with its statistics. */
 void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p,
                        const kc_cpu_groupstats *gs, int64_t rows, int cols, int64_t ld, double *out1, double *out2);
-/* Whether a loop over n elements should run in parallel. */
+/* Whether a loop over n elements should run in parallel (a pure function of n: workspace
+ * sizes depend on it, so it must answer the same when planning and when running). */
 static inline int kc__cpu_par(int64_t n) { return n > KC_CPU_PAR_MIN; }
+/* Whether a parallel region here would get more than one thread (OpenMP's thread count for
+ * the next region, and no nesting beyond what OpenMP allows). */
+static inline int kc__cpu_team(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads() > 1 && omp_get_active_level() < omp_get_max_active_levels();
+#else
+    return 0;
+#endif
+}
+/* ---- debt (allocations per step): parallel loops that skip libgomp when they would run on
+ * one thread. An OpenMP region whose `if` clause is false still enters GOMP_parallel, and
+ * libgomp mallocs and frees a team for every one-thread region (it keeps only teams of 2+
+ * threads for the next region): small layers made 4-9 heap allocations per training step.
+ *   KC_CPU_PAR_FOR(cond, clauses, for (...) { ... });
+ * runs the loop under `#pragma omp parallel for clauses` when cond holds and the region
+ * would get more than one thread (kc__cpu_team), else plainly.
+ * The loop is a macro argument: no preprocessor directives inside it. */
+#define KC_CPU_PRAGMA(x) _Pragma(#x)
+#define KC_CPU_PAR_FOR(cond, clauses, ...)                                                                        \
+    do {                                                                                                          \
+        if ((cond) && kc__cpu_team()) {                                                                          \
+            KC_CPU_PRAGMA(omp parallel for clauses)                                                               \
+            __VA_ARGS__                                                                                           \
+        } else {                                                                                                  \
+            __VA_ARGS__                                                                                           \
+        }                                                                                                         \
+    } while (0)
 
 /* ---- memory and the table (cpu_backend.c) */
 /* The instruction sets this build has kernels for, as kc_cpu_isa (kerac.h), and their names. */

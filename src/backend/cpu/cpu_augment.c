@@ -34,8 +34,7 @@ kc_status kc__cpu_sample2d_forward(kc_backend *be, const kc_sample2d_desc *d, co
     KC_TRY(sample_check(d, x, y, "sample2d_forward"));
     const int c = d->c;
     const int64_t rows = (int64_t)d->n * d->oh;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * d->ow * c))
-    for (int64_t row = 0; row < rows; row++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * c), schedule(static), for (int64_t row = 0; row < rows; row++) {
         const int n = (int)(row / d->oh), oy = (int)(row % d->oh);
         const float *m = mats ? mats + (int64_t)n * 6 : d->m;
         const float *xi = x + (int64_t)n * d->h * d->w * c;
@@ -56,7 +55,7 @@ kc_status kc__cpu_sample2d_forward(kc_backend *be, const kc_sample2d_desc *d, co
                 }
             }
         }
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -66,8 +65,7 @@ kc_status kc__cpu_sample2d_backward(kc_backend *be, const kc_sample2d_desc *d, c
     KC_TRY(sample_check(d, dy, dx, "sample2d_backward"));
     const int c = d->c;
     const int64_t img_in = (int64_t)d->h * d->w * c, img_out = (int64_t)d->oh * d->ow * c;
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)d->n * (img_in + img_out)))
-    for (int n = 0; n < d->n; n++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)d->n * (img_in + img_out)), schedule(static), for (int n = 0; n < d->n; n++) {
         const float *m = mats ? mats + (int64_t)n * 6 : d->m;
         float *dxi = dx + n * img_in;
         memset(dxi, 0, (size_t)img_in * sizeof(float));
@@ -84,7 +82,7 @@ kc_status kc__cpu_sample2d_backward(kc_backend *be, const kc_sample2d_desc *d, c
                 }
             }
         }
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -114,8 +112,7 @@ kc_status kc__cpu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, cons
     (void)be;
     KC_TRY(color_check(d, params, x, y, "color2d_forward"));
     const int64_t img = (int64_t)d->hw * d->c;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(d->n * img))
-    for (int n = 0; n < d->n; n++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(d->n * img), schedule(static), for (int n = 0; n < d->n; n++) {
         double mean[AUG_MAX_C];
         const float f = params[2 * n], dd = params[2 * n + 1];
         const float *xi = x + n * img;
@@ -126,7 +123,7 @@ kc_status kc__cpu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, cons
             float v = (xi[i] - m) * f + m + dd;
             yi[i] = v < d->lo ? d->lo : (v > d->hi ? d->hi : v);
         }
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -136,9 +133,8 @@ kc_status kc__cpu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, con
     KC_TRY(color_check(d, params, y, dy, "color2d_backward"));
     if (!dx) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu color2d_backward: NULL dx");
     const int64_t img = (int64_t)d->hw * d->c;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(d->n * img))
-    for (int n = 0; n < d->n; n++) {
-        double mg[AUG_MAX_C];
+    KC_CPU_PAR_FOR(kc__cpu_par(d->n * img), schedule(static), for (int n = 0; n < d->n; n++) {
+        double mg[AUG_MAX_C] = {0}; /* read only with contrast (set then); zeroed for the compiler */
         const float f = params[2 * n];
         const float *yi = y + n * img, *gi = dy + n * img;
         float *dxi = dx + n * img;
@@ -147,6 +143,6 @@ kc_status kc__cpu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, con
             float g = yi[i] > d->lo && yi[i] < d->hi ? gi[i] : 0.0f;
             dxi[i] = f * g + (d->contrast ? (1.0f - f) * (float)mg[i % d->c] : 0.0f);
         }
-    }
+    });
     return KC_STATUS_OK;
 }

@@ -121,13 +121,12 @@ kc_status kc__cpu_binary_forward(kc_backend *be, kc_binop op, const kc_bcast_des
     const int64_t L = c.dims[c.rank - 1], rows = bc_rows(&c), sa = c.sa[c.rank - 1], sb = c.sb[c.rank - 1];
     const int par = kc__cpu_par(rows * L) && rows > 1;
     const int64_t per = 64, chunks = (rows + per - 1) / per; /* rows of one odometer walk */
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t k = 0; k < chunks; k++) {
+    KC_CPU_PAR_FOR(par, schedule(static), for (int64_t k = 0; k < chunks; k++) {
         odo o;
         odo_start(&c, k * per, &o);
         for (int64_t r = k * per; r < rows && r < (k + 1) * per; r++, odo_next(&c, &o))
             fwd_row(op, a + o.oa, sa, b + o.ob, sb, y + r * L, L);
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -188,8 +187,7 @@ static void grad_side(const bc *c, kc_binop op, int side_b, const float *a, cons
     const int64_t outer = c->rank > 1 && s[0] ? c->dims[0] : 1, per = rows / outer;
     const int par = kc__cpu_par(rows * L) && outer > 1;
     const float *pa = a ? a : dy, *pb = b ? b : dy; /* ADD and SUB read neither */
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t k = 0; k < outer; k++) {
+    KC_CPU_PAR_FOR(par, schedule(static), for (int64_t k = 0; k < outer; k++) {
         odo o;
         odo_start(c, k * per, &o);
         for (int64_t r = k * per; r < (k + 1) * per; r++, odo_next(c, &o)) {
@@ -197,7 +195,7 @@ static void grad_side(const bc *c, kc_binop op, int side_b, const float *a, cons
             /* a stand-in for an operand not read stays within dy: its offsets are < its size */
             grad_row(op, side_b, pa + o.oa, c->sa[c->rank - 1], pb + o.ob, c->sb[c->rank - 1], dy + r * L, g + og, L);
         }
-    }
+    });
 }
 
 kc_status kc__cpu_binary_backward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,
@@ -223,7 +221,7 @@ kc_status kc__cpu_scalar_forward(kc_backend *be, kc_binop op, const float *x, fl
     /* s op x is x op' s for every operation but SUB and DIV */
     const int rev = scalar_first && (op == KC_BIN_SUB || op == KC_BIN_DIV);
     const int par = kc__cpu_par(n);
-#define SLOOP(EXPR) _Pragma("omp parallel for schedule(static) if (par)") for (int64_t i = 0; i < n; i++) { const float v = x[i]; y[i] = (EXPR); }
+#define SLOOP(EXPR) KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) { const float v = x[i]; y[i] = (EXPR); })
     switch (op) {
     case KC_BIN_ADD: SLOOP(v + s); break;
     case KC_BIN_SUB: if (rev) { SLOOP(s - v); } else { SLOOP(v - s); } break;
@@ -244,7 +242,7 @@ kc_status kc__cpu_scalar_backward(kc_backend *be, kc_binop op, const float *x, f
         (!x && op != KC_BIN_ADD && op != KC_BIN_SUB && op != KC_BIN_MUL && !(op == KC_BIN_DIV && !scalar_first)))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu scalar_backward: bad operation %d, size or buffer", (int)op);
     const int par = kc__cpu_par(n);
-#define SLOOP(EXPR) _Pragma("omp parallel for schedule(static) if (par)") for (int64_t i = 0; i < n; i++) { dx[i] = dy[i] * (EXPR); }
+#define SLOOP(EXPR) KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) { dx[i] = dy[i] * (EXPR); })
     switch (op) {
     case KC_BIN_ADD: if (dx != dy) memmove(dx, dy, (size_t)n * sizeof(float)); break;
     case KC_BIN_SUB: SLOOP(scalar_first ? -1.0f : 1.0f); break;

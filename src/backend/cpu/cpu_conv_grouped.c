@@ -85,9 +85,9 @@ kc_status kc__cpu_grouped_conv_forward(kc_backend *be, const kc_conv2d_desc *d, 
     const int64_t rows = (int64_t)d->n * d->oh;
     const size_t row = (size_t)d->ow * d->f;
     const int64_t work = rows * (int64_t)row * d->kh * d->kw * (d->c / groups);
-#pragma omp parallel for schedule(static) if (kc__cpu_par(work))
-    for (int64_t i = 0; i < rows; i++)
+    KC_CPU_PAR_FOR(kc__cpu_par(work), schedule(static), for (int64_t i = 0; i < rows; i++) {
         gc_forward_row(d, groups, x, w, b, y + (size_t)i * row, (int)(i / d->oh), (int)(i % d->oh));
+    });
     return KC_STATUS_OK;
 }
 
@@ -165,11 +165,10 @@ kc_status kc__cpu_grouped_conv_backward_data(kc_backend *be, const kc_conv2d_des
     const int blocks = (d->h + GC_ROWS - 1) / GC_ROWS; /* row blocks per image */
     const int64_t items = (int64_t)d->n * blocks;
     const int64_t work = (int64_t)d->n * d->oh * d->ow * d->f * d->kh * d->kw * (d->c / groups);
-#pragma omp parallel for schedule(static) if (kc__cpu_par(work))
-    for (int64_t i = 0; i < items; i++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(work), schedule(static), for (int64_t i = 0; i < items; i++) {
         int n = (int)(i / blocks), b = (int)(i % blocks);
         gc_backward_data_rows(d, groups, dy, w, dx, n, b * GC_ROWS, KC_MIN(d->h, (b + 1) * GC_ROWS));
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -224,8 +223,7 @@ kc_status kc__cpu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_d
     const int kb = (fg + nk - 1) / nk, cb = (cg + nc - 1) / nc;
     const int64_t tiles = (int64_t)d->kh * d->kw * groups * cb * kb;
     const int64_t work = (int64_t)d->n * d->oh * d->ow * d->f * d->kh * d->kw * cg;
-#pragma omp parallel for schedule(dynamic) if (kc__cpu_par(work) && tiles > 1)
-    for (int64_t i = 0; i < tiles; i++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(work) && tiles > 1, schedule(dynamic), for (int64_t i = 0; i < tiles; i++) {
         int64_t q = i;
         gc_tile t;
         int kbi = (int)(q % kb), cbi;
@@ -236,7 +234,7 @@ kc_status kc__cpu_grouped_conv_backward_filter(kc_backend *be, const kc_conv2d_d
         t.c0 = cbi * nc, t.nc = KC_MIN(nc, cg - t.c0);
         t.k0 = kbi * nk, t.nk = KC_MIN(nk, fg - t.k0);
         gc_filter_tile(d, groups, x, dy, dw, t);
-    }
+    });
     if (db) KC_TRY(kc__cpu_bias_grad(be, dy, db, (int64_t)d->n * d->oh * d->ow, d->f));
     return KC_STATUS_OK;
 }

@@ -27,8 +27,7 @@ kc_status kc__cpu_groupnorm_forward(kc_backend *be, const float *x, float *y, in
     if (!y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu groupnorm_forward: NULL output");
     const int cg = c / groups;
     const int64_t pairs = (int64_t)n * groups;
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)n * s * c))
-    for (int64_t p = 0; p < pairs; p++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)n * s * c), schedule(static), for (int64_t p = 0; p < pairs; p++) {
         const int64_t e = p / groups;
         const int g = (int)(p % groups);
         const float *xe = x + e * s * c + (int64_t)g * cg;
@@ -59,7 +58,7 @@ kc_status kc__cpu_groupnorm_forward(kc_backend *be, const float *x, float *y, in
                 yr[j] = v;
             }
         }
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -89,8 +88,7 @@ kc_status kc__cpu_groupnorm_backward(kc_backend *be, const float *x, const float
     if (!dx) return KC_STATUS_OK;
     const int cg = c / groups;
     const int64_t pairs = (int64_t)n * groups;
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)n * s * c))
-    for (int64_t p = 0; p < pairs; p++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)n * s * c), schedule(static), for (int64_t p = 0; p < pairs; p++) {
         const int64_t e = p / groups;
         const int g = (int)(p % groups);
         const int64_t off = e * s * c + (int64_t)g * cg;
@@ -115,7 +113,7 @@ kc_status kc__cpu_groupnorm_backward(kc_backend *be, const float *x, const float
                 xo[j] = inv * (gv - mg - (xr[j] - mu) * inv * mgx);
             }
         }
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -125,12 +123,11 @@ kc_status kc__cpu_channel_affine(kc_backend *be, const float *x, float *y, int64
     if (!x || !y || rows <= 0 || c <= 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu channel_affine: NULL buffer or bad size (%lld x %d)",
                         (long long)rows, c);
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * c))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * c), schedule(static), for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * c;
         float *yr = y + r * c;
         for (int j = 0; j < c; j++) yr[j] = xr[j] * (scale ? scale[j] : 1.0f) + (shift ? shift[j] : 0.0f);
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -143,14 +140,13 @@ kc_status kc__cpu_normalize(kc_backend *be, const float *x, float *y, int64_t ro
     if (!x || !y || !var || rows <= 0 || c <= 0)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu normalize: NULL buffer or bad size (%lld x %d)",
                         (long long)rows, c);
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * c))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * c), schedule(static), for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * c;
         float *yr = y + r * c;
         for (int j = 0; j < c; j++) {
             const float sd = fmaxf(sqrtf(var[j]), NORMALIZE_EPS), m = mean ? mean[j] : 0.0f;
             yr[j] = invert ? m + xr[j] * sd : (xr[j] - m) / sd;
         }
-    }
+    });
     return KC_STATUS_OK;
 }

@@ -153,13 +153,12 @@ kc_status kc__cpu_loss_forward_backward(kc_backend *be, const kc_loss_desc *d, c
     const int logits = d->from_logits != 0;
     const double gs = dpred ? 1.0 / (double)grad_n : 0.0;
     double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total) if (kc__cpu_par((int64_t)n * c))
-    for (int i = 0; i < n; i++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)n * c), schedule(static) reduction(+ : total), for (int i = 0; i < n; i++) {
         const float *p = pred + (size_t)i * c;                      /* (c) */
         const float *t = sparse ? NULL : target + (size_t)i * c;    /* (c) */
         float *g = dpred ? dpred + (size_t)i * c : NULL;            /* (c) */
         total += loss_row(d->kind, logits, p, t, sparse ? target[i] : 0.0f, c, g, gs);
-    }
+    });
     if (loss_sum) *loss_sum = (float)total;
     return KC_STATUS_OK;
 }

@@ -15,6 +15,56 @@ void kc__cpu_colsum(kc_cpu_colsum_kind kind, const float *a, const float *b, con
     kc__cpu_colsum_gs(kind, a, b, p, NULL, rows, cols, ld, out1, out2);
 }
 
+/* Thread t of tn's share of kc__cpu_colsum_gs: its rows' sums into sum1 and sum2 (cols). */
+static void colsum_part(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p,
+                        const kc_cpu_groupstats *gs, int64_t rows, int cols, int64_t ld, int t, int tn, double *sum1,
+                        double *sum2) {
+    const int64_t r0 = rows * t / tn, r1 = rows * (t + 1) / tn;
+    double s1[KC_CPU_RED_COLS] = {0}, s2[KC_CPU_RED_COLS] = {0};
+    switch (kind) {
+    case KC_CPU_COLSUM_SUM:
+        for (int64_t r = r0; r < r1; r++) {
+            const float *ar = a + r * ld;
+            for (int j = 0; j < cols; j++) s1[j] += (double)ar[j];
+        }
+        break;
+    case KC_CPU_COLSUM_SUM_SQ:
+        for (int64_t r = r0; r < r1; r++) {
+            const float *ar = a + r * ld;
+            for (int j = 0; j < cols; j++) {
+                double v = (double)ar[j];
+                s1[j] += v;
+                s2[j] += v * v;
+            }
+        }
+        break;
+    case KC_CPU_COLSUM_DY_XC:
+        for (int64_t r = r0; r < r1; r++) {
+            const float *ar = a + r * ld, *br = b + r * ld;
+            for (int j = 0; j < cols; j++) {
+                double g = (double)br[j];
+                s1[j] += g;
+                s2[j] += g * ((double)ar[j] - (double)p[j]);
+            }
+        }
+        break;
+    case KC_CPU_COLSUM_DY_XHAT:
+        for (int64_t r = r0; r < r1; r++) {
+            const float *ar = a + r * ld, *br = b + r * ld;
+            const int64_t e = r / gs->s * gs->groups;
+            for (int j = 0; j < cols; j++) {
+                const int64_t q = e + (gs->c0 + j) / gs->cg;
+                const double g = (double)br[j];
+                s1[j] += g;
+                s2[j] += g * (double)((ar[j] - gs->mean[q]) * gs->inv[q]);
+            }
+        }
+        break;
+    }
+    memcpy(sum1, s1, (size_t)cols * sizeof(double));
+    memcpy(sum2, s2, (size_t)cols * sizeof(double));
+}
+
 void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, const float *p,
                        const kc_cpu_groupstats *gs, int64_t rows, int cols, int64_t ld, double *out1, double *out2) {
     double part1[KC_CPU_RED_THREADS][KC_CPU_RED_COLS]; /* per-thread partial sums */
@@ -24,58 +74,18 @@ void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, 
     if (kc__cpu_par(rows * cols)) nt = KC_MIN(omp_get_max_threads(), KC_CPU_RED_THREADS);
     if (nt < 1) nt = 1;
 #endif
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int t = 0, tn = 1;
+    /* one thread: no OpenMP region (libgomp would malloc a one-thread team for it) */
+    if (nt > 1) {
 #ifdef _OPENMP
-        t = omp_get_thread_num();
-        tn = omp_get_num_threads();
-#endif
-        if (t == 0) used = tn;
-        const int64_t r0 = rows * t / tn, r1 = rows * (t + 1) / tn;
-        double s1[KC_CPU_RED_COLS] = {0}, s2[KC_CPU_RED_COLS] = {0};
-        switch (kind) {
-        case KC_CPU_COLSUM_SUM:
-            for (int64_t r = r0; r < r1; r++) {
-                const float *ar = a + r * ld;
-                for (int j = 0; j < cols; j++) s1[j] += (double)ar[j];
-            }
-            break;
-        case KC_CPU_COLSUM_SUM_SQ:
-            for (int64_t r = r0; r < r1; r++) {
-                const float *ar = a + r * ld;
-                for (int j = 0; j < cols; j++) {
-                    double v = (double)ar[j];
-                    s1[j] += v;
-                    s2[j] += v * v;
-                }
-            }
-            break;
-        case KC_CPU_COLSUM_DY_XC:
-            for (int64_t r = r0; r < r1; r++) {
-                const float *ar = a + r * ld, *br = b + r * ld;
-                for (int j = 0; j < cols; j++) {
-                    double g = (double)br[j];
-                    s1[j] += g;
-                    s2[j] += g * ((double)ar[j] - (double)p[j]);
-                }
-            }
-            break;
-        case KC_CPU_COLSUM_DY_XHAT:
-            for (int64_t r = r0; r < r1; r++) {
-                const float *ar = a + r * ld, *br = b + r * ld;
-                const int64_t e = r / gs->s * gs->groups;
-                for (int j = 0; j < cols; j++) {
-                    const int64_t q = e + (gs->c0 + j) / gs->cg;
-                    const double g = (double)br[j];
-                    s1[j] += g;
-                    s2[j] += g * (double)((ar[j] - gs->mean[q]) * gs->inv[q]);
-                }
-            }
-            break;
+#pragma omp parallel num_threads(nt)
+        {
+            const int t = omp_get_thread_num(), tn = omp_get_num_threads();
+            if (t == 0) used = tn;
+            colsum_part(kind, a, b, p, gs, rows, cols, ld, t, tn, part1[t], part2[t]);
         }
-        memcpy(part1[t], s1, (size_t)cols * sizeof(double));
-        memcpy(part2[t], s2, (size_t)cols * sizeof(double));
+#endif
+    } else {
+        colsum_part(kind, a, b, p, gs, rows, cols, ld, 0, 1, part1[0], part2[0]);
     }
     for (int j = 0; j < cols; j++) {
         double v1 = 0, v2 = 0;
@@ -95,11 +105,10 @@ kc_status kc__cpu_bias_add(kc_backend *be, float *y, const float *bias, int64_t 
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu bias_add: negative size (%lld, %d)", (long long)rows, cols);
     if (rows == 0 || cols == 0) return KC_STATUS_OK;
     if (!y || !bias) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu bias_add: NULL y or bias");
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * cols))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * cols), schedule(static), for (int64_t r = 0; r < rows; r++) {
         float *yr = y + r * cols; /* (cols) */
         for (int j = 0; j < cols; j++) yr[j] += bias[j];
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -133,12 +142,11 @@ kc_status kc__cpu_dropout_forward(kc_backend *be, const float *x, float *y, uint
     if (n == 0) return KC_STATUS_OK;
     if (!x || !y || !mask) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu dropout_forward: NULL x, y or mask");
     const float keep_frac = 1.0f - rate;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(n))
-    for (int64_t i = 0; i < n; i++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static), for (int64_t i = 0; i < n; i++) {
         const int keep = kc__hash_uniform(seed, (uint64_t)i) >= rate;
         mask[i] = (uint8_t)keep;
         y[i] = keep ? x[i] / keep_frac : 0.0f;
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -148,8 +156,8 @@ kc_status kc__cpu_dropout_backward(kc_backend *be, const float *dy, const uint8_
     if (n == 0) return KC_STATUS_OK;
     if (!dy || !dx || !mask) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu dropout_backward: NULL dy, dx or mask");
     const float keep_frac = 1.0f - rate;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(n))
-    for (int64_t i = 0; i < n; i++) dx[i] = mask[i] ? dy[i] / keep_frac : 0.0f;
+    KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static),
+    for (int64_t i = 0; i < n; i++) { dx[i] = mask[i] ? dy[i] / keep_frac : 0.0f; });
     return KC_STATUS_OK;
 }
 
@@ -165,24 +173,21 @@ kc_status kc__cpu_dropout_backward(kc_backend *be, const float *dy, const uint8_
 kc_status kc__cpu_add(kc_backend *be, float *y, const float *a, const float *b, int64_t n) {
     KC_CPU_CHECK_N("add", n);
     if (!y || !a || !b) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu add: NULL pointer");
-#pragma omp parallel for schedule(static) if (kc__cpu_par(n))
-    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+    KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static), for (int64_t i = 0; i < n; i++) { y[i] = a[i] + b[i]; });
     return KC_STATUS_OK;
 }
 
 kc_status kc__cpu_axpy(kc_backend *be, float *y, const float *x, float alpha, int64_t n) {
     KC_CPU_CHECK_N("axpy", n);
     if (!y || !x) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu axpy: NULL pointer");
-#pragma omp parallel for schedule(static) if (kc__cpu_par(n))
-    for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
+    KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static), for (int64_t i = 0; i < n; i++) { y[i] += alpha * x[i]; });
     return KC_STATUS_OK;
 }
 
 kc_status kc__cpu_scale(kc_backend *be, float *y, float alpha, int64_t n) {
     KC_CPU_CHECK_N("scale", n);
     if (!y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu scale: NULL pointer");
-#pragma omp parallel for schedule(static) if (kc__cpu_par(n))
-    for (int64_t i = 0; i < n; i++) y[i] *= alpha;
+    KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static), for (int64_t i = 0; i < n; i++) { y[i] *= alpha; });
     return KC_STATUS_OK;
 }
 
@@ -191,8 +196,8 @@ kc_status kc__cpu_sum_squares(kc_backend *be, const float *x, int64_t n, float *
     if (n < 0) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu sum_squares: negative size %lld", (long long)n);
     if (n > 0 && !x) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu sum_squares: NULL input");
     double s = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : s) if (kc__cpu_par(n))
-    for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static) reduction(+ : s),
+    for (int64_t i = 0; i < n; i++) { s += (double)x[i] * (double)x[i]; });
     *out = (float)s;
     return KC_STATUS_OK;
 }
@@ -209,9 +214,9 @@ kc_status kc__cpu_copy_strided(kc_backend *be, float *dst, int dst_ld, int dst_o
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                         "cpu copy_strided: block of %d columns at offsets %d/%d does not fit rows of %d/%d", cols,
                         dst_off, src_off, dst_ld, src_ld);
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * cols))
-    for (int64_t r = 0; r < rows; r++)
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * cols), schedule(static), for (int64_t r = 0; r < rows; r++) {
         memcpy(dst + r * dst_ld + dst_off, src + r * src_ld + src_off, (size_t)cols * sizeof(float));
+    });
     return KC_STATUS_OK;
 }
 
@@ -232,8 +237,7 @@ kc_status kc__cpu_pad2d_forward(kc_backend *be, const float *x, float *y, int n,
     const int ph = h + top + bottom, pw = w + left + right;
     const int64_t rows = (int64_t)n * ph; /* (image, padded row) */
     if (rows == 0 || (int64_t)pw * c == 0) return KC_STATUS_OK;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * pw * c))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * pw * c), schedule(static), for (int64_t r = 0; r < rows; r++) {
         const int img = (int)(r / ph), py = (int)(r % ph), iy = py - top;
         float *yr = y + (size_t)r * pw * c; /* (PW, C) */
         if (iy < 0 || iy >= h) {
@@ -243,7 +247,7 @@ kc_status kc__cpu_pad2d_forward(kc_backend *be, const float *x, float *y, int n,
         memset(yr, 0, (size_t)left * c * sizeof(float));
         memcpy(yr + (size_t)left * c, x + ((size_t)img * h + iy) * w * c, (size_t)w * c * sizeof(float));
         memset(yr + (size_t)(left + w) * c, 0, (size_t)right * c * sizeof(float));
-    }
+    });
     return KC_STATUS_OK;
 }
 
@@ -253,11 +257,10 @@ kc_status kc__cpu_pad2d_backward(kc_backend *be, const float *dy, float *dx, int
     const int ph = h + top + bottom, pw = w + left + right;
     const int64_t rows = (int64_t)n * h; /* (image, row) of dx */
     if (rows == 0 || (int64_t)w * c == 0) return KC_STATUS_OK;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * w * c))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * w * c), schedule(static), for (int64_t r = 0; r < rows; r++) {
         const int img = (int)(r / h), iy = (int)(r % h);
         memcpy(dx + (size_t)r * w * c, dy + (((size_t)img * ph + iy + top) * pw + left) * c,
                (size_t)w * c * sizeof(float));
-    }
+    });
     return KC_STATUS_OK;
 }

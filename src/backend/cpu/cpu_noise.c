@@ -14,7 +14,6 @@ kc_status kc__cpu_random_normal(kc_backend *be, float *y, int64_t n, float mean,
     if (!(stddev >= 0.0f) || !isfinite(stddev) || !isfinite(mean))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu random_normal: mean %g and stddev %g must be finite, stddev >= 0",
                         (double)mean, (double)stddev);
-#pragma omp parallel for simd schedule(static) if (kc__cpu_par(n))
-    for (int64_t i = 0; i < n; i++) y[i] = mean + stddev * kc__normal_draw(seed, (uint64_t)i);
+    KC_CPU_PAR_FOR(kc__cpu_par(n), simd schedule(static), for (int64_t i = 0; i < n; i++) { y[i] = mean + stddev * kc__normal_draw(seed, (uint64_t)i); });
     return KC_STATUS_OK;
 }

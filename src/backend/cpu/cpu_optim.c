@@ -29,27 +29,25 @@ kc_status kc__cpu_optimizer_step(kc_backend *be, const kc_opt_step *s, float *pa
     case KC_OPT_SGD: {
         const float mom = s->momentum;
         if (mom == 0.0f) {
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = 0; i < n; i++) param[i] -= lr * (grad[i] * gsc);
+            KC_CPU_PAR_FOR(par, schedule(static),
+            for (int64_t i = 0; i < n; i++) { param[i] -= lr * (grad[i] * gsc); });
             return KC_STATUS_OK;
         }
         if (!slot0)
             return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu optimizer_step: SGD with momentum needs a velocity slot");
         float *v = slot0;
         if (s->nesterov) {
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = 0; i < n; i++) {
+            KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) {
                 const float g = grad[i] * gsc;
                 v[i] = mom * v[i] - lr * g;
                 param[i] += mom * v[i] - lr * g;
-            }
+            });
         } else {
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = 0; i < n; i++) {
+            KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) {
                 const float g = grad[i] * gsc;
                 v[i] = mom * v[i] - lr * g;
                 param[i] += v[i];
-            }
+            });
         }
         return KC_STATUS_OK;
     }
@@ -65,15 +63,14 @@ kc_status kc__cpu_optimizer_step(kc_backend *be, const kc_opt_step *s, float *pa
         const float omb1 = 1.0f - s->beta_1, omb2 = 1.0f - s->beta_2, eps = s->epsilon;
         const float decay = s->kind == KC_OPT_ADAMW ? lr * s->weight_decay : 0.0f;
         float *m = slot0, *v = slot1;
-#pragma omp parallel for schedule(static) if (par)
-        for (int64_t i = 0; i < n; i++) {
+        KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) {
             const float g = grad[i] * gsc;
             float w = param[i];
             w -= w * decay;
             m[i] += (g - m[i]) * omb1;
             v[i] += (g * g - v[i]) * omb2;
             param[i] = w - alpha * m[i] / (sqrtf(v[i]) + eps);
-        }
+        });
         return KC_STATUS_OK;
     }
     case KC_OPT_RMSPROP: {
@@ -83,21 +80,19 @@ kc_status kc__cpu_optimizer_step(kc_backend *be, const kc_opt_step *s, float *pa
         const float rho = s->rho, omrho = 1.0f - s->rho, eps = s->epsilon, mom = s->momentum;
         float *vel = slot0, *mb = slot1;
         if (mom > 0.0f) {
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = 0; i < n; i++) {
+            KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) {
                 const float g = grad[i] * gsc;
                 vel[i] = rho * vel[i] + omrho * g * g;
                 const float inc = lr * g / sqrtf(vel[i] + eps);
                 mb[i] = mom * mb[i] + inc;
                 param[i] -= mb[i];
-            }
+            });
         } else {
-#pragma omp parallel for schedule(static) if (par)
-            for (int64_t i = 0; i < n; i++) {
+            KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) {
                 const float g = grad[i] * gsc;
                 vel[i] = rho * vel[i] + omrho * g * g;
                 param[i] -= lr * g / sqrtf(vel[i] + eps);
-            }
+            });
         }
         return KC_STATUS_OK;
     }

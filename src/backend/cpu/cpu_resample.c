@@ -62,8 +62,7 @@ kc_status kc__cpu_upsample2d_forward(kc_backend *be, const kc_resample2d_desc *d
     const int oh = d->h * d->sh;
     const size_t row = (size_t)d->w * d->sw * d->c;
     const int64_t rows = (int64_t)d->n * oh;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * (int64_t)row))
-    for (int64_t r = 0; r < rows; r++) up_row(d, x, y + (size_t)r * row, (int)(r / oh), (int)(r % oh));
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * (int64_t)row), schedule(static), for (int64_t r = 0; r < rows; r++) { up_row(d, x, y + (size_t)r * row, (int)(r / oh), (int)(r % oh)); });
     return KC_STATUS_OK;
 }
 
@@ -112,14 +111,12 @@ kc_status kc__cpu_upsample2d_backward(kc_backend *be, const kc_resample2d_desc *
     KC_TRY(rs_check(d, dy, dx, "upsample2d_backward"));
     const int64_t total = (int64_t)d->n * d->h * d->sh * d->w * d->sw * d->c;
     if (d->bilinear) {
-#pragma omp parallel for schedule(static) if (kc__cpu_par(total))
-        for (int n = 0; n < d->n; n++) bilinear_back_image(d, dy, dx, n);
+        KC_CPU_PAR_FOR(kc__cpu_par(total), schedule(static), for (int n = 0; n < d->n; n++) { bilinear_back_image(d, dy, dx, n); });
         return KC_STATUS_OK;
     }
     const int64_t rows = (int64_t)d->n * d->h;
     const size_t row = (size_t)d->w * d->c;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(total))
-    for (int64_t r = 0; r < rows; r++) nearest_back_row(d, dy, dx + (size_t)r * row, (int)(r / d->h), (int)(r % d->h));
+    KC_CPU_PAR_FOR(kc__cpu_par(total), schedule(static), for (int64_t r = 0; r < rows; r++) { nearest_back_row(d, dy, dx + (size_t)r * row, (int)(r / d->h), (int)(r % d->h)); });
     return KC_STATUS_OK;
 }
 
@@ -137,8 +134,7 @@ kc_status kc__cpu_permute(kc_backend *be, const float *x, float *y, int n, int r
         os[KC_MAX_RANK - rank + j] = xs[a];
     }
     const int64_t outer = (int64_t)n * od[0] * od[1] * od[2];
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)n * size))
-    for (int64_t r = 0; r < outer; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)n * size), schedule(static), for (int64_t r = 0; r < outer; r++) {
         int64_t t = r;
         const int64_t i2 = t % od[2];
         t /= od[2];
@@ -151,6 +147,6 @@ kc_status kc__cpu_permute(kc_backend *be, const float *x, float *y, int n, int r
         if (st == 1) memcpy(dst, src, (size_t)od[3] * sizeof(float));
         else
             for (int64_t k = 0; k < od[3]; k++) dst[k] = src[k * st];
-    }
+    });
     return KC_STATUS_OK;
 }

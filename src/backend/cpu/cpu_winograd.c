@@ -287,14 +287,14 @@ static void kernel_rows_flipped(int m, const float *w, int c, int f, int r0, int
  * E planes a power of two apart) thrashed the cache and doubled stage 5's backward-data. */
 static void filter_transform(int m, const float *w, int c, int f, int flip, float *u) {
     const int b = flip ? WG_TB : WG_CB, rblocks = (c + b - 1) / b, qblocks = (f + b - 1) / b;
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)c * f * 9))
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)c * f * 9), schedule(static),
     for (int blk = 0; blk < rblocks * qblocks; blk++) {
         const int q0 = blk % qblocks * b, r0 = blk / qblocks * b;
         if (flip)
             kernel_rows_flipped(m, w, c, f, r0, q0, u);
         else
             kernel_rows(m, w, c, f, r0, q0, u);
-    }
+    });
 }
 
 /* G^T S G for kb (c, f) pairs (s: S[0] at the first, entries step apart): dw[k * step + i] */
@@ -320,15 +320,14 @@ WG_INLINE void kernel_grad_block(int m, const float *s, int kb, float *dw, size_
 /* dW (3, 3, C, F) = G^T S G per (c, f), in blocks of WG_CB pairs along (C, F). */
 static void filter_grad_transform(int m, const float *s, int c, int f, float *dw) {
     const int64_t step = (int64_t)c * f, blocks = (step + WG_CB - 1) / WG_CB;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(step * 16))
-    for (int64_t k = 0; k < blocks; k++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(step * 16), schedule(static), for (int64_t k = 0; k < blocks; k++) {
         const int64_t k0 = k * WG_CB;
         const int kb = (int)KC_MIN(WG_CB, step - k0);
         if (m == 4)
             kernel_grad_block(4, s + k0, kb, dw + k0, (size_t)step);
         else
             kernel_grad_block(2, s + k0, kb, dw + k0, (size_t)step);
-    }
+    });
 }
 
 /* B^T d B for cb channels of one tile (p: its a x a input pixels): out[e * step + ch] */
@@ -494,22 +493,29 @@ static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t w
  * Each thread runs whole chunks in its own slot of the workspace (vm + thread * slot): the
  * input transform, the E GEMMs (OpenBLAS on one thread inside the parallel region) and the
  * output transform, with no barrier between chunks. */
+static void run_chunk(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *u, const float *bias,
+                      int relu, float *y, float *v, int64_t k) {
+    const int c = g->c, ne = (g->m + 2) * (g->m + 2);
+    const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
+    float *mm = v + (size_t)ne * tc * c;
+    for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
+    for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f, c, 1.0f, v + (size_t)e * tc * c, c,
+                    u + (size_t)e * c * f, f, 0.0f, mm + (size_t)e * tc * f, f);
+    for (int64_t t = 0; t < tc; t++) output_tile(g, mm, t0 + t, t, (size_t)tc * f, f, bias, relu, y, NULL);
+}
+
 static void winograd_run(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *u,
                          const float *bias, int relu, float *y, float *vm, size_t slot) {
-    const int c = g->c, ne = (g->m + 2) * (g->m + 2);
-#pragma omp parallel num_threads(sp->threads) if (sp->threads > 1)
-    {
-        float *v = vm + (size_t)thread_id() * slot;
+    if (sp->threads > 1) { /* one thread: no OpenMP region (libgomp mallocs a one-thread team) */
+#pragma omp parallel num_threads(sp->threads)
+        {
+            float *v = vm + (size_t)thread_id() * slot;
 #pragma omp for schedule(static)
-        for (int64_t k = 0; k < sp->chunks; k++) {
-            const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
-            float *mm = v + (size_t)ne * tc * c;
-            for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
-            for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e] */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f, c, 1.0f, v + (size_t)e * tc * c, c,
-                            u + (size_t)e * c * f, f, 0.0f, mm + (size_t)e * tc * f, f);
-            for (int64_t t = 0; t < tc; t++) output_tile(g, mm, t0 + t, t, (size_t)tc * f, f, bias, relu, y, NULL);
+            for (int64_t k = 0; k < sp->chunks; k++) run_chunk(g, f, sp, x, u, bias, relu, y, v, k);
         }
+    } else {
+        for (int64_t k = 0; k < sp->chunks; k++) run_chunk(g, f, sp, x, u, bias, relu, y, vm, k);
     }
 }
 
@@ -545,6 +551,21 @@ kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d
     return KC_STATUS_OK;
 }
 
+/* Chunk k of the filter gradient: S[e] (C, F) in part += V[e]^T G[e] over its tiles. */
+static void grad_chunk(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *dy, float *v,
+                       float *part, int64_t k) {
+    const int c = g->c, ne = (g->m + 2) * (g->m + 2);
+    const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
+    float *gt = v + (size_t)ne * tc * c;
+    for (int64_t t = 0; t < tc; t++) {
+        input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
+        output_tile(g, gt, t0 + t, t, (size_t)tc * f, f, NULL, 0, NULL, dy);
+    }
+    for (int e = 0; e < ne; e++) /* S[e] (C, F) += V[e]^T G[e] */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
+                    gt + (size_t)e * tc * f, f, 1.0f, part + (size_t)e * c * f, f);
+}
+
 kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                            float *dw, void *ws, size_t ws_bytes) {
     KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_backward_filter"));
@@ -556,33 +577,27 @@ kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc 
     /* each thread sums its chunks' V[e]^T G[e] into its slot's S, zeroed first; the slots are
      * then added in thread order (reproducible for a given thread count) */
     int used = 1; /* the team OpenMP gave */
-#pragma omp parallel num_threads(sp.threads) if (sp.threads > 1)
-    {
-        float *v = vm + (size_t)thread_id() * slot, *part = v + slot - cf;
-        memset(part, 0, cf * sizeof(float));
+    if (sp.threads > 1) { /* one thread: no OpenMP region (libgomp mallocs a one-thread team) */
+#pragma omp parallel num_threads(sp.threads)
+        {
+            float *v = vm + (size_t)thread_id() * slot;
 #ifdef _OPENMP
 #pragma omp master
-        used = omp_get_num_threads();
+            used = omp_get_num_threads();
 #endif
+            memset(v + slot - cf, 0, cf * sizeof(float));
 #pragma omp for schedule(static)
-        for (int64_t k = 0; k < sp.chunks; k++) {
-            const int64_t t0 = k * sp.tc, tc = KC_MIN(sp.tc, sp.total - t0);
-            float *gt = v + (size_t)ne * tc * c;
-            for (int64_t t = 0; t < tc; t++) {
-                input_tile(&g, x, t0 + t, t, (size_t)tc * c, v);
-                output_tile(&g, gt, t0 + t, t, (size_t)tc * f, f, NULL, 0, NULL, dy);
-            }
-            for (int e = 0; e < ne; e++) /* S[e] (C, F) += V[e]^T G[e] */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
-                            gt + (size_t)e * tc * f, f, 1.0f, part + (size_t)e * c * f, f);
+            for (int64_t k = 0; k < sp.chunks; k++) grad_chunk(&g, f, &sp, x, dy, v, v + slot - cf, k);
         }
+    } else {
+        memset(vm + slot - cf, 0, cf * sizeof(float));
+        for (int64_t k = 0; k < sp.chunks; k++) grad_chunk(&g, f, &sp, x, dy, vm, vm + slot - cf, k);
     }
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)cf * used))
-    for (int64_t i = 0; i < (int64_t)cf; i++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)cf * used), schedule(static), for (int64_t i = 0; i < (int64_t)cf; i++) {
         float sum = 0.0f;
         for (int t = 0; t < used; t++) sum += vm[(size_t)t * slot + slot - cf + (size_t)i];
         s[i] = sum;
-    }
+    });
     filter_grad_transform(m, s, c, f, dw);
     return KC_STATUS_OK;
 }

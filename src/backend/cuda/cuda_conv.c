@@ -1,5 +1,6 @@
 /* cuda_conv.c — 2-D convolution through cuDNN (the v7-style calls, still in cuDNN 9; this
- * file is the only one that knows them, so moving to the graph API stays local).
+ * file and cuda_conv_algo.c, which chooses the algorithms, are the only ones that know
+ * them, so moving to the graph API stays local).
  *
  * Layouts: activations are NHWC (CUDNN_TENSOR_NHWC). Keras kernels are HWIO (KH, KW, C, F),
  * which cuDNN does not take; its NHWC filter layout is KRSC (F, KH, KW, C). Read as matrices,
