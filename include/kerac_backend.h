@@ -567,6 +567,12 @@ struct kc_backend {
      * pad_top/pad_left and the output size, no padded copy): the CPU's, unless
      * kc_device_opts.cpu_fold_pad = KC_FALSE. */
     int fold_pad_depthwise;
+
+    /* ---- infer-a: inference in tiles of the batch. The bytes of activations one tile of an
+     * inference pass should touch (a layer's input and output for that many examples, about
+     * what the caches hold), so that a tile crosses every layer while it is still in cache;
+     * 0: whole batches (the GPU). The model decides the tile (src/model/tile.c). */
+    size_t infer_tile_bytes;
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

@@ -165,7 +165,8 @@ kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, flo
     KC_TRY(kc__model_build(m));
     if (n <= 0) return KC_STATUS_OK;
     int bs = (int)KC_MIN((int64_t)batch_size, n);
-    KC_TRY(kc__model_prepare(m, bs, false));
+    const int tile = kc__model_infer_tile(m, bs); /* each batch runs in tiles of this many (tile.c) */
+    KC_TRY(kc__model_prepare(m, tile, false));
     int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
     int64_t out_size = kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
     kc__feed f;
@@ -175,15 +176,19 @@ kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, flo
     for (int64_t i = 0; i < n && s == KC_STATUS_OK; i += bs) {
         int b = (int)KC_MIN((int64_t)bs, n - i), next = -1;
         s = kc__feed_acquire(&f, slot);
-        if (s == KC_STATUS_OK) s = kc__feed_select(&f, slot, 0, b);
-        if (s == KC_STATUS_OK) s = kc__model_forward(m, b, false, 0);
-        if (s == KC_STATUS_OK) s = kc__model_finish_outputs(m, b);
-        if (s == KC_STATUS_OK) s = kc__feed_release(&f, slot);
-        if (s == KC_STATUS_OK && i + bs < n) /* the next batch travels while this one computes */
-            s = kc__feed_put(&f, x + (i + bs) * in_size, NULL, NULL, 0, (int)KC_MIN((int64_t)bs, n - i - bs), &next);
-        if (s == KC_STATUS_OK)
-            s = m->be->to_host(m->be, y + i * out_size, kc__model_output_buffer(m),
-                               (size_t)b * (size_t)out_size * sizeof(float));
+        for (int off = 0; off < b && s == KC_STATUS_OK; off += tile) {
+            const int t = KC_MIN(tile, b - off);
+            s = kc__feed_select(&f, slot, off, t);
+            if (s == KC_STATUS_OK) s = kc__model_forward(m, t, false, 0);
+            if (s == KC_STATUS_OK) s = kc__model_finish_outputs(m, t);
+            if (s == KC_STATUS_OK && off + t == b) s = kc__feed_release(&f, slot);
+            if (s == KC_STATUS_OK && off + t == b && i + bs < n) /* the next batch travels while this one computes */
+                s = kc__feed_put(&f, x + (i + bs) * in_size, NULL, NULL, 0, (int)KC_MIN((int64_t)bs, n - i - bs),
+                                 &next);
+            if (s == KC_STATUS_OK)
+                s = m->be->to_host(m->be, y + (i + off) * out_size, kc__model_output_buffer(m),
+                                   (size_t)t * (size_t)out_size * sizeof(float));
+        }
         slot = next;
     }
     kc__feed_close(&f);

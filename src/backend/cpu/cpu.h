@@ -349,4 +349,8 @@ kc_status kc__cpu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, cons
 kc_status kc__cpu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
                                    const float *dy, float *dx);
 
+/* ---- infer-a: the activations one inference tile may touch (kc_backend.infer_tile_bytes):
+ * about the two cores' L2 (1 MiB each on Zen 4) and a slice of the shared L3; workload A's
+ * first convolution then runs 32 images at a time (bench/RESULTS.md, "Inference in tiles"). */
+#define KC_CPU_INFER_TILE_BYTES ((size_t)4 << 20)
 #endif /* KC_BACKEND_CPU_H */
