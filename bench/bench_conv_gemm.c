@@ -9,10 +9,9 @@
  *   bench_conv_gemm [REPS]     (default 9; KERAC_CPU_ISA picks the kernels, BENCH_CLOCK=cpu
  *                              times the process's CPU time, BENCH_SHAPES=TEXT only the
  *                              shapes whose name holds TEXT)
- * BENCH_SPLIT_AB=1: the convolution runs with KERAC_CPU_GEMM_SPLIT=1 (the backend's split of
- * tall, skinny GEMMs across the threads, off by default) and the "gemm" side is the same pass
- * with KERAC_CPU_GEMM_SPLIT=0 (OpenBLAS's own threading), so of_gemm is the split's speed-up,
- * measured alternately in one process.
+ * BENCH_SPLIT_AB=1: the "gemm" side is the same convolution pass with KERAC_CPU_GEMM_SPLIT=0
+ * (OpenBLAS's own threading instead of the backend's split of big GEMMs across the threads),
+ * so of_gemm is the split's speed-up, measured alternately in one process.
  *
  * The GEMM of each pass, rows = N*OH*OW, K = KH*KW*C:
  *   forward (rows, K) x (K, F); backward-data (rows, F) x (F, K); backward-filter (K, rows) x (rows, F).
@@ -91,7 +90,7 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > 1000) reps = 9;
     (void)bench_clock_from_env(); /* anything but "cpu" keeps the wall clock */
     const int split_ab = getenv("BENCH_SPLIT_AB") && strcmp(getenv("BENCH_SPLIT_AB"), "1") == 0;
-    if (split_ab) setenv("KERAC_CPU_GEMM_SPLIT", "1", 1);
+    if (split_ab) unsetenv("KERAC_CPU_GEMM_SPLIT");
     kc_backend *be = NULL;
     check(kc_backend_cpu_create(&be));
     static const char *const pass_name[3] = {"forward", "backward_data", "backward_filter"};
@@ -122,7 +121,7 @@ int main(int argc, char **argv) {
                 if (split_ab) {
                     setenv("KERAC_CPU_GEMM_SPLIT", "0", 1);
                     tg[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
-                    setenv("KERAC_CPU_GEMM_SPLIT", "1", 1);
+                    unsetenv("KERAC_CPU_GEMM_SPLIT");
                 } else {
                     tg[r] = gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
                 }

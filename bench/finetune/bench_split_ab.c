@@ -1,7 +1,7 @@
 /* bench_split_ab.c — one training run of a fine-tuning model (MobileNetV2 or ResNet50 from
  * make_models.py) in which the CPU backend's split of tall, skinny GEMMs across the threads
- * (kc__cpu_sgemm, cpu_gemm_conv.c; off by default) is switched on and off from one step to
- * the next (KERAC_CPU_GEMM_SPLIT=1 / 0, read at each GEMM call), in the order A B B A A B B A ... so that a
+ * (kc__cpu_sgemm, cpu_gemm_conv.c) is switched on and off from one step to the next
+ * (KERAC_CPU_GEMM_SPLIT, read at each GEMM call), in the order A B B A A B B A ... so that a
  * slow patch of the machine falls on both. Comparing the two in one process, step by step,
  * keeps the ratio meaningful where separate runs differ by 10 % from one to the next.
  *

@@ -35,24 +35,21 @@
  * rows when C has at least as many rows as columns (each thread packs all of op(B)), else by
  * columns in multiples of 16. Each element of C comes from one single-threaded call with
  * OpenBLAS's fixed blocking along K, so the result does not depend on the split or the
- * thread count. OFF BY DEFAULT, on with KERAC_CPU_GEMM_SPLIT=1 in the environment: in the
- * AddressSanitizer build (make asan) the second thread's slice came out as garbage (its first
- * row) in test_gemm_split and test_conv2d_chunked, with the same OpenBLAS library that gives
- * exact results in the release build; the cause (concurrent single-threaded OpenBLAS calls
- * from one OpenMP team, which cpu_winograd.c also makes) is not found yet. */
+ * thread count. KERAC_CPU_GEMM_SPLIT=0 in the environment leaves every GEMM to OpenBLAS's
+ * threading (the reference this path is tested and measured against). */
 #define KC_CPU_GEMM_SPLIT_DIM 4096
 #define KC_CPU_GEMM_SPLIT_COLS 256
 #define KC_CPU_GEMM_SPLIT_MIN ((int64_t)1 << 21) /* multiply-adds below which one call runs */
 
 /* Threads for a GEMM of m x n x k: 1 where OpenBLAS's threading runs it, inside a parallel
- * region, or unless the user turned the split on. */
+ * region, or when the user turned the split off. */
 static int gemm_team(int m, int n, int k) {
 #ifdef _OPENMP
     if (omp_in_parallel() || KC_MAX(m, k) < KC_CPU_GEMM_SPLIT_DIM || n > KC_CPU_GEMM_SPLIT_COLS ||
         (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
         return 1;
     const char *v = getenv("KERAC_CPU_GEMM_SPLIT");
-    if (!v || v[0] != '1' || v[1] != '\0') return 1;
+    if (v && v[0] == '0' && v[1] == '\0') return 1;
     const int by_rows = m >= n, len = by_rows ? m : n / 16; /* columns go in blocks of 16 */
     return KC_MAX(1, KC_MIN(omp_get_max_threads(), len));
 #else
