@@ -120,7 +120,7 @@ static kc_status nested_input(const json_t *e, const char *name, size_t k, json_
     if (n_args != 1 || !json_is_string(layer) || !json_is_integer(at))
         return kc__fail(KC_STATUS_UNSUPPORTED,
                         PFX "nested model '%s' is not called on one tensor (call #%zu); kerac inlines nested models "
-                            "called on one input each time",
+                            "called on one input each time: build its layers into the outer model in Keras instead",
                         name, k);
     *from = json_pack("[OO]", layer, at);
     return *from ? KC_STATUS_OK : KC_STATUS_OUT_OF_MEMORY;
@@ -172,7 +172,10 @@ static kc_status nested_layers(const json_t *cfg, const char *name, bool seq, co
     *out_name = json_string_value(json_array_get(o, 0));
     *out_node = json_integer_value(json_array_get(o, 1));
     if (!*in_name || !*out_name || many || !json_is_array(*ls))
-        return kc__fail(KC_STATUS_UNSUPPORTED, PFX "nested model '%s' needs one input and one output layer", name);
+        return kc__fail(KC_STATUS_UNSUPPORTED,
+                        PFX "nested model '%s' needs one input and one output layer; build its layers into the "
+                            "outer model in Keras instead of nesting it",
+                        name);
     return KC_STATUS_OK;
 }
 
