@@ -9,8 +9,9 @@
  *   bench_conv_gemm [REPS]     (default 9; KERAC_CPU_ISA picks the kernels, BENCH_CLOCK=cpu
  *                              times the process's CPU time, BENCH_SHAPES=TEXT only the
  *                              shapes whose name holds TEXT)
- * BENCH_SPLIT_AB=1: the "gemm" side is the same convolution pass with KERAC_CPU_GEMM_SPLIT=0
- * (OpenBLAS's own threading instead of the backend's split of big GEMMs across the threads),
+ * BENCH_SPLIT_AB=1: the "gemm" side is the same convolution pass with the backend's
+ * cpu_gemm_split at 0 (OpenBLAS's own threading instead of its split of big GEMMs across the
+ * threads; on for the conv side, whatever KERAC_CPU_GEMM_SPLIT says),
  * so of_gemm is the split's speed-up, measured alternately in one process.
  *
  * The GEMM of each pass, rows = N*OH*OW, K = KH*KW*C:
@@ -90,9 +91,9 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > 1000) reps = 9;
     (void)bench_clock_from_env(); /* anything but "cpu" keeps the wall clock */
     const int split_ab = getenv("BENCH_SPLIT_AB") && strcmp(getenv("BENCH_SPLIT_AB"), "1") == 0;
-    if (split_ab) unsetenv("KERAC_CPU_GEMM_SPLIT");
     kc_backend *be = NULL;
     check(kc_backend_cpu_create(&be));
+    if (split_ab) be->cpu_gemm_split = 1;
     static const char *const pass_name[3] = {"forward", "backward_data", "backward_filter"};
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) {
         const shape *s = &k_shapes[i];
@@ -119,9 +120,9 @@ int main(int argc, char **argv) {
             for (int r = 0; r < reps; r++) {
                 tc[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
                 if (split_ab) {
-                    setenv("KERAC_CPU_GEMM_SPLIT", "0", 1);
+                    be->cpu_gemm_split = 0;
                     tg[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
-                    unsetenv("KERAC_CPU_GEMM_SPLIT");
+                    be->cpu_gemm_split = 1;
                 } else {
                     tg[r] = gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
                 }

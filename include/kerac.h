@@ -598,6 +598,11 @@ typedef struct kc_device_opts {
     int cpu_infer_tile;           /* KC_FALSE: every layer runs on the whole batch; default: the
                                    * CPU runs a batch in tiles of examples whose activations fit
                                    * its caches, each tile through all layers (same results) */
+    /* debt2: the CPU's split of tall, skinny GEMMs across the threads */
+    int cpu_gemm_split;           /* KC_FALSE: every GEMM is one OpenBLAS call on OpenBLAS's own
+                                   * threading; default: a GEMM with m or k >= 4096 and n <= 256
+                                   * runs as one single-threaded call per thread on fixed slices
+                                   * of C (kc_backend.cpu_gemm_split) */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
@@ -607,7 +612,7 @@ typedef struct kc_device_opts {
  * any channel count),
  * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
  * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off),
- * KERAC_CPU_FOLD_PAD (0: off), KERAC_CPU_INFER_TILE (0: off); an unset
+ * KERAC_CPU_FOLD_PAD (0: off), KERAC_CPU_INFER_TILE (0: off), KERAC_CPU_GEMM_SPLIT (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

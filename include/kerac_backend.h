@@ -573,6 +573,14 @@ struct kc_backend {
      * what the caches hold), so that a tile crosses every layer while it is still in cache;
      * 0: whole batches (the GPU). The model decides the tile (src/model/tile.c). */
     size_t infer_tile_bytes;
+
+    /* ---- debt2: nonzero when the CPU backend splits a tall, skinny GEMM (m or k >= 4096,
+     * n <= 256) across the OpenMP team, one single-threaded OpenBLAS call per thread on a
+     * fixed slice of C; 0: every GEMM is one call on OpenBLAS's own threading. Set from
+     * kc_device_opts.cpu_gemm_split when the backend is created; read at each GEMM, so a
+     * program may change it between steps (bench/finetune/bench_split_ab.c does, on the
+     * backend kc_model_backend gives). 0 on other backends. */
+    int cpu_gemm_split;
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0
@@ -602,6 +610,10 @@ KC_API kc_status kc_backend_open(const char *device, kc_backend **out);
  * (kc_device_opts_default); kc_backend_open(d) is this with the environment's options and
  * device d. */
 KC_API kc_status kc_backend_open_ex(const kc_device_opts *opts, kc_backend **out);
+/* debt2: the backend a built model runs on (NULL before kc_model_build, or for NULL), owned
+ * by the model: for programs that work at the backend level, e.g. to change a switch that
+ * is read at each call (cpu_gemm_split) between two steps. Not for destroying. */
+KC_API kc_backend *kc_model_backend(kc_model *m);
 
 /* What a module exports (the symbol name is KC_BACKEND_MODULE_ENTRY). opts is never NULL
  * (libkerac passes zeroed options for "all defaults"); its strings live during the call

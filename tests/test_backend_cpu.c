@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "core/core.h"
 #include "kerac.h"
 #include "kerac_backend.h"
@@ -204,9 +205,20 @@ static void test_gemm(void **state) {
  * least 4096 and at most 256 columns: by rows when C is taller than wide, else by columns in blocks of 16, n not a
  * multiple of 16 here), at 1, 2 and 3 threads: each against the double reference, and the
  * threaded results bit for bit equal to the 1-thread one (each element of C comes from one
- * single-threaded call whatever the split). */
+ * single-threaded call whatever the split). Both paths: the split (cpu_gemm_split on, as
+ * many threads as asked), and OpenBLAS's own threading (cpu_gemm_split 0: one call). */
+static void gemm_split_shapes(int split);
 static void test_gemm_split(void **state) {
     (void)state;
+    const int saved_split = g_be->cpu_gemm_split;
+    for (int split = 1; split >= 0; split--) {
+        g_be->cpu_gemm_split = split;
+        gemm_split_shapes(split);
+    }
+    g_be->cpu_gemm_split = saved_split;
+}
+
+static void gemm_split_shapes(int split) {
     rseed(11);
     const int shapes[][5] = {/* m, n, k, ta, tb */
                              {16500, 40, 37, 0, 0}, {16400, 24, 33, 1, 1}, {20, 100, 17000, 1, 0}, {50, 30, 16384, 0, 1}};
@@ -225,6 +237,7 @@ static void test_gemm_split(void **state) {
         float *packed = falloc((size_t)m * n);
         for (int nt = 1; nt <= 3; nt++) {
             kc_set_num_threads(nt);
+            assert_int_equal(kc__cpu_gemm_threads(g_be, m, n, k), split ? nt : 1);
             memcpy(c, c0, (size_t)m * ldc * sizeof(float));
             assert_int_equal(g_be->gemm(g_be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), KC_STATUS_OK);
             for (int i = 0; i < m; i++) {
@@ -234,11 +247,67 @@ static void test_gemm_split(void **state) {
             expect_close_scaled("gemm split", packed, ref, (size_t)m * n, 1e-4);
             if (nt == 1)
                 memcpy(c1, c, (size_t)m * ldc * sizeof(float));
-            else if (memcmp(c1, c, (size_t)m * ldc * sizeof(float)) != 0)
+            else if (split && memcmp(c1, c, (size_t)m * ldc * sizeof(float)) != 0)
                 fail_msg("gemm %dx%dx%d (ta %d, tb %d): %d threads differ from 1 thread", m, n, k, ta, tb, nt);
         }
         free(a), free(b), free(c0), free(c1), free(c), free(ref), free(packed);
     }
+    kc_set_num_threads(saved);
+}
+
+/* debt2: the split is a device option. kc_device_opts.cpu_gemm_split and KERAC_CPU_GEMM_SPLIT
+ * (read by kc_device_opts_default) reach the backend's cpu_gemm_split, which decides the
+ * threads of a tall, skinny GEMM at each call; a model's backend (kc_model_backend) has its
+ * device options' value, and changing the field changes the next GEMM. */
+static void test_gemm_split_option(void **state) {
+    (void)state;
+    const int saved = kc_get_num_threads();
+    kc_set_num_threads(2);
+    const int m = 16500, n = 40, k = 37; /* split at 2 threads when on */
+    kc_backend *be = NULL;
+    kc_device_opts o = {0};
+    assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
+    assert_int_equal(be->cpu_gemm_split, 1);
+    assert_int_equal(kc__cpu_gemm_threads(be, m, n, k), 2);
+    assert_int_equal(kc__cpu_gemm_threads(be, 64, n, k), 1); /* not tall: OpenBLAS's threading */
+    be->cpu_gemm_split = 0;
+    assert_int_equal(kc__cpu_gemm_threads(be, m, n, k), 1);
+    kc_backend_destroy(be);
+    o.cpu_gemm_split = KC_FALSE;
+    assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
+    assert_int_equal(be->cpu_gemm_split, 0);
+    assert_int_equal(kc__cpu_gemm_threads(be, m, n, k), 1);
+    kc_backend_destroy(be);
+    /* the environment: 0/off turn it off, anything else (or unset) leaves it on */
+    const char *const values[] = {"0", "off", "1", ""};
+    const int want[] = {KC_FALSE, KC_FALSE, KC_TRUE, KC_DEFAULT};
+    for (int i = 0; i < 4; i++) {
+        setenv("KERAC_CPU_GEMM_SPLIT", values[i], 1);
+        assert_int_equal(kc_device_opts_default(&o), KC_STATUS_OK);
+        assert_int_equal(o.cpu_gemm_split, want[i]);
+        assert_int_equal(kc_backend_cpu_create(&be), KC_STATUS_OK);
+        assert_int_equal(be->cpu_gemm_split, want[i] != KC_FALSE);
+        assert_int_equal(kc__cpu_gemm_threads(be, m, n, k), want[i] == KC_FALSE ? 1 : 2);
+        kc_backend_destroy(be);
+    }
+    /* a model's backend: kc_model_set_device_opts over the environment's */
+    kc_model *mod = NULL;
+    assert_int_equal(kc_sequential("split_opt", &mod), KC_STATUS_OK);
+    assert_int_equal(kc_add(mod, KC_INPUT(.shape = {4})), KC_STATUS_OK);
+    assert_int_equal(kc_add(mod, KC_DENSE(.units = 2)), KC_STATUS_OK);
+    assert_null(kc_model_backend(mod)); /* not built yet */
+    assert_null(kc_model_backend(NULL));
+    setenv("KERAC_CPU_GEMM_SPLIT", "1", 1);
+    o = (kc_device_opts){.device = "cpu", .cpu_gemm_split = KC_FALSE};
+    assert_int_equal(kc_model_set_device_opts(mod, &o), KC_STATUS_OK);
+    assert_int_equal(kc_model_build(mod), KC_STATUS_OK);
+    kc_backend *mbe = kc_model_backend(mod);
+    assert_non_null(mbe);
+    assert_int_equal(mbe->cpu_gemm_split, 0);
+    mbe->cpu_gemm_split = 1;
+    assert_int_equal(kc__cpu_gemm_threads(mbe, m, n, k), 2);
+    kc_model_destroy(mod);
+    unsetenv("KERAC_CPU_GEMM_SPLIT");
     kc_set_num_threads(saved);
 }
 
@@ -1126,6 +1195,7 @@ int main(void) {
         cmocka_unit_test(test_table_and_memory),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_gemm_split),
+        cmocka_unit_test(test_gemm_split_option), /* debt2 */
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_chunked),
         cmocka_unit_test(test_conv2d_bad_desc),

@@ -1,7 +1,8 @@
 /* bench_split_ab.c — one training run of a fine-tuning model (MobileNetV2 or ResNet50 from
  * make_models.py) in which the CPU backend's split of tall, skinny GEMMs across the threads
  * (kc__cpu_sgemm, cpu_gemm_conv.c) is switched on and off from one step to the next
- * (KERAC_CPU_GEMM_SPLIT, read at each GEMM call), in the order A B B A A B B A ... so that a
+ * (kc_backend.cpu_gemm_split of the model's backend, read at each GEMM call), in the order
+ * A B B A A B B A ... so that a
  * slow patch of the machine falls on both. Comparing the two in one process, step by step,
  * keeps the ratio meaningful where separate runs differ by 10 % from one to the next.
  *
@@ -10,7 +11,7 @@
  * BENCH_THREADS (2), BENCH_BATCH (32), BENCH_WARMUP (2 steps, not counted), BENCH_PAIRS (8:
  * steps of each variant). Prints one JSON line: the median wall-clock and CPU seconds per
  * step of each variant and their ratios (off / on: above 1 when the split is faster).
- * Public API only (the variable is the backend's documented switch). */
+ * Public API only (kerac.h, and kerac_backend.h's kc_model_backend for the switch). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "kerac.h"
+#include "kerac_backend.h"
 #include "../bench_util.h"
 
 enum { CLASSES = 10, MAX_STEPS = 512 };
@@ -38,19 +40,17 @@ static double now_of(clockid_t id) {
 /* step s (counted from the first timed one) runs the split when s % 4 is 0 or 3: A B B A */
 static int split_on(int s) { return s % 4 == 0 || s % 4 == 3; }
 
-static void set_for_step(ab_state *st, int step) {
+static void set_for_step(kc_model *m, const ab_state *st, int step) {
     const int s = step - st->warmup;
-    setenv("KERAC_CPU_GEMM_SPLIT", s < 0 || split_on(s) ? "1" : "0", 1);
+    kc_model_backend(m)->cpu_gemm_split = s < 0 || split_on(s);
 }
 
 static kc_callback_action ab_begin(kc_model *m, void *user) {
-    (void)m;
-    set_for_step(user, 0);
+    set_for_step(m, user, 0);
     return KC_CONTINUE;
 }
 
 static kc_callback_action ab_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
-    (void)m;
     ab_state *st = user;
     const double w = now_of(CLOCK_MONOTONIC), c = now_of(CLOCK_PROCESS_CPUTIME_ID);
     const int s = (int)logs->step - st->warmup;
@@ -59,7 +59,7 @@ static kc_callback_action ab_batch_end(kc_model *m, const kc_batch_logs *logs, v
         st->on[s] = split_on(s);
     }
     st->w0 = w, st->c0 = c;
-    set_for_step(st, (int)logs->step + 1);
+    set_for_step(m, st, (int)logs->step + 1);
     return KC_CONTINUE;
 }
 

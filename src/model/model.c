@@ -352,6 +352,7 @@ kc_status kc_model_set_device(kc_model *m, const char *device) {
 }
 
 const char *kc_model_device(const kc_model *m) { return m && m->be ? m->be->device : ""; }
+kc_backend *kc_model_backend(kc_model *m) { return m ? m->be : NULL; }
 const char *kc_model_device_reason(const kc_model *m) { return m && m->be ? m->device_reason : ""; }
 
 kc_status kc__model_build(kc_model *m) {

@@ -134,10 +134,15 @@ kc_cpu_conv_kernel kc__cpu_conv_kernel(kc_backend *be, const kc_conv2d_desc *d);
  * conv2d_workspace asks (the call would fail too). */
 kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n);
 /* C = alpha op(A) op(B) + beta C, row-major, split over the OpenMP team in fixed slices of C
- * with single-threaded OpenBLAS calls (cpu_gemm_conv.c; KERAC_CPU_GEMM_SPLIT=0: OpenBLAS's
- * own threading). Sizes and pointers unchecked: kc__cpu_gemm checks them. */
-void kc__cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                   int ldb, float beta, float *c, int ldc);
+ * with single-threaded OpenBLAS calls where kc__cpu_gemm_threads says more than 1
+ * (cpu_gemm_conv.c), else one call on OpenBLAS's own threading. Sizes and pointers
+ * unchecked: kc__cpu_gemm checks them. */
+void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* The threads kc__cpu_sgemm splits an m x n x k GEMM across: 1 (OpenBLAS's threading) when
+ * be->cpu_gemm_split is 0 (kc_device_opts.cpu_gemm_split = KC_FALSE, KERAC_CPU_GEMM_SPLIT=0),
+ * inside a parallel region, or for a GEMM that is not tall and skinny. */
+int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k);
 kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);

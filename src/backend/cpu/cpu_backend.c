@@ -361,6 +361,7 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     be->fold_pad_depthwise = !(opts && opts->cpu_fold_pad == KC_FALSE); /* mnv2-2t */
     /* infer-a: inference in tiles (src/model/tile.c) */
     be->infer_tile_bytes = opts && opts->cpu_infer_tile == KC_FALSE ? 0 : KC_CPU_INFER_TILE_BYTES;
+    be->cpu_gemm_split = !(opts && opts->cpu_gemm_split == KC_FALSE); /* debt2: kc__cpu_sgemm */
     *out = be;
     return KC_STATUS_OK;
 }

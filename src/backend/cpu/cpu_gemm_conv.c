@@ -35,33 +35,30 @@
  * rows when C has at least as many rows as columns (each thread packs all of op(B)), else by
  * columns in multiples of 16. Each element of C comes from one single-threaded call with
  * OpenBLAS's fixed blocking along K, so the result does not depend on the split or the
- * thread count. KERAC_CPU_GEMM_SPLIT=0 in the environment leaves every GEMM to OpenBLAS's
- * threading (the reference this path is tested and measured against). */
+ * thread count. A backend with cpu_gemm_split = 0 (kc_device_opts.cpu_gemm_split = KC_FALSE,
+ * KERAC_CPU_GEMM_SPLIT=0) leaves every GEMM to OpenBLAS's threading (the reference this path
+ * is tested and measured against). */
 #define KC_CPU_GEMM_SPLIT_DIM 4096
 #define KC_CPU_GEMM_SPLIT_COLS 256
 #define KC_CPU_GEMM_SPLIT_MIN ((int64_t)1 << 21) /* multiply-adds below which one call runs */
 
-/* Threads for a GEMM of m x n x k: 1 where OpenBLAS's threading runs it, inside a parallel
- * region, or when the user turned the split off. */
-static int gemm_team(int m, int n, int k) {
+int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k) {
 #ifdef _OPENMP
-    if (omp_in_parallel() || KC_MAX(m, k) < KC_CPU_GEMM_SPLIT_DIM || n > KC_CPU_GEMM_SPLIT_COLS ||
-        (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
+    if (!be->cpu_gemm_split || omp_in_parallel() || KC_MAX(m, k) < KC_CPU_GEMM_SPLIT_DIM ||
+        n > KC_CPU_GEMM_SPLIT_COLS || (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
         return 1;
-    const char *v = getenv("KERAC_CPU_GEMM_SPLIT");
-    if (v && v[0] == '0' && v[1] == '\0') return 1;
     const int by_rows = m >= n, len = by_rows ? m : n / 16; /* columns go in blocks of 16 */
     return KC_MAX(1, KC_MIN(omp_get_max_threads(), len));
 #else
-    (void)m, (void)n, (void)k;
+    (void)be, (void)m, (void)n, (void)k;
     return 1;
 #endif
 }
 
-void kc__cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                   int ldb, float beta, float *c, int ldc) {
+void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    const int nt = gemm_team(m, n, k);
+    const int nt = kc__cpu_gemm_threads(be, m, n, k);
     if (nt <= 1) {
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
@@ -113,7 +110,7 @@ kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, i
         }
         return KC_STATUS_OK;
     }
-    kc__cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    kc__cpu_sgemm(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return KC_STATUS_OK;
 }
 
@@ -476,7 +473,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
         /* y (N*H*W, F) = x (N*H*W, C) x W (C, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            kc__cpu_sgemm(0, 0, m, f, d->c, 1.0f, x + (size_t)r0 * d->c, d->c, w, f, 0.0f, y + (size_t)r0 * f, f);
+            kc__cpu_sgemm(be, 0, 0, m, f, d->c, 1.0f, x + (size_t)r0 * d->c, d->c, w, f, 0.0f, y + (size_t)r0 * f, f);
         }
         bias_relu(y, b, rows_all, f, d->relu);
     } else {
@@ -487,7 +484,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
         for (int n0 = 0; n0 < d->n; n0 += nb_max) {
             int nb = KC_MIN(nb_max, d->n - n0);
             im2col(d, x + (size_t)n0 * img_in, nb, col);
-            kc__cpu_sgemm(0, 0, nb * d->oh * d->ow, f, kdim, 1.0f, col, kdim, w, f, 0.0f,
+            kc__cpu_sgemm(be, 0, 0, nb * d->oh * d->ow, f, kdim, 1.0f, col, kdim, w, f, 0.0f,
                           y + (size_t)n0 * img_out * f, f);
             bias_relu(y + (size_t)n0 * img_out * f, b, (int64_t)nb * d->oh * d->ow, f, d->relu);
         }
@@ -507,7 +504,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
         const int64_t rows_all = (int64_t)d->n * d->h * d->w;
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            kc__cpu_sgemm(0, 1, m, d->c, f, 1.0f, dy + (size_t)r0 * f, f, w, f, 0.0f, dx + (size_t)r0 * d->c, d->c);
+            kc__cpu_sgemm(be, 0, 1, m, d->c, f, 1.0f, dy + (size_t)r0 * f, f, w, f, 0.0f, dx + (size_t)r0 * d->c, d->c);
         }
         return KC_STATUS_OK;
     }
@@ -518,7 +515,7 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
     for (int n0 = 0; n0 < d->n; n0 += nb_max) {
         int nb = KC_MIN(nb_max, d->n - n0);
         /* dcol (rows, K) = dy (rows, F) x W^T, W (K, F) */
-        kc__cpu_sgemm(0, 1, nb * d->oh * d->ow, kdim, f, 1.0f, dy + (size_t)n0 * img_out * f, f, w, f, 0.0f, dcol,
+        kc__cpu_sgemm(be, 0, 1, nb * d->oh * d->ow, kdim, f, 1.0f, dy + (size_t)n0 * img_out * f, f, w, f, 0.0f, dcol,
                       kdim);
         col2im(d, dcol, nb, dx + (size_t)n0 * img_in);
     }
@@ -545,7 +542,7 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
         /* dW (C, F) = x^T (C, N*H*W) x dy (N*H*W, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int k = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            kc__cpu_sgemm(1, 0, d->c, f, k, 1.0f, x + (size_t)r0 * d->c, d->c, dy + (size_t)r0 * f, f,
+            kc__cpu_sgemm(be, 1, 0, d->c, f, k, 1.0f, x + (size_t)r0 * d->c, d->c, dy + (size_t)r0 * f, f,
                           r0 ? 1.0f : 0.0f, dw, f);
         }
     } else {
@@ -557,7 +554,7 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
             int nb = KC_MIN(nb_max, d->n - n0);
             im2col(d, x + (size_t)n0 * img_in, nb, col);
             /* dW (K, F) (+)= col^T (K, rows) x dy (rows, F) */
-            kc__cpu_sgemm(1, 0, kdim, f, nb * d->oh * d->ow, 1.0f, col, kdim, dy + (size_t)n0 * img_out * f, f,
+            kc__cpu_sgemm(be, 1, 0, kdim, f, nb * d->oh * d->ow, 1.0f, col, kdim, dy + (size_t)n0 * img_out * f, f,
                           n0 ? 1.0f : 0.0f, dw, f);
         }
     }
