@@ -1,9 +1,12 @@
-/* bench_common.c — the timed kc_fit and the CPU probe the training benchmarks share
+/* bench_common.c — the timed kc_fit, the CPU probe and the settings the benchmarks share
  * (bench_common.h). */
 #include "bench_common.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+
+#include "bench_util.h"
 
 static double seconds(clockid_t id) {
     struct timespec ts;
@@ -63,3 +66,38 @@ kc_backend *bench_cpu_probe(const char **isa) {
         *isa = kc_backend_cpu_isa(probe);
     return probe;
 }
+
+/* One setting: BENCH_ARG_NONE stays (not taken); else the variable over the default, and
+ * 1 when it is below lo. */
+static int read_setting(const char *name, int *v, int lo) {
+    if (*v == BENCH_ARG_NONE) return 0;
+    *v = bench_env_int(name, *v);
+    return *v < lo;
+}
+
+int bench_args_parse(bench_args *a, const char *usage, int argc, char **argv, int min_pos, int max_pos) {
+    int bad = read_setting("BENCH_THREADS", &a->threads, 1);
+    bad |= read_setting("BENCH_BATCH", &a->batch, 1);
+    bad |= read_setting("BENCH_WARMUP", &a->warmup, 0);
+    bad |= read_setting("BENCH_STEPS", &a->steps, 1);
+    if (a->profile != BENCH_ARG_NONE) a->profile = bench_env_int("BENCH_PROFILE", a->profile) == 1;
+    if (a->cpu_clock != BENCH_ARG_NONE && (a->cpu_clock = bench_clock_from_env()) < 0) {
+        fprintf(stderr, "usage: %s\nBENCH_CLOCK must be wall or cpu\n", usage);
+        return 2;
+    }
+    if (bad) {
+        fprintf(stderr, "usage: %s\nneed BENCH_THREADS, BENCH_BATCH, BENCH_STEPS >= 1 and BENCH_WARMUP >= 0 "
+                        "(those it takes)\n", usage);
+        return 2;
+    }
+    a->npos = argc > 1 ? argc - 1 : 0;
+    a->pos = argv + 1;
+    if (a->npos < min_pos || a->npos > max_pos) {
+        fprintf(stderr, "usage: %s\n", usage);
+        return 2;
+    }
+    if (a->threads != BENCH_ARG_NONE) kc_set_num_threads(a->threads);
+    return 0;
+}
+
+int bench_arg_int(const bench_args *a, int i, int fallback) { return i < a->npos ? atoi(a->pos[i]) : fallback; }

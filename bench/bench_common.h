@@ -1,6 +1,6 @@
-/* bench_common.h — what the training benchmarks (bench_train.c, finetune/bench_finetune.c)
- * share: kc_fit timed by a callback over the steps after the warm-up, and the probe of the
- * CPU kernel set kerac runs. Public API (kerac.h) and the backend ABI (kerac_backend.h).
+/* bench_common.h — what the benchmarks (bench_train.c, finetune/bench_finetune.c,
+ * bench_infer.c) share: kc_fit timed by a callback over the steps after the warm-up, the
+ * probe of the CPU kernel set kerac runs, and the parsing of their settings. Public API (kerac.h) and the backend ABI (kerac_backend.h).
  * Compiled with bench_common.c into each of those programs (bench/CMakeLists.txt). */
 #ifndef KERAC_BENCH_COMMON_H
 #define KERAC_BENCH_COMMON_H
@@ -43,5 +43,29 @@ kc_backend *bench_cpu_probe(const char **isa);
 
 /* Prints "PROG: WHAT failed (STATUS): kc_last_error()" to stderr; returns 1 */
 int bench_fail(const char *prog, const char *what, kc_status s);
+
+/* ---- debt2: the command line and settings bench_infer and bench_finetune share, parsed in
+ * one place. The caller fills in the defaults; a field below 0 (BENCH_ARG_NONE) is a setting
+ * the program does not take, left unread. bench_args_parse reads BENCH_THREADS, BENCH_BATCH,
+ * BENCH_WARMUP, BENCH_STEPS, BENCH_PROFILE (1: on) and BENCH_CLOCK (wall or cpu; bench_util.h's
+ * clock is static, each program's own: it calls bench_clock_from_env, valid then), checks them (threads, batch, steps >= 1, warmup >= 0) and the number of
+ * positional arguments argv[1..] (min_pos to max_pos), and sets the threads
+ * (kc_set_num_threads). Returns 0, or 2 after printing "usage: USAGE" and what was
+ * wrong to stderr (the exit status the programs give a usage error). */
+#define BENCH_ARG_NONE (-1)
+typedef struct bench_args {
+    int threads;   /* BENCH_THREADS */
+    int batch;     /* BENCH_BATCH */
+    int warmup;    /* BENCH_WARMUP: steps before the clock starts */
+    int steps;     /* BENCH_STEPS: timed steps */
+    int profile;   /* BENCH_PROFILE=1 */
+    int cpu_clock; /* BENCH_CLOCK=cpu (0: wall) */
+    int npos;      /* positional arguments */
+    char **pos;
+} bench_args;
+int bench_args_parse(bench_args *a, const char *usage, int argc, char **argv, int min_pos, int max_pos);
+/* Positional argument i as an integer (atoi, as the programs always read them), fallback
+ * when there are not that many. */
+int bench_arg_int(const bench_args *a, int i, int fallback);
 
 #endif

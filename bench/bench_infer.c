@@ -10,10 +10,12 @@
  * The weights are the initialiser's (no training: the arithmetic is the same). Threads:
  * BENCH_THREADS (default 2). Public API only.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kerac.h"
+#include "bench_common.h"
 #include "bench_util.h"
 
 enum { MAX_REPS = 101, MAX_BATCHES = 8 };
@@ -37,14 +39,17 @@ static kc_status time_passes(kc_model *m, const float *x, int64_t n, int b, int 
 }
 
 int main(int argc, char **argv) {
-    const int reps = argc > 1 ? atoi(argv[1]) : 7;
-    int batches[MAX_BATCHES] = {1000}, nb = 1;
-    if (argc > 2) nb = 0;
-    for (int i = 2; i < argc && nb < MAX_BATCHES; i++) batches[nb++] = atoi(argv[i]);
-    const int threads = bench_env_int("BENCH_THREADS", 2);
-    if (reps < 1 || reps >= MAX_REPS || threads < 1 || bench_clock_from_env() < 0) {
-        fprintf(stderr, "usage: bench_infer [REPS 1..%d] [BATCH...]; BENCH_THREADS >= 1, BENCH_CLOCK wall|cpu\n",
-                MAX_REPS - 1);
+    char usage[64];
+    snprintf(usage, sizeof usage, "bench_infer [REPS 1..%d] [BATCH...]", MAX_REPS - 1);
+    bench_args a = {.threads = 2, .batch = BENCH_ARG_NONE, .warmup = BENCH_ARG_NONE, .steps = BENCH_ARG_NONE,
+                    .profile = BENCH_ARG_NONE, .cpu_clock = 0};
+    if (bench_args_parse(&a, usage, argc, argv, 0, INT_MAX)) return 2;
+    (void)bench_clock_from_env(); /* checked: this file's clock */
+    const int reps = bench_arg_int(&a, 0, 7), threads = a.threads;
+    int batches[MAX_BATCHES] = {1000}, nb = a.npos > 1 ? 0 : 1;
+    for (int i = 1; i < a.npos && nb < MAX_BATCHES; i++) batches[nb++] = bench_arg_int(&a, i, 0);
+    if (reps < 1 || reps >= MAX_REPS) {
+        fprintf(stderr, "usage: %s\n", usage);
         return 2;
     }
     for (int i = 0; i < nb; i++)
@@ -52,7 +57,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_infer: batch sizes must be positive\n");
             return 2;
         }
-    kc_set_num_threads(threads);
     int rc = 1;
     kc_status s;
     kc_model *m = NULL;

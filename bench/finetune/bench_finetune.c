@@ -58,18 +58,9 @@ static void print_profile(const kc_model *m, int64_t calls) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: bench_finetune MODEL.keras\n");
-        return 2;
-    }
-    int threads = bench_env_int("BENCH_THREADS", 2), warmup = bench_env_int("BENCH_WARMUP", 3);
-    int steps = bench_env_int("BENCH_STEPS", 10), batch = bench_env_int("BENCH_BATCH", 32);
-    int profile = bench_env_int("BENCH_PROFILE", 0) == 1;
-    if (threads < 1 || warmup < 0 || steps < 1 || batch < 1) {
-        fprintf(stderr, "bench_finetune: need BENCH_THREADS >= 1, BENCH_WARMUP >= 0, BENCH_STEPS >= 1, BENCH_BATCH >= 1\n");
-        return 2;
-    }
-    kc_set_num_threads(threads);
+    bench_args a = {.threads = 2, .batch = 32, .warmup = 3, .steps = 10, .profile = 0, .cpu_clock = BENCH_ARG_NONE};
+    if (bench_args_parse(&a, "bench_finetune MODEL.keras", argc, argv, 1, 1)) return 2;
+    const int warmup = a.warmup, steps = a.steps, batch = a.batch, profile = a.profile;
     int rc = 1;
     kc_status s;
     kc_model *m = NULL;
