@@ -17,6 +17,10 @@
  *                       SGD with momentum, batch 16
  *   each_isa_steps      the default CNN again under each kernel set the processor runs
  *                       (kc_device_opts.cpu_isa): the copies must not differ
+ *   blocked_one_thread  workload A's conv2d_1 (32 -> 64, 3x3 on 13x13) on the
+ *                       register-blocked kernels (cpu_conv_blocked.c; each kernel set that
+ *                       has them), forward and backward-filter on one thread: no libgomp
+ *                       allocation (no OpenMP region entered) and none of kerac's (debt2)
  *   host_overhead       a one-Dense model on 8 features, batch 8, one thread (the kernels
  *                       cost next to nothing): microseconds of CPU time per step (the
  *                       process's: the loader thread's too), printed with the wall clock's
@@ -306,6 +310,51 @@ static void each_isa_steps(void **state) {
     kc_dataset_destroy(d);
 }
 
+static void blocked_one_thread(void **state) {
+    (void)state;
+    const kc_conv2d_desc d = {.n = 8, .h = 13, .w = 13, .c = 32, .f = 64, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                              .dh = 1, .dw = 1, .oh = 11, .ow = 11};
+    float *x = calloc((size_t)d.n * d.h * d.w * d.c, sizeof *x), *w = calloc((size_t)9 * d.c * d.f, sizeof *w);
+    float *y = calloc((size_t)d.n * d.oh * d.ow * d.f, sizeof *y), *dw = calloc((size_t)9 * d.c * d.f, sizeof *dw);
+    assert_true(x && w && y && dw);
+    const int threads = kc_get_num_threads();
+    int ran = 0;
+    for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++) {
+        kc_backend *be = NULL;
+        /* Winograd off: F(4x4,3x3) would take this shape first */
+        must(kc_backend_cpu_create_ex(&(kc_device_opts){.cpu_isa = isa, .cpu_winograd = KC_FALSE}, &be), "cpu backend");
+        const size_t wsb = be->conv2d_workspace(be, &d);
+        void *ws = malloc(wsb + 1);
+        char desc[256] = "";
+        must(be->describe(be, KC_OP_CONV2D, &d, wsb, desc, sizeof desc), "describe");
+        if (!strstr(desc, "register-blocked")) {
+            if (isa >= KC_CPU_ISA_AVX2) fail_msg("%s kernels: not the register-blocked kernel: %s", kc__cpu_isa_label(isa), desc);
+            print_message("    %s kernels: no register-blocked convolution here (%s)\n", kc__cpu_isa_label(isa), desc);
+        } else {
+            kc_set_num_threads(1);
+            must(be->conv2d_forward(be, &d, x, w, NULL, y, ws, wsb), "forward"); /* warm-up */
+            atomic_store(&g_allocs, 0);
+            atomic_store(&g_runtime, 0);
+            atomic_store(&g_gomp, 0);
+            atomic_store(&g_counting, 1);
+            for (int r = 0; r < 3; r++) {
+                must(be->conv2d_forward(be, &d, x, w, NULL, y, ws, wsb), "forward");
+                must(be->conv2d_backward_filter(be, &d, x, y, dw, NULL, ws, wsb), "backward filter");
+            }
+            atomic_store(&g_counting, 0);
+            kc_set_num_threads(threads);
+            char what[96];
+            snprintf(what, sizeof what, "register-blocked conv on the %s kernels, one thread", kc__cpu_isa_label(isa));
+            expect_none(what, atomic_load(&g_allocs), 3);
+            ran++;
+        }
+        free(ws);
+        kc_backend_destroy(be);
+    }
+    if (!ran) print_message("    no kernel set of this processor has the register-blocked convolutions: skipped\n");
+    free(x), free(w), free(y), free(dw);
+}
+
 static void host_overhead(void **state) {
     (void)state;
     enum { N = 8 * 400, TINY_STEPS = 400 };
@@ -358,6 +407,7 @@ int main(void) {
         cmocka_unit_test(workload_a_steps),
         cmocka_unit_test(batchnorm_steps),
         cmocka_unit_test(each_isa_steps),
+        cmocka_unit_test(blocked_one_thread), /* debt2 */
         cmocka_unit_test(host_overhead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,9 +20,6 @@
  * take; tests/test_conv_blocked.c compares the two. */
 #include <stdint.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "cpu.h"
 
@@ -133,36 +130,41 @@ static inline void fwd_block(const float *const xp[PB], int np, int kh, size_t k
         }
 }
 
-void kc__cpu_blocked_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y,
-                             void *ws) {
-    const int nt = nthreads_for(d), npix = d->oh * d->ow, f = d->f;
+/* One image's output (padded first into buf when the convolution pads). */
+static void fwd_image(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y, int img,
+                      float *buf) {
+    const int npix = d->oh * d->ow, f = d->f;
     const size_t wp = (size_t)wp_of(d), row = wp * d->c, kwc = (size_t)d->kw * d->c;
     const bool relu = d->relu != 0;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int img = 0; img < d->n; img++) {
-        int t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
-        float *buf = (float *)ws + (size_t)t * pad_floats(d);
-        const float *xi = image(d, x, img, buf);
-        float *yi = y + (size_t)img * npix * f;
-        for (int p0 = 0; p0 < npix; p0 += PB) {
-            const int np = KC_MIN(PB, npix - p0);
-            const float *xp[PB];
-            float *yp[PB];
-            for (int p = 0; p < PB; p++) {
-                const int q = p0 + (p < np ? p : 0), oy = q / d->ow, ox = q % d->ow;
-                xp[p] = xi + ((size_t)oy * wp + ox) * d->c;
-                yp[p] = yi + (size_t)q * f;
-            }
-            for (int f0 = 0; f0 < f; f0 += FB) {
-                float *yq[PB];
-                for (int p = 0; p < PB; p++) yq[p] = yp[p] + f0;
-                fwd_block(xp, np, d->kh, kwc, row, w + f0, f, b ? b + f0 : NULL, relu, yq);
-            }
+    const float *xi = image(d, x, img, buf);
+    float *yi = y + (size_t)img * npix * f;
+    for (int p0 = 0; p0 < npix; p0 += PB) {
+        const int np = KC_MIN(PB, npix - p0);
+        const float *xp[PB];
+        float *yp[PB];
+        for (int p = 0; p < PB; p++) {
+            const int q = p0 + (p < np ? p : 0), oy = q / d->ow, ox = q % d->ow;
+            xp[p] = xi + ((size_t)oy * wp + ox) * d->c;
+            yp[p] = yi + (size_t)q * f;
+        }
+        for (int f0 = 0; f0 < f; f0 += FB) {
+            float *yq[PB];
+            for (int p = 0; p < PB; p++) yq[p] = yp[p] + f0;
+            fwd_block(xp, np, d->kh, kwc, row, w + f0, f, b ? b + f0 : NULL, relu, yq);
         }
     }
+}
+
+/* nt parts of the batch, part t (images [n t / nt, n (t + 1) / nt)) with scratch t, whichever
+ * thread runs it: a loop, so that one thread enters no OpenMP region (KC_CPU_PAR_FOR). */
+void kc__cpu_blocked_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y,
+                             void *ws) {
+    const int nt = nthreads_for(d);
+    KC_CPU_PAR_FOR(nt > 1, schedule(static, 1) num_threads(nt), for (int t = 0; t < nt; t++) {
+        float *buf = (float *)ws + (size_t)t * pad_floats(d);
+        const int i0 = (int)((int64_t)d->n * t / nt), i1 = (int)((int64_t)d->n * (t + 1) / nt);
+        for (int img = i0; img < i1; img++) fwd_image(d, x, w, b, y, img, buf);
+    });
 }
 
 /* part[k0 + r][f0 ..] += sum over the image's pixels of patch[k0 + r] * dy[f0 ..], for the PB
@@ -209,8 +211,9 @@ static void offsets(const kc_conv2d_desc *d, int64_t *koff, int *pix) {
         for (int ox = 0; ox < d->ow; ox++) pix[q++] = (int)((oy * wp + ox) * c);
 }
 
-/* dW (K, F) = sum over images and pixels of patch (K) x dy (F): per-thread partial sums
- * combined in a fixed order (reproducible for a given thread count). */
+/* dW (K, F) = sum over images and pixels of patch (K) x dy (F): nt partial sums, part t over
+ * images [n t / nt, n (t + 1) / nt) with scratch t (whichever thread runs it), combined in a
+ * fixed order (reproducible for a given nt). */
 void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
                                      void *ws) {
     const int nt = nthreads_for(d), npix = d->oh * d->ow, f = d->f, kdim = (int)kdim_of(d);
@@ -221,17 +224,11 @@ void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, co
     int64_t *const koff = (int64_t *)(((uintptr_t)(parts + (size_t)nt * kf) + 7) & ~(uintptr_t)7);
     int *const pix = (int *)(koff + kdim);
     offsets(d, koff, pix);
-    memset(parts, 0, (size_t)nt * kf * sizeof(float)); /* a team smaller than nt leaves some zero */
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int t = 0, n_t = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        n_t = omp_get_num_threads();
-#endif
+    memset(parts, 0, (size_t)nt * kf * sizeof(float)); /* a part with no images stays zero */
+    KC_CPU_PAR_FOR(nt > 1, schedule(static, 1) num_threads(nt), for (int t = 0; t < nt; t++) {
         float *part = parts + (size_t)t * kf;
         float *buf = (float *)ws + (size_t)t * padf;
-        const int i0 = (int)((int64_t)d->n * t / n_t), i1 = (int)((int64_t)d->n * (t + 1) / n_t);
+        const int i0 = (int)((int64_t)d->n * t / nt), i1 = (int)((int64_t)d->n * (t + 1) / nt);
         for (int img = i0; img < i1; img++) {
             const float *xi = image(d, x, img, buf), *dyi = dy + (size_t)img * npix * f;
             for (int k0 = 0; k0 < kdim; k0 += PB) {
@@ -242,7 +239,7 @@ void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, co
                     bwf_block(xi, off, nk, pix, npix, dyi + f0, f, part + (size_t)k0 * f + f0);
             }
         }
-    }
+    });
     for (size_t i = 0; i < kf; i++) {
         float s = 0.0f;
         for (int t = 0; t < nt; t++) s += parts[(size_t)t * kf + i];
