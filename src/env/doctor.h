@@ -73,6 +73,9 @@ static inline bool kc__doc_gpu_usable_driver(const kc_doctor_report *r) {
 }
 
 /* The checks, in the order kc_doctor_run adds them (each adds one or more). */
+/* What a KERAC_* variable kerac reads does (the env check's words); NULL for a name kerac
+ * does not read. */
+const char *kc__doc_env_doc(const char *name);
 void kc__doc_check_kerac(kc_doctor_report *r);
 void kc__doc_check_module(kc_doctor_report *r);
 void kc__doc_check_driver(kc_doctor_report *r);

@@ -36,9 +36,17 @@ static const env_doc kerac_vars[] = {
     /* issue 17, workload A (CPU speed) */
     {"KERAC_CPU_CONV_BLOCKED", "0: no register-blocked direct convolutions on the CPU (im2col + GEMM)"},
     {"KERAC_CPU_HUGEPAGES", "0: no transparent huge pages asked for the CPU's large blocks (the arena)"},
+    /* debt2: the other variables kerac reads (device options, the dataset folder) */
+    {"KERAC_CPU_WINOGRAD_TILE", "Winograd's output tile on the CPU: auto, 2 or 4"},
+    {"KERAC_CUDNN_GROUPED", "0: grouped and depthwise convolutions on the GPU by kerac's own kernels, not cuDNN"},
+    {"KERAC_CPU_FUSE_BN_RELU", "0: a BatchNormalization and the ReLU after it as two passes on the CPU"},
+    {"KERAC_CPU_FOLD_PAD", "0: a ZeroPadding2D before a DepthwiseConv2D writes its padded copy on the CPU"},
+    {"KERAC_CPU_INFER_TILE", "0: inference on the CPU runs each layer on the whole batch (no cache-sized tiles)"},
+    {"KERAC_CPU_GEMM_SPLIT", "0: tall, skinny GEMMs on OpenBLAS's threading, not split across the threads"},
+    {"KERAC_FASHION_MNIST_DIR", "the folder of the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)"},
 };
 
-static const char *env_doc_of(const char *name) {
+const char *kc__doc_env_doc(const char *name) {
     for (size_t i = 0; i < sizeof kerac_vars / sizeof kerac_vars[0]; i++)
         if (!strcmp(kerac_vars[i].name, name)) return kerac_vars[i].what;
     return NULL;
@@ -55,7 +63,7 @@ void kc__doc_check_env(kc_doctor_report *r) {
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
         const char *val = eq + 1;
-        const char *doc = env_doc_of(name);
+        const char *doc = kc__doc_env_doc(name);
         shown++;
         if (!doc) {
             kc__doc_add(r, "env", KC_CHECK_WARNING, "check the spelling: the variables kerac reads are listed in `kerac doctor --help`",
