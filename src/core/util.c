@@ -87,10 +87,18 @@ void kc_set_num_threads(int n) {
 #endif
 }
 
+/* KERAC_NUM_THREADS, read once (the kernels ask at every call): -1 not read yet, 0 unset or
+ * not a positive number */
+static _Atomic int g_env_threads = -1;
+
 int kc__num_threads(void) {
     if (g_threads > 0) return g_threads;
-    const char *env = getenv("KERAC_NUM_THREADS");
-    if (env && atoi(env) > 0) return atoi(env);
+    int env_threads = g_env_threads;
+    if (env_threads < 0) {
+        const char *env = getenv("KERAC_NUM_THREADS");
+        g_env_threads = env_threads = env && atoi(env) > 0 ? atoi(env) : 0;
+    }
+    if (env_threads > 0) return env_threads;
 #ifdef _OPENMP
     return omp_get_num_procs();
 #else
