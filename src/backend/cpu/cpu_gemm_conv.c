@@ -161,7 +161,8 @@ static int direct_parts(const kc_conv2d_desc *d);
  * in registers, 8 independent FMA chains, each input value broadcast straight from the image
  * where the pixels' patches lie inside it, else from the row's patches gathered into a small
  * buffer on the stack (im2col of one row). Backward-filter: the K gradient rows accumulate
- * in registers (K independent chains) while the gathered row streams by. GCC's vector
+ * in registers (K independent chains; K = 9 compiled as a constant so they stay there) while
+ * the row's patches, read the same way, stream by. GCC's vector
  * extension keeps this portable: 16 floats are one AVX-512 register, two AVX2 ones. */
 #define KC_CPU_DIRECT_K 32
 #define KC_CPU_DIRECT_ROW 64 /* output pixels gathered at a time */
@@ -388,51 +389,107 @@ static void direct_pixels(direct_src s, int n, int kdim, int f, const float *w, 
     }
 }
 
-/* One output row r (image r / OH, row r % OH), in spans of KC_CPU_DIRECT_ROW pixels. A span
- * whose pixels have every tap inside the image (all of a "valid" convolution) is read in
- * place; the others, and spans of fewer than PB pixels, are gathered into col first (a span
- * under PB zero-padded to a whole block). */
-static void direct_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y,
-                       int64_t r, const int *img_off) {
+/* The taps' offsets from a pixel's first tap in the image (H, W, C): img_off[k], k = (ki, kj, ch). */
+static void direct_offsets(const kc_conv2d_desc *d, int *img_off) {
+    for (int ki = 0, k = 0; ki < d->kh; ki++)
+        for (int kj = 0; kj < d->kw; kj++)
+            for (int ch = 0; ch < d->c; ch++) img_off[k++] = (ki * d->dh * d->w + kj * d->dw) * d->c + ch;
+}
+
+/* Where pixels [ox0, ox0 + n) of output row oy of image xi find their taps. A span of at least
+ * PB pixels with every tap inside the image (all of a "valid" convolution) is read in place;
+ * the others are gathered into col (KC_CPU_DIRECT_ROW, K), a span under PB zero-padded to a
+ * whole block. */
+static direct_src direct_span(const kc_conv2d_desc *d, const float *xi, int oy, int ox0, int n, const int *img_off,
+                              float *col) {
     static const int col_off[KC_CPU_DIRECT_K] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
                                                  16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
-    const int f = d->f, kdim = d->kh * d->kw * d->c, c = d->c;
+    const int kdim = d->kh * d->kw * d->c, iy0 = oy * d->sh - d->pad_top, ix0 = ox0 * d->sw - d->pad_left;
+    if (n >= PB && iy0 >= 0 && iy0 + (d->kh - 1) * d->dh < d->h && ix0 >= 0 &&
+        ix0 + (n - 1) * d->sw + (d->kw - 1) * d->dw < d->w)
+        return (direct_src){xi + ((size_t)iy0 * d->w + ix0) * d->c, img_off, d->sw * d->c};
+    gather_span(d, xi, oy, ox0, n, col);
+    if (n < PB) memset(col + (size_t)n * kdim, 0, (size_t)(PB - n) * kdim * sizeof(float));
+    return (direct_src){col, col_off, kdim};
+}
+
+/* One output row r (image r / OH, row r % OH), in spans of KC_CPU_DIRECT_ROW pixels. */
+static void direct_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y,
+                       int64_t r, const int *img_off) {
+    const int f = d->f, kdim = d->kh * d->kw * d->c;
     const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
-    const float *xi = x + (size_t)img * d->h * d->w * c; /* (H, W, C) */
-    const int iy0 = oy * d->sh - d->pad_top, rows_in = iy0 >= 0 && iy0 + (d->kh - 1) * d->dh < d->h;
-    const bool relu = d->relu != 0;
-    float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K]; /* (span, K) */
+    const float *xi = x + (size_t)img * d->h * d->w * d->c; /* (H, W, C) */
+    float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K];         /* (span, K) */
     for (int ox0 = 0; ox0 < d->ow; ox0 += KC_CPU_DIRECT_ROW) {
-        const int n = KC_MIN(KC_CPU_DIRECT_ROW, d->ow - ox0), ix0 = ox0 * d->sw - d->pad_left;
-        float *yr = y + ((size_t)r * d->ow + ox0) * f; /* (span, F) */
-        if (n >= PB && rows_in && ix0 >= 0 && ix0 + (n - 1) * d->sw + (d->kw - 1) * d->dw < d->w) {
-            const direct_src in = {xi + ((size_t)iy0 * d->w + ix0) * c, img_off, d->sw * c};
-            direct_pixels(in, n, kdim, f, w, b, relu, yr);
-            continue;
-        }
-        gather_span(d, xi, oy, ox0, n, col);
-        if (n < PB) memset(col + (size_t)n * kdim, 0, (size_t)(PB - n) * kdim * sizeof(float));
-        direct_pixels((direct_src){col, col_off, kdim}, n, kdim, f, w, b, relu, yr);
+        const int n = KC_MIN(KC_CPU_DIRECT_ROW, d->ow - ox0);
+        const direct_src s = direct_span(d, xi, oy, ox0, n, img_off, col);
+        direct_pixels(s, n, kdim, f, w, b, d->relu != 0, y + ((size_t)r * d->ow + ox0) * f);
     }
 }
 
 static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y) {
-    int img_off[KC_CPU_DIRECT_K]; /* tap k = (ki, kj, ch) from a pixel's first tap, in the image */
-    for (int ki = 0, k = 0; ki < d->kh; ki++)
-        for (int kj = 0; kj < d->kw; kj++)
-            for (int ch = 0; ch < d->c; ch++) img_off[k++] = (ki * d->dh * d->w + kj * d->dw) * d->c + ch;
+    int img_off[KC_CPU_DIRECT_K];
+    direct_offsets(d, img_off);
     const int64_t rows = (int64_t)d->n * d->oh;
     KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * d->f), schedule(static),
                    for (int64_t r = 0; r < rows; r++) direct_row(d, x, w, b, y, r, img_off););
+}
+
+/* part (K, F), 16 filters from f0, += the sum over pixels [0, n) of a span of patch (K) x dy
+ * row (dyr: (span, F)): the K rows accumulate in registers, K independent FMA chains. Inlined
+ * with kdim a constant (9: a 3x3 kernel on one channel) the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void direct_dw_span(direct_src s, int n, int kdim, const float *dyr,
+                                                                 int f, int f0, float *part) {
+    kc_vd acc[KC_CPU_DIRECT_K][DN] = {{{0}}};
+    for (int p = 0; p < n; p++) {
+        kc_vd g[DN];
+#pragma GCC unroll 4
+        for (int v = 0; v < DN; v++) g[v] = vd_load(dyr + (size_t)p * f + f0 + v * DV);
+        const float *base = s.src + (size_t)p * s.step;
+#pragma GCC unroll 32
+        for (int k = 0; k < kdim; k++) {
+            const float xv = base[s.off[k]];
+#pragma GCC unroll 4
+            for (int v = 0; v < DN; v++) acc[k][v] += xv * g[v];
+        }
+    }
+#pragma GCC unroll 32
+    for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+        for (int v = 0; v < DN; v++) {
+            float *o = part + (size_t)k * f + f0 + v * DV;
+            vd_store(o, vd_load(o) + acc[k][v]);
+        }
+}
+
+/* Output rows [r0, r1) into part (K, F). */
+static void direct_dw_rows(const kc_conv2d_desc *d, const float *x, const float *dy, int64_t r0, int64_t r1,
+                           const int *img_off, float *part) {
+    const int f = d->f, kdim = d->kh * d->kw * d->c;
+    float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K];
+    for (int64_t r = r0; r < r1; r++) {
+        const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
+        const float *xi = x + (size_t)img * d->h * d->w * d->c;
+        for (int ox0 = 0; ox0 < d->ow; ox0 += KC_CPU_DIRECT_ROW) {
+            const int n = KC_MIN(KC_CPU_DIRECT_ROW, d->ow - ox0);
+            const direct_src s = direct_span(d, xi, oy, ox0, n, img_off, col);
+            const float *dyr = dy + ((size_t)r * d->ow + ox0) * f;
+            for (int f0 = 0; f0 < f; f0 += 16) {
+                if (kdim == 9) direct_dw_span(s, n, 9, dyr, f, f0, part);
+                else direct_dw_span(s, n, kdim, dyr, f, f0, part);
+            }
+        }
+    }
 }
 
 /* dW (K, F) = sum over output pixels of patch (K) x dy (F): per-thread partial sums in
  * the workspace, combined in a fixed order (reproducible for a given thread count). */
 static void conv_direct_backward_filter(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
                                         float *partial, int nparts) {
-    const int f = d->f, kdim = d->kh * d->kw * d->c;
     const int64_t rows = (int64_t)d->n * d->oh;
-    const size_t kf = (size_t)kdim * f;
+    const size_t kf = (size_t)d->kh * d->kw * d->c * d->f;
+    int img_off[KC_CPU_DIRECT_K];
+    direct_offsets(d, img_off);
 #pragma omp parallel num_threads(nparts) if (nparts > 1)
     {
         int t = 0, nt = 1;
@@ -442,38 +499,7 @@ static void conv_direct_backward_filter(const kc_conv2d_desc *d, const float *x,
 #endif
         float *part = partial + (size_t)t * kf; /* (K, F) */
         memset(part, 0, kf * sizeof(float));
-        const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-        float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K];
-        for (int64_t r = r0; r < r1; r++) {
-            const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
-            const float *xi = x + (size_t)img * d->h * d->w * d->c;
-            for (int ox0 = 0; ox0 < d->ow; ox0 += KC_CPU_DIRECT_ROW) {
-                const int n = KC_MIN(KC_CPU_DIRECT_ROW, d->ow - ox0);
-                gather_span(d, xi, oy, ox0, n, col);
-                const float *dyr = dy + ((size_t)r * d->ow + ox0) * f;
-                for (int f0 = 0; f0 < f; f0 += 16) {
-                    kc_vd acc[KC_CPU_DIRECT_K][DN];
-                    for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                        for (int v = 0; v < DN; v++) acc[k][v] = (kc_vd){0};
-                    for (int p = 0; p < n; p++) {
-                        kc_vd g[DN];
-#pragma GCC unroll 4
-                        for (int v = 0; v < DN; v++) g[v] = vd_load(dyr + (size_t)p * f + f0 + v * DV);
-                        const float *cp = col + (size_t)p * kdim;
-                        for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                            for (int v = 0; v < DN; v++) acc[k][v] += cp[k] * g[v];
-                    }
-                    for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                        for (int v = 0; v < DN; v++) {
-                            float *o = part + (size_t)k * f + f0 + v * DV;
-                            vd_store(o, vd_load(o) + acc[k][v]);
-                        }
-                }
-            }
-        }
+        direct_dw_rows(d, x, dy, rows * t / nt, rows * (t + 1) / nt, img_off, part);
     }
     for (size_t i = 0; i < kf; i++) {
         float s = 0.0f;
