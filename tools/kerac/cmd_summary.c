@@ -233,7 +233,7 @@ static int print_memory(kc_model *m, long batch, long accum, const char *optimiz
     print_image_cache(d);
     char what[64];
     if (inf.tile < inf.batch_size) /* predict and evaluate run the batch in tiles (their plan: a tile's) */
-        snprintf(what, sizeof what, "inference, same batch (tiles of %d): total", inf.tile);
+        snprintf(what, sizeof what, "inference in tiles of %d: total", inf.tile);
     else
         snprintf(what, sizeof what, "inference at the same batch: total");
     printf("  %-40s %12s\n", what, fmt_mem(inf.device_total, b, sizeof b));
