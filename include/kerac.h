@@ -748,10 +748,15 @@ typedef struct kc_memory_plan {
     size_t batch_buffers;        /* the input feed's 2 batches of inputs and targets, step scalars */
     size_t device_total;         /* the peak: parameters + gradients + optimizer state + arena + batch buffers */
     size_t host_pipeline;        /* host: the loader's ring (prefetch 2) and the feed's page-locked batches */
+    /* infer-b: inference runs a batch as tiles of this many examples (predict and evaluate on
+     * the CPU, kc_device_opts.cpu_infer_tile); activations, workspace and arena are a tile's.
+     * batch_size when there are no tiles, and for training. */
+    int tile;
 } kc_memory_plan;
 
 /* Plan a step at batch_size (training or inference; grad_accum > 1 adds the accumulation
- * buffer). Before kc_compile, the optimizer is assumed to be Adam (two slots). */
+ * buffer). Before kc_compile, the optimizer is assumed to be Adam (two slots). Inference
+ * plans the tile it runs (out->tile). */
 KC_API kc_status kc_model_plan_memory(kc_model *m, int batch_size, int training, int grad_accum, kc_memory_plan *out);
 /* Bytes the model's device allocations held at their peak since the model was built (the
  * arena's and the weights' high-water mark), and now. */

@@ -440,6 +440,15 @@ static void test_conv2d(void **state) {
         {2, 6, 6, 1, 8, 3, 3, 3, 3, 1, 1, 1},  /* one input channel, stride 3 */
         {8, 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, 0}, /* the default CNN's first layer: direct path, threaded partial sums */
         {2, 9, 9, 16, 12, 3, 3, 1, 1, 1, 1, 1},  /* K = 144: im2col + GEMM path */
+        /* infer-b: the direct kernel's blocks of pixels (8 / 4 / 2 a block for AVX-512 / AVX2 /
+         * baseline), read in place inside the image, gathered at its edges and for the last
+         * partial block */
+        {3, 13, 30, 1, 32, 3, 3, 1, 1, 1, 1, 0}, /* valid, 28 wide: whole blocks + a partial one */
+        {2, 11, 70, 1, 16, 3, 3, 1, 1, 1, 1, 1}, /* same, 70 wide: two spans of the row, padded edges */
+        {2, 12, 21, 3, 48, 3, 3, 2, 2, 1, 1, 1}, /* 3 channels (K = 27), stride 2, same, 3 filter blocks */
+        {2, 9, 17, 2, 16, 4, 4, 1, 1, 1, 1, 0},  /* K = 32 (the largest direct patch), even kernel */
+        {1, 10, 19, 1, 32, 3, 3, 1, 2, 2, 2, 0}, /* strides (1, 2), dilation 2, valid */
+        {2, 5, 5, 3, 16, 3, 3, 1, 1, 1, 1, 0},   /* 3 wide: fewer pixels than a block */
     };
     for (size_t i = 0; i < KC_ARRAY_LEN(cases); i++) run_conv_case(cases[i]);
 }

@@ -7,7 +7,13 @@
  *                         1,037 images at batch 500 (a partial last batch and a partial last
  *                         tile) gives the same probabilities, and the tiled model's inference
  *                         plan really is a tile; a training step afterwards plans the whole
- *                         batch (training never runs in tiles) and gives both the same loss */
+ *                         batch (training never runs in tiles) and gives both the same loss
+ *   evaluate_matches_whole evaluate (infer-b: in tiles too) on 1,037 labelled images at batch
+ *                         500: the same loss and accuracy within 1e-5, the tiled model's plan a
+ *                         tile of 36
+ *   memory_plan_counts_tile the inference memory plan (kc_model_plan_memory, `kerac summary`)
+ *                         at batch 1000 is the tile's (38): the same arena as a batch of 38,
+ *                         far less than the untiled model's; training's plan keeps its batch */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,7 +33,7 @@ static kc_model *cnn(int tiles) {
     assert_int_equal(kc_model_set_device_opts(m, &o), KC_STATUS_OK);
     assert_int_equal(kc_model_set_seed(m, 5), KC_STATUS_OK);
     assert_int_equal(kc_compile(m, &(kc_compile_opts){.loss = "sparse_categorical_crossentropy",
-                                                     .optimizer = KC_SGD(.learning_rate = 0.01)}),
+                                                     .metrics = {"accuracy"}, .optimizer = KC_SGD(.learning_rate = 0.01)}),
                      KC_STATUS_OK);
     assert_int_equal(kc_model_build(m), KC_STATUS_OK);
     return m;
@@ -105,10 +111,74 @@ static void test_predict_matches_whole(void **state) {
     kc_model_destroy(b);
 }
 
+static kc_dataset *labelled(int n, unsigned seed, float **x_out, int32_t **y_out) {
+    float *x = malloc(sizeof(float) * (size_t)n * 784);
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)n);
+    assert_non_null(x), assert_non_null(y);
+    for (int i = 0; i < n * 784; i++) x[i] = rnd(&seed);
+    for (int i = 0; i < n; i++) y[i] = (int32_t)((seed = seed * 1664525u + 1013904223u) >> 16) % 10;
+    kc_dataset *d = NULL;
+    assert_int_equal(kc_dataset_from_memory(x, y, n, kc__shape_make(3, (int[]){28, 28, 1}), 10, &d), KC_STATUS_OK);
+    *x_out = x, *y_out = y;
+    return d;
+}
+
+static void test_evaluate_matches_whole(void **state) {
+    (void)state;
+    enum { N = 1037, BATCH = 500 };
+    kc_model *a = cnn(1), *b = cnn(0);
+    float *x = NULL;
+    int32_t *y = NULL;
+    kc_dataset *d = labelled(N, 7, &x, &y);
+    kc_eval_result ra, rb;
+    assert_int_equal(kc_evaluate(a, d, BATCH, &ra), KC_STATUS_OK);
+    assert_false(a->plan.training);
+    assert_int_equal(a->plan.batch, 36); /* 500: 14 tiles of 36 (the last 32) */
+    assert_int_equal(kc_evaluate(b, d, BATCH, &rb), KC_STATUS_OK);
+    assert_int_equal(b->plan.batch, BATCH);
+    assert_int_equal(ra.samples, N), assert_int_equal(rb.samples, N);
+    assert_int_equal(ra.num_metrics, 1), assert_int_equal(rb.num_metrics, 1);
+    if (fabs(ra.loss - rb.loss) > 1e-5 * fabs(rb.loss))
+        fail_msg("tiled and whole-batch evaluate: loss %.9g vs %.9g", ra.loss, rb.loss);
+    for (int i = 0; i < ra.num_metrics; i++) assert_true(fabs(ra.metrics[i] - rb.metrics[i]) <= 1e-5);
+    assert_true(ra.loss > 0.5); /* untrained: near ln 10, not a sum of a few tiles */
+    kc_dataset_destroy(d);
+    free(x), free(y);
+    kc_model_destroy(a);
+    kc_model_destroy(b);
+}
+
+static void test_memory_plan_counts_tile(void **state) {
+    (void)state;
+    kc_model *on = cnn(1), *off = cnn(0);
+    kc_memory_plan p1000, p38, whole, train_on, train_off;
+    assert_int_equal(kc_model_plan_memory(on, 1000, 0, 1, &p1000), KC_STATUS_OK);
+    assert_int_equal(kc_model_plan_memory(on, 38, 0, 1, &p38), KC_STATUS_OK);
+    assert_int_equal(kc_model_plan_memory(off, 1000, 0, 1, &whole), KC_STATUS_OK);
+    assert_int_equal(p1000.batch_size, 1000);
+    assert_int_equal(p1000.tile, 38), assert_int_equal(p38.tile, 38), assert_int_equal(whole.tile, 1000);
+    assert_int_equal(p1000.arena, p38.arena);
+    assert_int_equal(p1000.activations, p38.activations);
+    print_message("inference plan at 1000: tiles of %d, arena %zu (untiled %zu), device total %zu (untiled %zu)\n",
+                  p1000.tile, p1000.arena, whole.arena, p1000.device_total, whole.device_total);
+    assert_true(p1000.activations * 20 < whole.activations); /* 1000 / 38: 26x fewer activations */
+    assert_true(p1000.arena * 10 < whole.arena);               /* less so with the workspace */
+    assert_true(p1000.device_total < whole.device_total);
+    /* training plans the whole batch, tiles or not */
+    assert_int_equal(kc_model_plan_memory(on, 256, 1, 1, &train_on), KC_STATUS_OK);
+    assert_int_equal(kc_model_plan_memory(off, 256, 1, 1, &train_off), KC_STATUS_OK);
+    assert_int_equal(train_on.tile, 256);
+    assert_int_equal(train_on.arena, train_off.arena);
+    kc_model_destroy(on);
+    kc_model_destroy(off);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_size),
         cmocka_unit_test(test_predict_matches_whole),
+        cmocka_unit_test(test_evaluate_matches_whole),
+        cmocka_unit_test(test_memory_plan_counts_tile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

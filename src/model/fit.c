@@ -91,7 +91,8 @@ static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__
     int64_t n = kc_dataset_size(d);
     if (n <= 0) return KC_STATUS_OK;
     int bs = (int)KC_MIN((int64_t)batch_size, n);
-    KC_TRY(kc__model_prepare(m, bs, false));
+    const int tile = kc__model_infer_tile(m, bs); /* each batch runs in tiles of this many, as predict (tile.c) */
+    KC_TRY(kc__model_prepare(m, tile, false));
     kc__feed own = {0};
     if (!feed) KC_TRY(kc__feed_open(m, bs, true, feed = &own));
     kc_loader *ld = NULL;
@@ -103,10 +104,15 @@ static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__
     while (s == KC_STATUS_OK && b) {
         float sc[KC_SCALAR_COUNT];
         s = kc__feed_acquire(feed, slot);
-        if (s == KC_STATUS_OK) s = kc__feed_select(feed, slot, 0, rows);
         if (s == KC_STATUS_OK) s = m->be->memset0(m->be, m->dev_scalars, KC_SCALAR_COUNT * sizeof(float));
-        if (s == KC_STATUS_OK) s = kc__model_forward(m, rows, false, 0);
-        if (s == KC_STATUS_OK) s = kc__model_accumulate_metrics(m, rows);
+        for (int off = 0; off < rows && s == KC_STATUS_OK; off += tile) { /* the sums add up over the tiles */
+            const int t = KC_MIN(tile, rows - off);
+            s = kc__feed_select(feed, slot, off, t);
+            if (s == KC_STATUS_OK) s = kc__model_forward(m, t, false, 0);
+            if (s == KC_STATUS_OK) s = kc__model_accumulate_metrics(m, t); /* the loss overwritten, counts added */
+            if (s == KC_STATUS_OK)
+                s = m->be->axpy(m->be, m->dev_scalars + KC_SCALAR_STEP_LOSS, m->dev_scalars + KC_SCALAR_LOSS, 1.0f, 1);
+        }
         if (s == KC_STATUS_OK) s = kc__feed_release(feed, slot);
         int done = rows, next = -1;
         if (s == KC_STATUS_OK) s = kc__loader_next(ld, &b); /* the next batch travels while this one computes */
@@ -114,7 +120,7 @@ static kc_status run_eval(kc_model *m, const kc_dataset *d, int batch_size, kc__
         if (s == KC_STATUS_OK) s = read_scalars(m, sc);
         if (s != KC_STATUS_OK) break;
         const double per = 1.0 / kc__model_positions(m); /* sums over positions -> per example */
-        acc->loss_sum += sc[KC_SCALAR_LOSS] * per;
+        acc->loss_sum += sc[KC_SCALAR_STEP_LOSS] * per; /* the tiles' losses summed */
         for (int i = 0; i < m->n_metrics; i++) acc->correct[i] += sc[KC_SCALAR_METRICS + i] * per;
         acc->samples += done;
         slot = next;
@@ -157,6 +163,32 @@ kc_status kc_evaluate(kc_model *m, const kc_dataset *d, int batch_size, kc_eval_
     return KC_STATUS_OK;
 }
 
+/* Predict's outputs of t examples (in the model's output buffer) into y. */
+static kc_status outputs_to_host(kc_model *m, int t, int64_t out_size, float *y) {
+    return m->be->to_host(m->be, y, kc__model_output_buffer(m), (size_t)t * (size_t)out_size * sizeof(float));
+}
+
+/* infer-b: in tiles (a backend whose inference runs in tiles: the CPU) each tile's inputs go
+ * from the caller's array straight into the plan's input buffer, one copy while the next
+ * layers still find them in cache; the feed (staging copy, upload, then the plan's input: three
+ * copies on the CPU) pays only where uploads overlap the compute, on a device. The tiles split
+ * each batch evenly as kc__model_infer_tile says. */
+static kc_status predict_tiled(kc_model *m, const float *x, int64_t n, int bs, int tile, int64_t in_size,
+                               int64_t out_size, float *y) {
+    for (int64_t i = 0; i < n; i += bs) {
+        const int b = (int)KC_MIN((int64_t)bs, n - i);
+        for (int off = 0; off < b; off += tile) {
+            const int t = KC_MIN(tile, b - off);
+            KC_TRY(m->be->to_device(m->be, kc__model_input_buffer(m), x + (i + off) * in_size,
+                                    (size_t)t * (size_t)in_size * sizeof(float)));
+            KC_TRY(kc__model_forward(m, t, false, 0));
+            KC_TRY(kc__model_finish_outputs(m, t));
+            KC_TRY(outputs_to_host(m, t, out_size, y + (i + off) * out_size));
+        }
+    }
+    return KC_STATUS_OK;
+}
+
 kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, float *y) {
     if (!m) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "predict: model is NULL");
     if (m->err != KC_STATUS_OK) return kc__fail(m->err, "%s", m->errmsg);
@@ -169,26 +201,21 @@ kc_status kc_predict(kc_model *m, const float *x, int64_t n, int batch_size, flo
     KC_TRY(kc__model_prepare(m, tile, false));
     int64_t in_size = kc__shape_size(&m->layers[0]->out_shape);
     int64_t out_size = kc__shape_size(&m->layers[kc__model_output(m)]->out_shape);
+    if (tile < bs) return predict_tiled(m, x, n, bs, tile, in_size, out_size, y);
     kc__feed f;
     KC_TRY(kc__feed_open(m, bs, false, &f));
     int slot = -1;
-    kc_status s = kc__feed_put(&f, x, NULL, NULL, 0, (int)KC_MIN((int64_t)bs, n), &slot);
+    kc_status s = kc__feed_put(&f, x, NULL, NULL, 0, bs, &slot);
     for (int64_t i = 0; i < n && s == KC_STATUS_OK; i += bs) {
         int b = (int)KC_MIN((int64_t)bs, n - i), next = -1;
         s = kc__feed_acquire(&f, slot);
-        for (int off = 0; off < b && s == KC_STATUS_OK; off += tile) {
-            const int t = KC_MIN(tile, b - off);
-            s = kc__feed_select(&f, slot, off, t);
-            if (s == KC_STATUS_OK) s = kc__model_forward(m, t, false, 0);
-            if (s == KC_STATUS_OK) s = kc__model_finish_outputs(m, t);
-            if (s == KC_STATUS_OK && off + t == b) s = kc__feed_release(&f, slot);
-            if (s == KC_STATUS_OK && off + t == b && i + bs < n) /* the next batch travels while this one computes */
-                s = kc__feed_put(&f, x + (i + bs) * in_size, NULL, NULL, 0, (int)KC_MIN((int64_t)bs, n - i - bs),
-                                 &next);
-            if (s == KC_STATUS_OK)
-                s = m->be->to_host(m->be, y + (i + off) * out_size, kc__model_output_buffer(m),
-                                   (size_t)t * (size_t)out_size * sizeof(float));
-        }
+        if (s == KC_STATUS_OK) s = kc__feed_select(&f, slot, 0, b);
+        if (s == KC_STATUS_OK) s = kc__model_forward(m, b, false, 0);
+        if (s == KC_STATUS_OK) s = kc__model_finish_outputs(m, b);
+        if (s == KC_STATUS_OK) s = kc__feed_release(&f, slot);
+        if (s == KC_STATUS_OK && i + bs < n) /* the next batch travels while this one computes */
+            s = kc__feed_put(&f, x + (i + bs) * in_size, NULL, NULL, 0, (int)KC_MIN((int64_t)bs, n - i - bs), &next);
+        if (s == KC_STATUS_OK) s = outputs_to_host(m, b, out_size, y + i * out_size);
         slot = next;
     }
     kc__feed_close(&f);

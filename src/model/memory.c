@@ -36,9 +36,11 @@ kc_status kc_model_plan_memory(kc_model *m, int batch, int training, int grad_ac
     if (batch <= 0) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "memory plan: batch size %d must be positive", batch);
     KC_TRY(kc__model_build(m));
     kc_plan p = {0};
-    KC_TRY(kc__plan_build(m, batch, training != 0, &p));
+    const int tile = training ? batch : kc__model_infer_tile(m, batch); /* what predict and evaluate run */
+    KC_TRY(kc__plan_build(m, tile, training != 0, &p));
     memset(out, 0, sizeof *out);
     out->batch_size = batch;
+    out->tile = tile;
     out->training = training != 0;
     out->parameters = rounded(f32(m->n_params ? m->n_params : 1));
     int slots = m->compiled ? kc__optimizer_slots(m->opt.kind, m->opt.opts.momentum) : 2;

@@ -231,7 +231,12 @@ static int print_memory(kc_model *m, long batch, long accum, const char *optimiz
     printf("  %-40s %12s\n", "device total (peak)", fmt_mem(p.device_total, b, sizeof b));
     printf("  %-40s %12s\n", "host: loader ring + feed staging", fmt_mem(p.host_pipeline, b, sizeof b));
     print_image_cache(d);
-    printf("  %-40s %12s\n", "inference at the same batch: total", fmt_mem(inf.device_total, b, sizeof b));
+    char what[64];
+    if (inf.tile < inf.batch_size) /* predict and evaluate run the batch in tiles (their plan: a tile's) */
+        snprintf(what, sizeof what, "inference in tiles of %d: total", inf.tile);
+    else
+        snprintf(what, sizeof what, "inference at the same batch: total");
+    printf("  %-40s %12s\n", what, fmt_mem(inf.device_total, b, sizeof b));
     return CLI_EXIT_OK;
 }
 

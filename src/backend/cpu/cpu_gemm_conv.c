@@ -153,10 +153,13 @@ static int direct_parts(const kc_conv2d_desc *d);
 /* ---- direct convolution for a small patch (KH*KW*C <= KC_CPU_DIRECT_K and filters a
  * multiple of 16, e.g. a first layer on 1- or 3-channel images). im2col + GEMM would
  * stream a col matrix KH*KW times the input through memory for a GEMM whose inner
- * dimension is tiny (9 for the default CNN's first layer). Here each output row's patches
- * are gathered into a small buffer on the stack (im2col of one row), and for each block of
- * 16 filters the K kernel rows stay in vector registers (forward) or the K gradient rows
- * accumulate in registers (backward-filter) while the row streams by. GCC's vector
+ * dimension is tiny (9 for the default CNN's first layer). Forward (infer-b): for each block
+ * of 16 filters, a block of 8 / 4 / 2 output pixels (AVX-512 / AVX2 / baseline) accumulates
+ * in registers, 8 independent FMA chains, each input value broadcast straight from the image
+ * where the pixels' patches lie inside it, else from the row's patches gathered into a small
+ * buffer on the stack (im2col of one row). Backward-filter: the K gradient rows accumulate
+ * in registers (K independent chains; K = 9 compiled as a constant so they stay there) while
+ * the row's patches, read the same way, stream by. GCC's vector
  * extension keeps this portable: 16 floats are one AVX-512 register, two AVX2 ones. */
 #define KC_CPU_DIRECT_K 32
 #define KC_CPU_DIRECT_ROW 64 /* output pixels gathered at a time */
@@ -239,50 +242,52 @@ static void im2col_row(const kc_conv2d_desc *d, const float *xi, int oy, float *
 static void im2col(const kc_conv2d_desc *d, const float *x, int nb, float *col) {
     const size_t kdim = (size_t)d->kh * d->kw * d->c;
     const int64_t rows = (int64_t)nb * d->oh; /* (image, output row) pairs */
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * d->ow * (int64_t)kdim))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * (int64_t)kdim), schedule(static), for (int64_t r = 0; r < rows; r++) {
         const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
         im2col_row(d, x + (size_t)img * d->h * d->w * d->c, oy, col + (size_t)r * d->ow * kdim);
+    });
+}
+
+/* Row r (image r / H, input row r % H) of col2im below. */
+static void col2im_row(const kc_conv2d_desc *d, const float *dcol, float *dx, int64_t r) {
+    const int h = d->h, w = d->w, c = d->c, kh = d->kh, kw = d->kw, oh = d->oh, ow = d->ow;
+    const int sh = d->sh, sw = d->sw, dh = d->dh, dw = d->dw, pt = d->pad_top, pl = d->pad_left;
+    const size_t kdim = (size_t)kh * kw * c;
+    const int img = (int)(r / h), iy = (int)(r % h);
+    float *dst = dx + (size_t)r * w * c; /* (W, C) */
+    memset(dst, 0, (size_t)w * c * sizeof(float));
+    for (int ki = 0; ki < kh; ki++) {
+        const int ty = iy + pt - ki * dh;
+        if (ty < 0 || ty % sh) continue;
+        const int oy = ty / sh;
+        if (oy >= oh) continue;
+        const float *src_row = dcol + ((size_t)img * oh + oy) * ow * kdim + (size_t)ki * kw * c;
+        for (int ox = 0; ox < ow; ox++) {
+            const float *src = src_row + (size_t)ox * kdim; /* (KW, C) of this (ki) */
+            const int ix0 = ox * sw - pl;
+            if (dw == 1 && ix0 >= 0 && ix0 + kw <= w) {
+                float *o = dst + (size_t)ix0 * c;
+                const size_t len = (size_t)kw * c;
+                for (size_t i = 0; i < len; i++) o[i] += src[i];
+                continue;
+            }
+            for (int kj = 0; kj < kw; kj++) {
+                const int ix = ix0 + kj * dw;
+                if (ix < 0 || ix >= w) continue;
+                float *o = dst + (size_t)ix * c;
+                const float *s = src + (size_t)kj * c;
+                for (int ch = 0; ch < c; ch++) o[ch] += s[ch];
+            }
+        }
     }
 }
 
 /* dx (nb, H, W, C) = col2im(dcol (nb*OH*OW, KH*KW*C)), overwritten: each input row sums
  * the col entries that were copied from it. */
 static void col2im(const kc_conv2d_desc *d, const float *dcol, int nb, float *dx) {
-    const int h = d->h, w = d->w, c = d->c, kh = d->kh, kw = d->kw, oh = d->oh, ow = d->ow;
-    const int sh = d->sh, sw = d->sw, dh = d->dh, dw = d->dw, pt = d->pad_top, pl = d->pad_left;
-    const size_t kdim = (size_t)kh * kw * c;
-    const int64_t rows = (int64_t)nb * h; /* (image, input row) pairs */
-#pragma omp parallel for schedule(static) if (kc__cpu_par((int64_t)nb * oh * ow * (int64_t)kdim))
-    for (int64_t r = 0; r < rows; r++) {
-        const int img = (int)(r / h), iy = (int)(r % h);
-        float *dst = dx + (size_t)r * w * c; /* (W, C) */
-        memset(dst, 0, (size_t)w * c * sizeof(float));
-        for (int ki = 0; ki < kh; ki++) {
-            const int ty = iy + pt - ki * dh;
-            if (ty < 0 || ty % sh) continue;
-            const int oy = ty / sh;
-            if (oy >= oh) continue;
-            const float *src_row = dcol + ((size_t)img * oh + oy) * ow * kdim + (size_t)ki * kw * c;
-            for (int ox = 0; ox < ow; ox++) {
-                const float *src = src_row + (size_t)ox * kdim; /* (KW, C) of this (ki) */
-                const int ix0 = ox * sw - pl;
-                if (dw == 1 && ix0 >= 0 && ix0 + kw <= w) {
-                    float *o = dst + (size_t)ix0 * c;
-                    const size_t len = (size_t)kw * c;
-                    for (size_t i = 0; i < len; i++) o[i] += src[i];
-                    continue;
-                }
-                for (int kj = 0; kj < kw; kj++) {
-                    const int ix = ix0 + kj * dw;
-                    if (ix < 0 || ix >= w) continue;
-                    float *o = dst + (size_t)ix * c;
-                    const float *s = src + (size_t)kj * c;
-                    for (int ch = 0; ch < c; ch++) o[ch] += s[ch];
-                }
-            }
-        }
-    }
+    const int64_t rows = (int64_t)nb * d->h; /* (image, input row) pairs: row r of dx */
+    const int64_t work = (int64_t)nb * d->oh * d->ow * d->kh * d->kw * d->c;
+    KC_CPU_PAR_FOR(kc__cpu_par(work), schedule(static), for (int64_t r = 0; r < rows; r++) col2im_row(d, dcol, dx, r););
 }
 
 /* The direct kernels work on blocks of 16 filters held as DN vectors of DV floats, DV the
@@ -323,38 +328,152 @@ static void gather_span(const kc_conv2d_desc *d, const float *xi, int oy, int ox
     im2col_row(&sub, xi, oy, col);
 }
 
-static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y) {
+/* Output pixels per register block of the direct forward: PB pixels x DN vectors of
+ * accumulators, 8 independent FMA chains whatever the vector width (one pixel at a time was
+ * a chain of K dependent FMAs: the default CNN's first layer ran at 15 % of the FMA rate). */
+#define PB (8 / DN)
+
+/* Where the direct forward finds tap k of pixel q of a span: src[off[k] + q * step] — the
+ * image itself inside it (off: the taps' offsets from the first pixel's first tap, step: sw*C),
+ * or a gathered col (KC_CPU_DIRECT_ROW, K) at its edges (off[k] = k, step = K). */
+typedef struct direct_src {
+    const float *src;
+    const int *off;
+    int step;
+} direct_src;
+
+/* Pixels [p0, p0 + PB) of a span, 16 filters from f0 (weights wk, bias): the first nq into yr
+ * (span, F), through max(0,) when relu. */
+static inline void direct_block(direct_src s, int p0, int nq, int kdim, const kc_vd (*wk)[DN], const kc_vd *bias,
+                                bool relu, float *yr, int f) {
+    kc_vd acc[PB][DN];
+    const float *base = s.src + (size_t)p0 * s.step;
+#pragma GCC unroll 8
+    for (int q = 0; q < PB; q++)
+#pragma GCC unroll 4
+        for (int v = 0; v < DN; v++) acc[q][v] = bias[v];
+    for (int k = 0; k < kdim; k++) {
+        const float *tap = base + s.off[k];
+#pragma GCC unroll 8
+        for (int q = 0; q < PB; q++) {
+            const float x = tap[(size_t)q * s.step];
+#pragma GCC unroll 4
+            for (int v = 0; v < DN; v++) acc[q][v] += x * wk[k][v];
+        }
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < PB; q++)
+#pragma GCC unroll 4
+        for (int v = 0; v < DN; v++)
+            if (q < nq) vd_store(yr + (size_t)(p0 + q) * f + v * DV, relu ? vd_relu(acc[q][v]) : acc[q][v]);
+}
+
+/* Pixels [0, n) of a span, every filter, in blocks of PB: the last one moved back to end at
+ * n (its first pixels computed and stored twice, the same values), or, when n < PB, computed
+ * on src's zero rows past n and only n stored. */
+static void direct_pixels(direct_src s, int n, int kdim, int f, const float *w, const float *b, bool relu,
+                          float *yr) {
+    for (int f0 = 0; f0 < f; f0 += 16) {
+        kc_vd wk[KC_CPU_DIRECT_K][DN], bias[DN];
+        for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+            for (int v = 0; v < DN; v++) wk[k][v] = vd_load(w + (size_t)k * f + f0 + v * DV);
+#pragma GCC unroll 4
+        for (int v = 0; v < DN; v++) bias[v] = b ? vd_load(b + f0 + v * DV) : (kc_vd){0};
+        for (int p = 0; p < n; p += PB)
+            direct_block(s, n < PB ? 0 : KC_MIN(p, n - PB), KC_MIN(PB, n), kdim, (const kc_vd(*)[DN])wk, bias, relu,
+                         yr + f0, f);
+    }
+}
+
+/* The taps' offsets from a pixel's first tap in the image (H, W, C): img_off[k], k = (ki, kj, ch). */
+static void direct_offsets(const kc_conv2d_desc *d, int *img_off) {
+    for (int ki = 0, k = 0; ki < d->kh; ki++)
+        for (int kj = 0; kj < d->kw; kj++)
+            for (int ch = 0; ch < d->c; ch++) img_off[k++] = (ki * d->dh * d->w + kj * d->dw) * d->c + ch;
+}
+
+/* Where pixels [ox0, ox0 + n) of output row oy of image xi find their taps. A span of at least
+ * PB pixels with every tap inside the image (all of a "valid" convolution) is read in place;
+ * the others are gathered into col (KC_CPU_DIRECT_ROW, K), a span under PB zero-padded to a
+ * whole block. */
+static direct_src direct_span(const kc_conv2d_desc *d, const float *xi, int oy, int ox0, int n, const int *img_off,
+                              float *col) {
+    static const int col_off[KC_CPU_DIRECT_K] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                                 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+    const int kdim = d->kh * d->kw * d->c, iy0 = oy * d->sh - d->pad_top, ix0 = ox0 * d->sw - d->pad_left;
+    if (n >= PB && iy0 >= 0 && iy0 + (d->kh - 1) * d->dh < d->h && ix0 >= 0 &&
+        ix0 + (n - 1) * d->sw + (d->kw - 1) * d->dw < d->w)
+        return (direct_src){xi + ((size_t)iy0 * d->w + ix0) * d->c, img_off, d->sw * d->c};
+    gather_span(d, xi, oy, ox0, n, col);
+    if (n < PB) memset(col + (size_t)n * kdim, 0, (size_t)(PB - n) * kdim * sizeof(float));
+    return (direct_src){col, col_off, kdim};
+}
+
+/* One output row r (image r / OH, row r % OH), in spans of KC_CPU_DIRECT_ROW pixels. */
+static void direct_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y,
+                       int64_t r, const int *img_off) {
     const int f = d->f, kdim = d->kh * d->kw * d->c;
+    const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
+    const float *xi = x + (size_t)img * d->h * d->w * d->c; /* (H, W, C) */
+    float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K];         /* (span, K) */
+    for (int ox0 = 0; ox0 < d->ow; ox0 += KC_CPU_DIRECT_ROW) {
+        const int n = KC_MIN(KC_CPU_DIRECT_ROW, d->ow - ox0);
+        const direct_src s = direct_span(d, xi, oy, ox0, n, img_off, col);
+        direct_pixels(s, n, kdim, f, w, b, d->relu != 0, y + ((size_t)r * d->ow + ox0) * f);
+    }
+}
+
+static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y) {
+    int img_off[KC_CPU_DIRECT_K];
+    direct_offsets(d, img_off);
     const int64_t rows = (int64_t)d->n * d->oh;
-    const bool relu = d->relu != 0;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * d->ow * f))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * d->f), schedule(static),
+                   for (int64_t r = 0; r < rows; r++) direct_row(d, x, w, b, y, r, img_off););
+}
+
+/* part (K, F), 16 filters from f0, += the sum over pixels [0, n) of a span of patch (K) x dy
+ * row (dyr: (span, F)): the K rows accumulate in registers, K independent FMA chains. Inlined
+ * with kdim a constant (9: a 3x3 kernel on one channel) the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void direct_dw_span(direct_src s, int n, int kdim, const float *dyr,
+                                                                 int f, int f0, float *part) {
+    kc_vd acc[KC_CPU_DIRECT_K][DN] = {{{0}}};
+    for (int p = 0; p < n; p++) {
+        kc_vd g[DN];
+#pragma GCC unroll 4
+        for (int v = 0; v < DN; v++) g[v] = vd_load(dyr + (size_t)p * f + f0 + v * DV);
+        const float *base = s.src + (size_t)p * s.step;
+#pragma GCC unroll 32
+        for (int k = 0; k < kdim; k++) {
+            const float xv = base[s.off[k]];
+#pragma GCC unroll 4
+            for (int v = 0; v < DN; v++) acc[k][v] += xv * g[v];
+        }
+    }
+#pragma GCC unroll 32
+    for (int k = 0; k < kdim; k++)
+#pragma GCC unroll 4
+        for (int v = 0; v < DN; v++) {
+            float *o = part + (size_t)k * f + f0 + v * DV;
+            vd_store(o, vd_load(o) + acc[k][v]);
+        }
+}
+
+/* Output rows [r0, r1) into part (K, F). */
+static void direct_dw_rows(const kc_conv2d_desc *d, const float *x, const float *dy, int64_t r0, int64_t r1,
+                           const int *img_off, float *part) {
+    const int f = d->f, kdim = d->kh * d->kw * d->c;
+    float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K];
+    for (int64_t r = r0; r < r1; r++) {
         const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
-        const float *xi = x + (size_t)img * d->h * d->w * d->c; /* (H, W, C) */
-        float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K];         /* (span, K) */
+        const float *xi = x + (size_t)img * d->h * d->w * d->c;
         for (int ox0 = 0; ox0 < d->ow; ox0 += KC_CPU_DIRECT_ROW) {
             const int n = KC_MIN(KC_CPU_DIRECT_ROW, d->ow - ox0);
-            gather_span(d, xi, oy, ox0, n, col);
-            float *yr = y + ((size_t)r * d->ow + ox0) * f; /* (span, F) */
+            const direct_src s = direct_span(d, xi, oy, ox0, n, img_off, col);
+            const float *dyr = dy + ((size_t)r * d->ow + ox0) * f;
             for (int f0 = 0; f0 < f; f0 += 16) {
-                kc_vd wk[KC_CPU_DIRECT_K][DN], bias[DN];
-                for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                    for (int v = 0; v < DN; v++) wk[k][v] = vd_load(w + (size_t)k * f + f0 + v * DV);
-#pragma GCC unroll 4
-                for (int v = 0; v < DN; v++) bias[v] = b ? vd_load(b + f0 + v * DV) : (kc_vd){0};
-                for (int p = 0; p < n; p++) {
-                    const float *cp = col + (size_t)p * kdim;
-                    kc_vd acc[DN];
-#pragma GCC unroll 4
-                    for (int v = 0; v < DN; v++) acc[v] = bias[v];
-                    for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                        for (int v = 0; v < DN; v++) acc[v] += cp[k] * wk[k][v];
-#pragma GCC unroll 4
-                    for (int v = 0; v < DN; v++)
-                        vd_store(yr + (size_t)p * f + f0 + v * DV, relu ? vd_relu(acc[v]) : acc[v]);
-                }
+                if (kdim == 9) direct_dw_span(s, n, 9, dyr, f, f0, part);
+                else direct_dw_span(s, n, kdim, dyr, f, f0, part);
             }
         }
     }
@@ -364,9 +483,10 @@ static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const f
  * the workspace, combined in a fixed order (reproducible for a given thread count). */
 static void conv_direct_backward_filter(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
                                         float *partial, int nparts) {
-    const int f = d->f, kdim = d->kh * d->kw * d->c;
     const int64_t rows = (int64_t)d->n * d->oh;
-    const size_t kf = (size_t)kdim * f;
+    const size_t kf = (size_t)d->kh * d->kw * d->c * d->f;
+    int img_off[KC_CPU_DIRECT_K];
+    direct_offsets(d, img_off);
 #pragma omp parallel num_threads(nparts) if (nparts > 1)
     {
         int t = 0, nt = 1;
@@ -376,38 +496,7 @@ static void conv_direct_backward_filter(const kc_conv2d_desc *d, const float *x,
 #endif
         float *part = partial + (size_t)t * kf; /* (K, F) */
         memset(part, 0, kf * sizeof(float));
-        const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-        float col[KC_CPU_DIRECT_ROW * KC_CPU_DIRECT_K];
-        for (int64_t r = r0; r < r1; r++) {
-            const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
-            const float *xi = x + (size_t)img * d->h * d->w * d->c;
-            for (int ox0 = 0; ox0 < d->ow; ox0 += KC_CPU_DIRECT_ROW) {
-                const int n = KC_MIN(KC_CPU_DIRECT_ROW, d->ow - ox0);
-                gather_span(d, xi, oy, ox0, n, col);
-                const float *dyr = dy + ((size_t)r * d->ow + ox0) * f;
-                for (int f0 = 0; f0 < f; f0 += 16) {
-                    kc_vd acc[KC_CPU_DIRECT_K][DN];
-                    for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                        for (int v = 0; v < DN; v++) acc[k][v] = (kc_vd){0};
-                    for (int p = 0; p < n; p++) {
-                        kc_vd g[DN];
-#pragma GCC unroll 4
-                        for (int v = 0; v < DN; v++) g[v] = vd_load(dyr + (size_t)p * f + f0 + v * DV);
-                        const float *cp = col + (size_t)p * kdim;
-                        for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                            for (int v = 0; v < DN; v++) acc[k][v] += cp[k] * g[v];
-                    }
-                    for (int k = 0; k < kdim; k++)
-#pragma GCC unroll 4
-                        for (int v = 0; v < DN; v++) {
-                            float *o = part + (size_t)k * f + f0 + v * DV;
-                            vd_store(o, vd_load(o) + acc[k][v]);
-                        }
-                }
-            }
-        }
+        direct_dw_rows(d, x, dy, rows * t / nt, rows * (t + 1) / nt, img_off, part);
     }
     for (size_t i = 0; i < kf; i++) {
         float s = 0.0f;
@@ -439,14 +528,13 @@ static kc_status check_workspace(kc_backend *be, const kc_conv2d_desc *d, const 
  * chunk's output), instead of separate passes over the whole output. */
 static void bias_relu(float *y, const float *b, int64_t rows, int f, bool relu) {
     if (!b && !relu) return;
-#pragma omp parallel for schedule(static) if (kc__cpu_par(rows * f))
-    for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * f), schedule(static), for (int64_t r = 0; r < rows; r++) {
         float *yr = y + r * f;
         if (b)
             for (int j = 0; j < f; j++) yr[j] += b[j];
         if (relu)
             for (int j = 0; j < f; j++) yr[j] = yr[j] > 0.0f ? yr[j] : 0.0f; /* as act_forward */
-    }
+    });
 }
 
 /* Rows of an (rows, ...) gemm done in pieces of at most this many (32-bit BLAS m). */
