@@ -15,19 +15,21 @@ static double seconds(clockid_t id) {
 }
 
 static kc_callback_action on_train_begin(kc_model *m, void *user) {
-    (void)m;
     bench_timer *t = user;
     if (t->warmup == 0) t->t_start = seconds(CLOCK_MONOTONIC), t->c_start = seconds(CLOCK_PROCESS_CPUTIME_ID);
+    if (t->warmup == 0 && t->profile && kc_model_set_profiling(m, 1) != KC_STATUS_OK) return KC_STOP_TRAINING;
     return KC_CONTINUE;
 }
 
 static kc_callback_action on_batch_end(kc_model *m, const kc_batch_logs *logs, void *user) {
-    (void)m;
     bench_timer *t = user;
     const double now = seconds(CLOCK_MONOTONIC), cpu = seconds(CLOCK_PROCESS_CPUTIME_ID);
     t->seen++;
     if (logs->step == 0) t->t_first = now, t->c_first = cpu;
-    if (logs->step == t->warmup - 1) t->t_start = now, t->c_start = cpu;
+    if (logs->step == t->warmup - 1) {
+        if (t->profile && kc_model_set_profiling(m, 1) != KC_STATUS_OK) return KC_STOP_TRAINING;
+        t->t_start = seconds(CLOCK_MONOTONIC), t->c_start = seconds(CLOCK_PROCESS_CPUTIME_ID);
+    }
     if (logs->step == t->last) t->t_end = now, t->c_end = cpu, t->loss = logs->loss;
     return KC_CONTINUE;
 }
@@ -39,7 +41,7 @@ int bench_fail(const char *prog, const char *what, kc_status s) {
 
 int bench_fit_timed(const char *prog, kc_model *m, kc_dataset *data, int batch, int warmup, int steps,
                     bench_timer *t, kc_history **hist) {
-    *t = (bench_timer){.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1};
+    *t = (bench_timer){.warmup = warmup, .last = warmup + steps - 1, .t_start = -1, .t_end = -1, .profile = t->profile};
     kc_callback cb = {.user = t, .on_train_begin = on_train_begin, .on_batch_end = on_batch_end};
     kc_callback *cbs[] = {&cb};
     kc_status s = kc_fit(m, data, &(kc_fit_opts){.epochs = 1, .batch_size = batch, .steps_per_epoch = warmup + steps,

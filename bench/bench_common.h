@@ -23,10 +23,13 @@ typedef struct bench_timer {
     double c_end;
     double c_first;
     double loss;     /* the running mean loss kc_fit reports after the last step */
+    int profile;     /* set by the caller: per-layer profiling switched on at the end of the
+                        warm-up, so the layer timings cover the timed steps only */
 } bench_timer;
 
 /* kc_fit over data for warmup + steps steps in one epoch of batch-sized batches, with a
- * callback that stamps both clocks at the end of step warmup-1 and of the last step.
+ * callback that stamps both clocks at the end of step warmup-1 and of the last step (and
+ * there switches profiling on when t->profile, the one field the caller sets).
  * Returns 0, or 1 after printing to stderr (prefixed "PROG: ") why: kc_fit failed, or it
  * ran another number of steps than asked. */
 int bench_fit_timed(const char *prog, kc_model *m, kc_dataset *data, int batch, int warmup, int steps,

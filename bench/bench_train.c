@@ -178,7 +178,7 @@ int main(void) {
     }
 
     /* ---- training */
-    bench_timer t;
+    bench_timer t = {0};
     if (bench_fit_timed("bench_train", m, train, batch, warmup, steps, &t, &hist)) goto done;
     double train_ips = bench_timer_images_per_second(&t, batch, cpu_clock);
     if (profile) { /* per-layer milliseconds per step (wall clock) on stderr */

@@ -550,7 +550,9 @@ struct kc_backend {
      * where the backend has no such kernels: the two layers then run apart). The same as the
      * batchnorm entries, then y = min(max(y, 0), relu_max) (relu_max 0: no upper clip); the
      * backward takes that y (the fused output) and dy with respect to it, and masks dy where
-     * the ReLU passed nothing (y <= 0, or y >= relu_max) before the batch norm's backward. */
+     * the ReLU passed nothing (y <= 0, or y >= relu_max) before the batch norm's backward.
+     * scale2t: y may be NULL; the backward then recomputes the ReLU's input from x, gamma, beta
+     * and the saved statistics exactly as the forward did (the same mask, without reading y). */
     kc_status (*batchnorm_relu_forward_train)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
                                               const float *gamma, const float *beta, float *moving_mean,
                                               float *moving_var, float momentum, float epsilon,
@@ -559,8 +561,9 @@ struct kc_backend {
                                               const float *gamma, const float *beta, const float *moving_mean,
                                               const float *moving_var, float epsilon, float relu_max);
     kc_status (*batchnorm_relu_backward)(kc_backend *be, const float *x, const float *y, const float *dy, float *dx,
-                                         int64_t rows, int c, const float *gamma, const float *save_mean,
-                                         const float *save_inv_std, float *dgamma, float *dbeta, float relu_max);
+                                         int64_t rows, int c, const float *gamma, const float *beta,
+                                         const float *save_mean, const float *save_inv_std, float *dgamma,
+                                         float *dbeta, float relu_max);
 
     /* ---- mnv2-2t: nonzero when the model should fold a ZeroPadding2D into the DepthwiseConv2D
      * that reads it (the depthwise kernels then read the unpadded input with the padding in

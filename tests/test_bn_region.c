@@ -141,8 +141,8 @@ static kc_status run_forward(bn_case *k) {
 static kc_status run_backward(bn_case *k, const float *dy, float *dx) {
     if (k->relu_max < 0.0f)
         return g_be->batchnorm_backward(g_be, k->x, dy, dx, k->rows, k->c, k->gamma, k->sm, k->si, k->dg, k->db);
-    return g_be->batchnorm_relu_backward(g_be, k->x, k->y, dy, dx, k->rows, k->c, k->gamma, k->sm, k->si, k->dg,
-                                         k->db, k->relu_max);
+    return g_be->batchnorm_relu_backward(g_be, k->x, k->y, dy, dx, k->rows, k->c, k->gamma, k->beta, k->sm, k->si,
+                                         k->dg, k->db, k->relu_max);
 }
 
 /* The frozen layer: inference forward from the moving statistics, and its backward (the inference

@@ -4,7 +4,8 @@
  *                         inference) and backward against batchnorm_* followed by act_* (ReLU,
  *                         ReLU(max_value)), dgamma and dbeta included; 1 and 2 threads, channel
  *                         counts from 3 to 2100 (the blocked path for more than 2048), few rows
- *                         (serial) and many (parallel)
+ *                         (serial) and many (parallel); the backward without y (its mask
+ *                         recomputed from x) against the one with y, bit for bit
  *   model_matches_unfused the same model with and without the fusion (kc_device_opts
  *                         .cpu_fuse_bn_relu = KC_FALSE): which pairs fuse, the loss, every
  *                         gradient, the moving statistics, inference outputs; with a frozen
@@ -65,8 +66,9 @@ static void check_kernels(kc_backend *be, int64_t rows, int c, float relu_max, u
     /* backward: the ReLU's then the batch norm's, against the fused one (dx may be dy's memory) */
     assert_int_equal(be->act_backward(be, act, NULL, y1, dy, g, n, c), KC_STATUS_OK);
     assert_int_equal(be->batchnorm_backward(be, x, g, dx1, rows, c, gamma, sm1, si1, dg1, db1), KC_STATUS_OK);
-    assert_int_equal(be->batchnorm_relu_backward(be, x, y2, dy, dx2, rows, c, gamma, sm2, si2, dg2, db2, relu_max),
-                     KC_STATUS_OK);
+    assert_int_equal(
+        be->batchnorm_relu_backward(be, x, y2, dy, dx2, rows, c, gamma, beta, sm2, si2, dg2, db2, relu_max),
+        KC_STATUS_OK);
     double scale = 1e-30;
     for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(dx1[i]));
     if (mp_max_abs_diff(dx1, dx2, n) > 1e-6 * scale || mp_max_abs_diff(dg1, dg2, c) > 1e-5 ||
@@ -74,9 +76,27 @@ static void check_kernels(kc_backend *be, int64_t rows, int c, float relu_max, u
         fail_msg("%s, %lld rows x %d, relu_max %g: backward differs (dx %g of %g, dgamma %g, dbeta %g)",
                  kc_backend_cpu_isa(be), (long long)rows, c, (double)relu_max, mp_max_abs_diff(dx1, dx2, n), scale,
                  mp_max_abs_diff(dg1, dg2, c), mp_max_abs_diff(db1, db2, c));
+    /* scale2t: without y the mask comes from x, recomputed as the forward computed y: the same
+     * floats as the y-masked backward (the reference), bit for bit, in place too */
+    float *dx3 = malloc(sizeof(float) * (size_t)n), *dg3 = malloc(sizeof(float) * (size_t)c);
+    float *db3 = malloc(sizeof(float) * (size_t)c);
+    assert_int_equal(
+        be->batchnorm_relu_backward(be, x, NULL, dy, dx3, rows, c, gamma, beta, sm2, si2, dg3, db3, relu_max),
+        KC_STATUS_OK);
+    if (mp_max_abs_diff(dx2, dx3, n) > 0 || mp_max_abs_diff(dg2, dg3, c) > 0 || mp_max_abs_diff(db2, db3, c) > 0)
+        fail_msg("%s, %lld rows x %d, relu_max %g: the mask from x differs from y's (dx %g, dgamma %g, dbeta %g)",
+                 kc_backend_cpu_isa(be), (long long)rows, c, (double)relu_max, mp_max_abs_diff(dx2, dx3, n),
+                 mp_max_abs_diff(dg2, dg3, c), mp_max_abs_diff(db2, db3, c));
+    memcpy(dx3, dy, sizeof(float) * (size_t)n);
+    assert_int_equal(
+        be->batchnorm_relu_backward(be, x, NULL, dx3, dx3, rows, c, gamma, beta, sm2, si2, dg3, db3, relu_max),
+        KC_STATUS_OK);
+    assert_true(mp_max_abs_diff(dx2, dx3, n) == 0);
+    free(dx3), free(dg3), free(db3);
     memcpy(dx2, dy, sizeof(float) * (size_t)n); /* in place: dx is dy */
-    assert_int_equal(be->batchnorm_relu_backward(be, x, y2, dx2, dx2, rows, c, gamma, sm2, si2, dg2, db2, relu_max),
-                     KC_STATUS_OK);
+    assert_int_equal(
+        be->batchnorm_relu_backward(be, x, y2, dx2, dx2, rows, c, gamma, beta, sm2, si2, dg2, db2, relu_max),
+        KC_STATUS_OK);
     assert_true(mp_max_abs_diff(dx1, dx2, n) <= 1e-6 * scale);
     /* inference */
     assert_int_equal(be->batchnorm_forward_infer(be, x, y1, rows, c, gamma, beta, mm1, mv1, 1e-3f), KC_STATUS_OK);

@@ -156,8 +156,9 @@ static kc_status bn_backward(kc_layer *l, const kc_bwd *a) {
                                                            .dgamma = dgamma, .dbeta = dbeta}, dx);
     }
     if (!a->dx[0] && !dgamma && !dbeta) return KC_STATUS_OK;
-    if (l->relu_after)
-        return a->be->batchnorm_relu_backward(a->be, a->x[0], a->y, a->dy, dx, rows, c->c, gamma, save_mean,
+    if (l->relu_after) /* no y: the backend recomputes the ReLU's mask from x (two streams less) */
+        return a->be->batchnorm_relu_backward(a->be, a->x[0], NULL, a->dy, dx, rows, c->c, gamma,
+                                              c->center ? l->w[c->scale ? 1 : 0].data : NULL, save_mean,
                                               save_inv_std, dgamma, dbeta, l->relu_max);
     return a->be->batchnorm_backward(a->be, a->x[0], a->dy, dx, rows, c->c, gamma, save_mean, save_inv_std, dgamma,
                                      dbeta);

@@ -12,6 +12,14 @@
  *   workspace        one region shared by every node (only one node runs at a time)
  * Flatten and Reshape alias their input: a group of aliased nodes shares one y and
  * one dy, whose lifetime covers every member.
+ * scale2t: an Add's input gradients are its output gradient. An input whose dy the Add writes
+ * first (its consumer with the latest index) shares the Add's dy buffer instead of getting a
+ * copy (plan_share_add), when nothing can write that buffer before every sharer has read it:
+ * the Add's own dy is not shared further; one input always (only it reads the buffer after the
+ * Add's backward, and what its other consumers add in is its own gradient); a second one when
+ * the input with the higher index is a BatchNormalization that only the Add reads and that
+ * writes nothing into its dy, and every other consumer of the lower one runs its backward after
+ * that batch norm's (a lower index). Then the Add's backward copies nothing for them.
  * Placement: greedy first-fit by decreasing size, each buffer at the lowest offset that
  * overlaps no placed buffer alive at the same time. */
 #include <stdlib.h>
@@ -90,6 +98,8 @@ typedef struct planner {
     int *group;     /* (L) alias group of each node */
     int *y_end;     /* (L) last time each y is alive */
     int *dy_start;  /* (L) first write of each group's dy (-1: none) */
+    int *share;     /* (L) the group whose dy buffer each group uses (itself unless plan_share_add) */
+    int *dy_end;    /* (L) last time each group's dy buffer is read */
     pbuf *bufs;     /* the buffers to place */
     int nb;
 } planner;
@@ -111,9 +121,11 @@ static bool plan_alloc(planner *q) {
     q->group = malloc((size_t)L * sizeof(int));
     q->y_end = malloc((size_t)L * sizeof(int));
     q->dy_start = malloc((size_t)L * sizeof(int));
+    q->share = malloc((size_t)L * sizeof(int));
+    q->dy_end = malloc((size_t)L * sizeof(int));
     q->bufs = calloc((size_t)L * (4 + KC_MAX_INPUTS) + 1, sizeof(pbuf));
     if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !p->needs_grad || !q->group || !q->y_end ||
-        !q->dy_start || !q->bufs)
+        !q->dy_start || !q->share || !q->dy_end || !q->bufs)
         return false;
     for (int i = 0; i < L; i++) {
         p->y_off[i] = p->dy_off[i] = p->aux_off[i] = p->ws_off[i] = KC_PLAN_NONE;
@@ -131,6 +143,8 @@ static void plan_lifetimes(planner *q) {
         group[i] = kc__layer_is_alias(l, training) ? group[l->in[0]] : i;
         y_end[i] = training ? 2 * L - i : (i == out ? L : i);
         q->dy_start[i] = -1;
+        q->share[i] = i;
+        q->dy_end[i] = 2 * L - i;
     }
     for (int j = 0; j < L; j++) {
         const kc_layer *l = q->m->layers[j];
@@ -181,6 +195,63 @@ static void plan_needs_grad(planner *q) {
     }
 }
 
+/* How many of layer l's inputs before input k read node i (Add(x, x): only the first may
+ * share; the second's copy is added into the shared buffer after the Add's backward). */
+static int reads_before(const kc_layer *l, int i, int k) {
+    int n = 0;
+    for (int k2 = 0; k2 < k; k2++) n += l->in[k2] == i;
+    return n;
+}
+
+/* How many inputs of the graph's nodes read node i; the largest index of them other than j in *other. */
+static int consumers_of(const kc_model *m, int i, int j, int *other) {
+    int n = 0;
+    *other = -1;
+    for (int c = 0; c < m->n_layers; c++)
+        for (int k = 0; k < m->layers[c]->n_in; k++)
+            if (m->layers[c]->in[k] == i) {
+                n++;
+                if (c != j && c > *other) *other = c;
+            }
+    return n;
+}
+
+/* A BatchNormalization that writes nothing into its own dy (batchnorm.c uses it as scratch
+ * when its input takes no gradient, and masks it in place when a ReLU is fused after it). */
+static bool bn_keeps_dy(const planner *q, const kc_layer *l) {
+    return l->ops == &kc__batchnorm_ops && !l->relu_after && l->n_in == 1 && q->p->needs_grad[l->in[0]];
+}
+
+/* scale2t: the inputs of Add node j whose dy may share j's dy buffer (see the top of the file);
+ * called before j's inputs get their buffers. Sets share[] and extends dy_end[j]. */
+static void plan_share_add(planner *q, int j) {
+    const kc_layer *l = q->m->layers[j];
+    if (l->ops != &kc__add_ops || q->share[j] != j || l->shares >= 0 || l->calls != 0) return;
+    const kc__merge_cfg *c = l->cfg;
+    int cand[2], nc = 0;
+    for (int k = 0; k < l->n_in && nc < 2; k++) {
+        const int g = l->in[k];
+        const kc_layer *in = q->m->layers[g];
+        if (!c->same[k] || q->group[g] != g || q->dy_start[g] >= 0 || !q->p->needs_grad[g] || g == q->group[0] ||
+            in->shares >= 0 || in->calls != 0 || reads_before(l, g, k) > 0)
+            continue;
+        cand[nc++] = g;
+    }
+    if (nc == 0) return;
+    if (nc == 2) { /* the higher-index one must keep its dy and be read by j only, the lower one's
+                      other consumers must run their backward after it */
+        const int hi = KC_MAX(cand[0], cand[1]), lo = KC_MIN(cand[0], cand[1]);
+        int other_hi, other_lo;
+        if (!bn_keeps_dy(q, q->m->layers[hi]) || consumers_of(q->m, hi, j, &other_hi) != 1 ||
+            (consumers_of(q->m, lo, j, &other_lo), other_lo >= hi) || reads_before(l, lo, l->n_in) > 1)
+            nc = 1;
+    }
+    for (int i = 0; i < nc; i++) {
+        q->share[cand[i]] = j;
+        if (2 * q->L - cand[i] > q->dy_end[j]) q->dy_end[j] = 2 * q->L - cand[i];
+    }
+}
+
 /* Training: dy of each group is first written by the loss (output group) or by the
  * consumer with the latest index (its backward runs first); later writers use their
  * own buffer (dx_tmp) and add. A node that needs no gradient (plan_needs_grad: the input,
@@ -193,6 +264,7 @@ static void plan_gradients(planner *q) {
     for (int j = L - 1; j >= 1; j--) {
         const kc_layer *l = q->m->layers[j];
         if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, true) || !p->needs_grad[j]) continue;
+        plan_share_add(q, j);
         for (int k = 0; k < l->n_in; k++) {
             int g = group[l->in[k]];
             if (g == group[0] || !p->needs_grad[l->in[k]]) continue;
@@ -207,9 +279,9 @@ static void plan_gradients(planner *q) {
         }
     }
     for (int g = 1; g < L; g++) {
-        if (group[g] != g || dy_start[g] < 0) continue;
+        if (group[g] != g || dy_start[g] < 0 || q->share[g] != g) continue;
         size_t bytes = y_bytes(q, g);
-        q->bufs[q->nb++] = (pbuf){bytes, dy_start[g], 2 * L - g, &p->dy_off[g], 0};
+        q->bufs[q->nb++] = (pbuf){bytes, dy_start[g], q->dy_end[g], &p->dy_off[g], 0};
         p->gradient_bytes += bytes;
     }
     for (int i = 0; i < L; i++)
@@ -224,6 +296,8 @@ static kc_status plan_place(planner *q, size_t ws_max) {
     size_t total = place_all(q->bufs, q->nb);
     if (total == (size_t)-1)
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", q->m->name);
+    for (int i = 0; i < q->L; i++)
+        if (q->group[i] == i && q->share[i] != i) p->dy_off[i] = p->dy_off[q->share[i]];
     for (int i = 0; i < q->L; i++) {
         if (q->group[i] != i) {
             p->y_off[i] = p->y_off[q->group[i]];
@@ -264,6 +338,8 @@ kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
     free(q.group);
     free(q.y_end);
     free(q.dy_start);
+    free(q.share);
+    free(q.dy_end);
     free(q.bufs);
     if (s != KC_STATUS_OK) kc__plan_free(p);
     return s;

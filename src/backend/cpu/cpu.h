@@ -288,8 +288,9 @@ kc_status kc__cpu_batchnorm_relu_forward_infer(kc_backend *be, const float *x, f
                                                const float *gamma, const float *beta, const float *moving_mean,
                                                const float *moving_var, float epsilon, float relu_max);
 kc_status kc__cpu_batchnorm_relu_backward(kc_backend *be, const float *x, const float *y, const float *dy, float *dx,
-                                          int64_t rows, int c, const float *gamma, const float *save_mean,
-                                          const float *save_inv_std, float *dgamma, float *dbeta, float relu_max);
+                                          int64_t rows, int c, const float *gamma, const float *beta,
+                                          const float *save_mean, const float *save_inv_std, float *dgamma,
+                                          float *dbeta, float relu_max);
 
 /* ---- cpu_act.c
  * act_backward needs x only for GELU and SILU, and for RELU_GENERAL when its threshold

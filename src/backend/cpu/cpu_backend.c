@@ -109,14 +109,45 @@ kc_status kc__cpu_to_host(kc_backend *be, void *dst, const void *src, size_t byt
     return cpu_copy_checked("to_host", dst, src, bytes);
 }
 
+/* scale2t: a copy (src) or a clear (src NULL) of at least this many bytes between blocks that do
+ * not overlap is split over the team, one piece of 64-byte multiples per thread: one thread
+ * reaches about two thirds of the two cores' memory bandwidth here (24.6 against 36.5 GB/s). */
+#define CPU_PAR_BYTES ((size_t)1 << 20)
+static void cpu_bytes(void *dst, const void *src, size_t bytes) {
+    const char *s = src;
+    char *d = dst;
+    const bool overlap = s && d < s + bytes && s < d + bytes;
+    if (bytes < CPU_PAR_BYTES || overlap || !kc__cpu_team()) {
+        if (s) memmove(d, s, bytes);
+        else memset(d, 0, bytes);
+        return;
+    }
+#pragma omp parallel
+    {
+        int t = 0, tn = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        tn = omp_get_num_threads();
+#endif
+        const size_t lo = (bytes * (size_t)t / (size_t)tn) & ~(size_t)63;
+        const size_t hi = t == tn - 1 ? bytes : (bytes * (size_t)(t + 1) / (size_t)tn) & ~(size_t)63;
+        if (s) memcpy(d + lo, s + lo, hi - lo);
+        else memset(d + lo, 0, hi - lo);
+    }
+}
+
 kc_status kc__cpu_copy(kc_backend *be, void *dst, const void *src, size_t bytes) {
-    return cpu_copy_checked("copy", dst, src, bytes);
+    if (bytes == 0) return KC_STATUS_OK;
+    if (!dst || !src)
+        return cpu_copy_checked("copy", dst, src, bytes); /* the message */
+    if (dst != src) cpu_bytes(dst, src, bytes);
+    return KC_STATUS_OK;
 }
 
 kc_status kc__cpu_memset0(kc_backend *be, void *dst, size_t bytes) {
     if (bytes == 0) return KC_STATUS_OK;
     if (!dst) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu backend memset0: NULL pointer for %zu bytes", bytes);
-    memset(dst, 0, bytes);
+    cpu_bytes(dst, NULL, bytes);
     return KC_STATUS_OK;
 }
 

@@ -10,10 +10,14 @@
  * one for the normalisation), wider inputs in blocks of KC_CPU_RED_COLS; the per-channel
  * coefficients live on the stack; rows run in parallel. A training call (forward or backward) is one
  * parallel region per block of channels: sums, barrier, coefficients, barrier, the pass over the
- * rows (bn_run; before mnv2-2t: a region with an ordered reduction, then a second one).
+ * rows (bn_run; before mnv2-2t: a region with an ordered reduction, then a second one); no region
+ * at all where it would get one thread (kc__cpu_team, as KC_CPU_PAR_FOR: one thread, or nested).
  * The _relu entries (mnv2-speed) are the same with a ReLU after the normalisation: the
  * forward clips in the normalising pass, the backward masks dy where the ReLU passed
- * nothing while it sums and while it writes dx, so neither needs a pass of its own. */
+ * nothing while it sums and while it writes dx, so neither needs a pass of its own.
+ * scale2t: given no y, the backward recomputes the ReLU's input from x with the forward's
+ * own expression and coefficients (the same floats, so the same mask) instead of reading y:
+ * 5 streams over the activations instead of 7 (sums: x, dy; pass: x, dy, dx). */
 #include <math.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -36,13 +40,16 @@ static kc_status bn_check(const char *what, const float *x, const float *y, int6
 /* Rows summed in float before each addition into the double totals. */
 #define BN_ROW_BLOCK 32
 
-/* The ReLU of the fused entries: on, and its upper clip (INFINITY when none). */
+/* The ReLU of the fused entries: on, and its upper clip (INFINITY when none); for a backward
+ * without y, the forward's coefficients per channel of the block (k2 = gamma * inv_std,
+ * k3 = beta): the ReLU's input was (x - mean) * k2 + k3. */
 typedef struct bn_relu {
     int on;
     float hi;
+    const float *k2, *k3;
 } bn_relu;
-static bn_relu bn_relu_of(float relu_max) { return (bn_relu){1, relu_max > 0.0f ? relu_max : INFINITY}; }
-static const bn_relu BN_NO_RELU = {0, INFINITY};
+static bn_relu bn_relu_of(float relu_max) { return (bn_relu){1, relu_max > 0.0f ? relu_max : INFINITY, NULL, NULL}; }
+static const bn_relu BN_NO_RELU = {0, INFINITY, NULL, NULL};
 
 /* A column block of a (rows, ld) matrix: columns [c0, c0 + cb). */
 typedef struct bn_cols {
@@ -64,7 +71,13 @@ static void bn_sums_rows(const float *a, const float *dy, const float *y, bn_rel
             continue;
         }
         const float *gr = dy + r * k.ld + k.c0;
-        if (rl.on) {
+        if (rl.on && !y) { /* the mask from x: p is the forward's mean */
+            for (int j = 0; j < cb; j++) {
+                const float xc = ar[j] - p[j], v = xc * rl.k2[j] + rl.k3[j];
+                const float g = v > 0.0f && v < rl.hi ? gr[j] : 0.0f;
+                f1[j] += g, f2[j] += g * xc;
+            }
+        } else if (rl.on) {
             const float *yr = y + r * k.ld + k.c0;
             for (int j = 0; j < cb; j++) {
                 const float g = yr[j] > 0.0f && yr[j] < rl.hi ? gr[j] : 0.0f;
@@ -149,7 +162,14 @@ static void bn_pass(const bn_job *b, int64_t r0, int64_t r1) {
             continue;
         }
         const float *gr = b->dy + at;
-        if (b->rl.on) {
+        if (b->rl.on && !b->y) {
+            const float *k2 = b->rl.k2, *k3 = b->rl.k3;
+            for (int j = 0; j < cb; j++) {
+                const float xc = xr[j] - p[j], v = xc * k2[j] + k3[j];
+                const float g = v > 0.0f && v < hi ? gr[j] : 0.0f;
+                o[j] = c1[j] * g + c2[j] * xc + c3[j];
+            }
+        } else if (b->rl.on) {
             const float *yr = b->y + at;
             for (int j = 0; j < cb; j++) {
                 const float g = yr[j] > 0.0f && yr[j] < hi ? gr[j] : 0.0f;
@@ -191,7 +211,7 @@ static void bn_run(bn_job *b) {
     b->c1 = c1, b->c2 = c2, b->c3 = c3;
     int team = 1;
 #ifdef _OPENMP
-    if (kc__cpu_par(b->k.rows * b->k.cb)) team = omp_get_max_threads();
+    if (kc__cpu_par(b->k.rows * b->k.cb) && kc__cpu_team()) team = omp_get_max_threads();
 #endif
     const double *part[2 * team];
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -213,7 +233,7 @@ static int bn_block(int c) { return c <= BN_ONE_PASS ? c : KC_CPU_RED_COLS; }
 static void bn_apply(const float *x, float *y, bn_cols k, const float *sub, const float *mul, const float *add,
                      bn_relu rl) {
     const bn_job b = {.x = x, .out = y, .k = k, .rl = rl, .c1 = (float *)sub, .c2 = (float *)mul, .c3 = (float *)add};
-#pragma omp parallel if (kc__cpu_par(k.rows * k.cb))
+#pragma omp parallel if (kc__cpu_par(k.rows * k.cb) && kc__cpu_team())
     {
         int t = 0, tn = 1;
 #ifdef _OPENMP
@@ -294,18 +314,25 @@ kc_status kc__cpu_batchnorm_relu_forward_infer(kc_backend *be, const float *x, f
 }
 
 static kc_status bn_backward(const float *x, const float *y, const float *dy, float *dx, int64_t rows, int c,
-                             const float *gamma, const float *save_mean, const float *save_inv_std, float *dgamma,
-                             float *dbeta, bn_relu rl) {
+                             const float *gamma, const float *beta, const float *save_mean,
+                             const float *save_inv_std, float *dgamma, float *dbeta, bn_relu rl) {
     KC_TRY(bn_check("batchnorm_backward", x, dx, rows, c));
     if (!dy || !save_mean || !save_inv_std)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_backward: NULL dy or saved statistics");
-    if (rl.on && !y)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_relu_backward: NULL y (the fused forward's output)");
     const int bw = bn_block(c);
+    float k2[BN_ONE_PASS], k3[BN_ONE_PASS]; /* the mask's coefficients when there is no y */
     for (int c0 = 0; c0 < c; c0 += bw) {
         bn_job b = {.backward = 1, .x = x, .y = y, .dy = dy, .out = dx, .k = {rows, c, c0, KC_MIN(bw, c - c0)},
                     .rl = rl, .p = save_mean + c0, .gamma = gamma, .save_inv_std = save_inv_std, .dgamma = dgamma,
                     .dbeta = dbeta};
+        if (rl.on && !y) { /* as bn_coef's forward coefficients: c2 = gamma * inv, c3 = beta */
+            for (int j = 0; j < b.k.cb; j++) {
+                const int ch = c0 + j;
+                k2[j] = (gamma ? gamma[ch] : 1.0f) * save_inv_std[ch];
+                k3[j] = beta ? beta[ch] : 0.0f;
+            }
+            b.rl.k2 = k2, b.rl.k3 = k3;
+        }
         bn_run(&b);
     }
     return KC_STATUS_OK;
@@ -314,11 +341,13 @@ static kc_status bn_backward(const float *x, const float *y, const float *dy, fl
 kc_status kc__cpu_batchnorm_backward(kc_backend *be, const float *x, const float *dy, float *dx, int64_t rows, int c,
                                      const float *gamma, const float *save_mean, const float *save_inv_std,
                                      float *dgamma, float *dbeta) {
-    return bn_backward(x, NULL, dy, dx, rows, c, gamma, save_mean, save_inv_std, dgamma, dbeta, BN_NO_RELU);
+    return bn_backward(x, NULL, dy, dx, rows, c, gamma, NULL, save_mean, save_inv_std, dgamma, dbeta, BN_NO_RELU);
 }
 
 kc_status kc__cpu_batchnorm_relu_backward(kc_backend *be, const float *x, const float *y, const float *dy, float *dx,
-                                          int64_t rows, int c, const float *gamma, const float *save_mean,
-                                          const float *save_inv_std, float *dgamma, float *dbeta, float relu_max) {
-    return bn_backward(x, y, dy, dx, rows, c, gamma, save_mean, save_inv_std, dgamma, dbeta, bn_relu_of(relu_max));
+                                          int64_t rows, int c, const float *gamma, const float *beta,
+                                          const float *save_mean, const float *save_inv_std, float *dgamma,
+                                          float *dbeta, float relu_max) {
+    return bn_backward(x, y, dy, dx, rows, c, gamma, beta, save_mean, save_inv_std, dgamma, dbeta,
+                       bn_relu_of(relu_max));
 }
