@@ -36,8 +36,10 @@ extern "C" {
  * 4: kc_device_opts passed to the module's entry point (the GPU options come from the
  * caller; the module no longer reads the environment for them)
  * 5: the depthwise and grouped convolutions take a workspace (depthwise_workspace,
- * grouped_conv_workspace) like conv2d's */
-#define KC_BACKEND_ABI 5
+ * grouped_conv_workspace) like conv2d's
+ * 6: batchnorm_relu_backward takes beta (y may be NULL: the mask is recomputed from x);
+ *    cpu_gemm_split, infer_tile_bytes and fold_pad_depthwise at the end of kc_backend */
+#define KC_BACKEND_ABI 6
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
