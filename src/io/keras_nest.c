@@ -122,14 +122,14 @@ kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
     }
     for (int k = 1; k <= ng->n && ok; k++) {
         int p = m->nests[k - 1].parent;
-        ok = p >= 0 && p < k && nest_ends(m, ng, k) && (!m->nests[k - 1].sequential || nest_chain(m, ng, k, items));
+        ok = p >= 0 && p < k && !m->nests[k - 1].multi && nest_ends(m, ng, k) && (!m->nests[k - 1].sequential || nest_chain(m, ng, k, items));
     }
     ng->sequential = ok && m->keras_sequential && nest_chain(m, ng, 0, items);
     free(items);
     ng->on = ok;
     if (!ok)
-        kc__log(KC_LOG_INFO, "model '%s': its nested models no longer each take one tensor and give one; saving it "
-                             "flattened", m->name);
+        kc__log(KC_LOG_INFO, "model '%s': its nested models do not each take one tensor and give one at one call; "
+                             "saving it flattened", m->name);
     kc_status s = kc__h5_keras_order(m, &ng->order, ok); /* nested: the inlined layers at their keras_path */
     if (s != KC_STATUS_OK) kc__nesting_free(ng);
     return s;

@@ -37,7 +37,8 @@ typedef struct kc__nest {
     bool sequential;         /* Sequential, else Functional */
     int parent;              /* 1-based index of the nested model holding it, 0: the model */
     int training;            /* its call's training argument: -1 none, 0 False, 1 True */
-    char input[KC_NAME_MAX]; /* the name of its InputLayer */
+    char input[KC_NAME_MAX]; /* the name of its InputLayer (the first, where it has several) */
+    bool multi;              /* several inputs or outputs: the model is saved flat (keras_nest.c) */
 } kc__nest;
 
 struct kc_model {
