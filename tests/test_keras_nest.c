@@ -307,6 +307,10 @@ static void test_nested_saved_nested(void **state) {
         {"nested_h5.keras", "nested_h5.keras", "nested_h52.keras"},
         {"nested_h5.keras3.h5", "nested_h5.keras3.h5", "nested_h52.keras3.h5"},
         {"nested_h5.keras2.h5", "nested_h5.keras2.h5", "nested_h52.keras2.h5"},
+        /* nested-more: nested models called twice (siamese's base and proj) */
+        {"siamese.keras", "siamese.keras", "siamese2.keras"},
+        {"siamese.keras3.h5", "siamese.keras3.h5", "siamese2.keras3.h5"},
+        {"siamese.keras2.h5", "siamese.keras2.h5", "siamese2.keras2.h5"},
     };
     static char want[16384], got[16384];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

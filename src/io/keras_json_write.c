@@ -32,7 +32,8 @@ static const char *own_name(const writer *w, const kc_layer *l) {
 }
 
 /* How the model being written refers to node's output: a layer of its own (its call),
- * the nested model holding it (Keras 3 calls it node 0, Keras 2 node 1: its graph is node 0),
+ * the nested model holding it (Keras 3 numbers its calls from node 0, Keras 2 from 1: its graph
+ * is node 0),
  * or, for a node outside the nested model being written, that model's InputLayer. */
 static const char *ref_name(const writer *w, int node, int *call) {
     const kc_layer *l = kc__model_layer(w->m, node);
@@ -40,7 +41,7 @@ static const char *ref_name(const writer *w, int node, int *call) {
     if (!w->ng->on) return l->name;
     int c = kc__nest_child(w->m, node, w->scope);
     if (c == 0) return own_name(w, l);
-    *call = c > 0 && w->flavour == 2 ? 1 : 0;
+    *call = c > 0 ? kc__model_call_index(w->m, node) + (w->flavour == 2) : 0; /* its output's call */
     return c > 0 ? w->m->nests[c - 1].name : w->m->nests[w->scope - 1].input;
 }
 
@@ -348,6 +349,7 @@ static json_t *inbound_nodes(writer *w, const kc_layer *l) {
     json_t *nodes = json_array();
     if (l->n_in == 0) return nodes;
     inbound_node(w, l, nodes);
+    if (w->scope > 0) return nodes; /* in a nested model: its later calls are the nested model's */
     for (int c = l->index + 1; l->calls && c < w->m->n_layers; c++)
         if (kc__model_layer(w->m, c)->shares == l->index) inbound_node(w, kc__model_layer(w->m, c), nodes);
     return nodes;
@@ -503,8 +505,8 @@ static kc_status nest_input_entry(writer *w, bool functional, json_t **out) {
 }
 
 /* Nested model k as an entry of the model being written: its model object, and in a
- * Functional (`functional`) its name and its call on the tensor it takes with the training
- * argument it was called with. */
+ * Functional (`functional`) its name and its calls, each on the tensor it takes, with the
+ * training argument it was called with. */
 static kc_status nest_entry(writer *w, int k, bool functional, json_t **out) {
     int scope = w->scope;
     w->scope = k;
@@ -512,25 +514,29 @@ static kc_status nest_entry(writer *w, int k, bool functional, json_t **out) {
     w->scope = scope;
     if (s != KC_STATUS_OK || !functional) return s;
     const kc__nest *nt = &w->m->nests[k - 1];
-    json_t *kwargs = json_object(), *nodes = json_array(), *node = NULL;
-    if (nt->training >= 0) put(w, kwargs, "training", json_boolean(nt->training));
-    if (w->flavour == 2) { /* [[["input_1", 0, 0, {"training": false}]]] */
-        int call = 0;
-        json_t *ref = json_array();
-        push(w, ref, json_string(ref_name(w, w->ng->in[k], &call)));
-        push(w, ref, json_integer(call));
-        push(w, ref, json_integer(0));
-        push(w, ref, kwargs);
-        node = json_array();
-        push(w, node, ref);
-    } else { /* {"args": [tensor], "kwargs": {"training": false}} */
-        json_t *args = json_array();
-        push(w, args, keras_tensor(w, w->ng->in[k]));
-        node = json_object();
-        put(w, node, "args", args);
-        put(w, node, "kwargs", kwargs);
+    json_t *nodes = json_array();
+    for (int c = 0; c < w->ng->calls[k]; c++) {
+        int from = w->ng->call_in[k * w->ng->max_calls + c];
+        json_t *kwargs = json_object(), *node = NULL;
+        if (nt->training >= 0) put(w, kwargs, "training", json_boolean(nt->training));
+        if (w->flavour == 2) { /* [[["input_1", 0, 0, {"training": false}]]] */
+            int call = 0;
+            json_t *ref = json_array();
+            push(w, ref, json_string(ref_name(w, from, &call)));
+            push(w, ref, json_integer(call));
+            push(w, ref, json_integer(0));
+            push(w, ref, kwargs);
+            node = json_array();
+            push(w, node, ref);
+        } else { /* {"args": [tensor], "kwargs": {"training": false}} */
+            json_t *args = json_array();
+            push(w, args, keras_tensor(w, from));
+            node = json_object();
+            put(w, node, "args", args);
+            put(w, node, "kwargs", kwargs);
+        }
+        push(w, nodes, node);
     }
-    push(w, nodes, node);
     put(w, *out, "name", json_string(nt->name));
     put(w, *out, "inbound_nodes", nodes);
     return KC_STATUS_OK;

@@ -65,27 +65,78 @@ bool kc__nest_frozen(const kc_model *m, int scope) {
     return any;
 }
 
-/* Where nested model k is called and read: ng->in[k], ng->out[k]; false when it is called
- * on several tensors or read at several layers. */
-static bool nest_ends(const kc_model *m, kc__nesting *ng, int k) {
-    ng->in[k] = ng->out[k] = -1;
+/* Where call c of nested model k reads and gives: *in, *out; false when it reads several
+ * tensors, is read at several layers, or its layers read another call's. */
+static bool nest_ends(const kc_model *m, int k, int c, int *in, int *out) {
+    *in = *out = -1;
     int last = kc__model_output(m);
     for (int j = 0; j < m->n_layers; j++) {
         const kc_layer *l = kc__model_layer(m, j);
         bool inside = kc__nest_child(m, j, k) >= 0;
+        if (inside && kc__model_call_index(m, j) != c) continue;
         for (int q = 0; q < l->n_in; q++) {
             int x = l->in[q];
             bool x_inside = kc__nest_child(m, x, k) >= 0;
-            int *end = inside && !x_inside ? &ng->in[k] : !inside && x_inside ? &ng->out[k] : NULL;
+            if (x_inside && kc__model_call_index(m, x) != c) {
+                if (inside) return false; /* a layer of call c reads another call's */
+                continue;
+            }
+            int *end = inside && !x_inside ? in : !inside && x_inside ? out : NULL;
             if (end && *end >= 0 && *end != x) return false;
             if (end) *end = x;
         }
     }
-    if (kc__nest_child(m, last, k) >= 0) {
-        if (ng->out[k] >= 0 && ng->out[k] != last) return false;
-        ng->out[k] = last;
+    if (kc__nest_child(m, last, k) >= 0 && kc__model_call_index(m, last) == c) {
+        if (*out >= 0 && *out != last) return false;
+        *out = last;
     }
-    return ng->in[k] >= 0 && ng->out[k] >= 0;
+    return *in >= 0 && *out >= 0;
+}
+
+/* Whether the layers of nested model k (called ng->calls[k] times) are called once per call:
+ * a nested model called several times must sit in the model itself, hold no nested model,
+ * and each of its layers be a shared layer with a call for each of its calls (an operation
+ * node, a new layer at each call, is not). */
+static bool nest_calls_ok(const kc_model *m, const kc__nesting *ng, int k) {
+    if (ng->calls[k] == 1) return true;
+    if (m->nests[k - 1].parent != 0) return false;
+    for (int j = 0; j < ng->n; j++)
+        if (m->nests[j].parent == k) return false;
+    for (int i = 0; i < m->n_layers; i++) {
+        const kc_layer *l = kc__model_layer(m, i);
+        if (nest_of(m, i) == k && l->shares < 0 && l->calls != ng->calls[k] - 1) return false;
+    }
+    return true;
+}
+
+/* How many times each nested model is called (ng->calls, ng->max_calls), and the arrays. */
+static bool nest_alloc(const kc_model *m, kc__nesting *ng) {
+    ng->calls = calloc((size_t)ng->n + 1, sizeof *ng->calls);
+    if (!ng->calls) return false;
+    ng->max_calls = 1;
+    for (int i = 0; i < m->n_layers; i++) {
+        int k = nest_of(m, i), c = kc__model_call_index(m, i) + 1;
+        if (k > 0 && k <= ng->n && c > ng->calls[k]) ng->calls[k] = c;
+        if (c > ng->max_calls) ng->max_calls = c;
+    }
+    size_t cells = ((size_t)ng->n + 1) * (size_t)ng->max_calls;
+    ng->in = calloc((size_t)ng->n + 1, sizeof *ng->in);
+    ng->out = calloc((size_t)ng->n + 1, sizeof *ng->out);
+    ng->call_in = calloc(cells, sizeof *ng->call_in);
+    ng->call_out = calloc(cells, sizeof *ng->call_out);
+    return ng->in && ng->out && ng->call_in && ng->call_out;
+}
+
+/* Every call of nested model k: its ends (ng->call_in / call_out; ng->in / out: call 0's). */
+static bool nest_all_ends(const kc_model *m, kc__nesting *ng, int k) {
+    if (ng->calls[k] < 1) ng->calls[k] = 1; /* it holds nested models only */
+    for (int c = 0; c < ng->calls[k]; c++) {
+        int *in = &ng->call_in[k * ng->max_calls + c], *out = &ng->call_out[k * ng->max_calls + c];
+        if (!nest_ends(m, k, c, in, out)) return false;
+    }
+    ng->in[k] = ng->call_in[k * ng->max_calls];
+    ng->out[k] = ng->call_out[k * ng->max_calls];
+    return nest_calls_ok(m, ng, k);
 }
 
 /* A Sequential nested model (k > 0) must be a chain from its input to its output; so must the
@@ -106,10 +157,8 @@ kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
     memset(ng, 0, sizeof *ng);
     if (m->n_nests == 0 || m->sequential) return kc__h5_keras_order(m, &ng->order, false);
     ng->n = m->n_nests;
-    ng->in = calloc((size_t)ng->n + 1, sizeof *ng->in);
-    ng->out = calloc((size_t)ng->n + 1, sizeof *ng->out);
     int *items = malloc(((size_t)m->n_layers + 1) * sizeof *items);
-    if (!ng->in || !ng->out || !items) {
+    if (!items || !nest_alloc(m, ng)) {
         free(items);
         kc__nesting_free(ng);
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory saving the nested models of '%s'", m->name);
@@ -117,18 +166,20 @@ kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
     bool ok = nest_of(m, 0) == 0;
     for (int i = 0; i < m->n_layers && ok; i++) {
         const kc_layer *l = kc__model_layer(m, i);
-        ok = l->keras_nest >= 0 && l->keras_nest <= ng->n && (l->shares < 0 || l->keras_nest == 0);
-        if (ok && l->shares >= 0) ok = nest_of(m, i) == 0; /* a layer shared inside a nested model: flat */
+        ok = l->keras_nest >= 0 && l->keras_nest <= ng->n;
+        /* a later call: of a layer of the model, or of a nested model called again */
+        if (ok && l->shares >= 0) ok = nest_of(m, i) == 0 || ng->calls[nest_of(m, i)] > 1;
     }
     for (int k = 1; k <= ng->n && ok; k++) {
         int p = m->nests[k - 1].parent;
-        ok = p >= 0 && p < k && !m->nests[k - 1].multi && nest_ends(m, ng, k) && (!m->nests[k - 1].sequential || nest_chain(m, ng, k, items));
+        ok = p >= 0 && p < k && !m->nests[k - 1].multi && nest_all_ends(m, ng, k) &&
+             (!m->nests[k - 1].sequential || nest_chain(m, ng, k, items));
     }
     ng->sequential = ok && m->keras_sequential && nest_chain(m, ng, 0, items);
     free(items);
     ng->on = ok;
     if (!ok)
-        kc__log(KC_LOG_INFO, "model '%s': its nested models do not each take one tensor and give one at one call; "
+        kc__log(KC_LOG_INFO, "model '%s': its nested models do not each take one tensor and give one at each call; "
                              "saving it flattened", m->name);
     kc_status s = kc__h5_keras_order(m, &ng->order, ok); /* nested: the inlined layers at their keras_path */
     if (s != KC_STATUS_OK) kc__nesting_free(ng);
@@ -146,6 +197,10 @@ int kc__nesting_flavour(const kc_model *m) {
 void kc__nesting_free(kc__nesting *ng) {
     free(ng->in);
     free(ng->out);
+    free(ng->calls);
+    free(ng->call_in);
+    free(ng->call_out);
+    ng->calls = ng->call_in = ng->call_out = NULL;
     kc__korder_free(&ng->order);
     ng->in = ng->out = NULL;
 }

@@ -13,14 +13,18 @@ typedef struct kc__nesting {
     bool sequential;         /* on, and a Sequential config's model whose entries still form a chain
                                 from its InputLayer to its output: written as a Sequential */
     int n;
-    int *in, *out;           /* (n + 1), index 0 unused */
+    int *in, *out;           /* (n + 1), index 0 unused: where its first call reads and gives */
+    int *calls;              /* (n + 1): how many times each is called (a siamese network's base: 2) */
+    int max_calls;
+    int *call_in, *call_out; /* ((n + 1) * max_calls): call c of nested model k at [k * max_calls + c] */
     korder order;            /* the layers in Keras's model.layers order, with their Keras 3 weight
                                 paths (on: the nested models' layers at their kc_layer.keras_path) */
 } kc__nesting;
 
-/* Whether the model keeps its nesting: it has nested models, each called once on one tensor
- * and read through one output (a graph changed since, where that no longer holds, is saved
- * flat, as before). ng->order is filled either way. */
+/* Whether the model keeps its nesting: it has nested models, each called on one tensor and
+ * read through one output at each call; one called several times (its layers shared layers,
+ * called once per call) holds no nested model and sits in the model itself (a graph changed
+ * since, where that no longer holds, is saved flat, as before). ng->order is filled either way. */
 kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng);
 void kc__nesting_free(kc__nesting *ng);
 
