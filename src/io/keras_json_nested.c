@@ -210,14 +210,68 @@ static kc_status nested_layers(const json_t *cfg, const char *name, bool seq, co
 /* The index in f->nests of the nested model at `path`, recorded at its first call (multi:
  * several inputs or outputs). */
 static int nest_index(flat *f, const char *path, const char *name, bool seq, const scope *parent, int training,
-                      const char *input, bool multi) {
+                      const char *input, json_t *io) {
     const json_t *id = json_object_get(f->nestid, path);
     if (id) return (int)json_integer_value(id);
-    json_array_append_new(f->nests, json_pack("{s:s,s:b,s:i,s:i,s:s,s:b}", "name", name, "sequential", seq, "parent",
-                                              parent->nest, "training", training, "input", input, "multi", multi));
+    json_t *e = json_pack("{s:s,s:b,s:i,s:i,s:s}", "name", name, "sequential", seq, "parent", parent->nest, "training",
+                          training, "input", input);
+    json_object_update(e, io);
+    json_array_append_new(f->nests, e);
     int k = (int)json_array_size(f->nests);
     json_object_set_new(f->nestid, path, json_integer(k));
     return k;
+}
+
+/* The tensor references of a layer entry's first call, in order (Keras 3: its args, a list
+ * flattened; Keras 2: its refs): a list of [layer, node, index]. */
+static json_t *first_call_refs(const json_t *e) {
+    const json_t *node = json_array_get(json_object_get(e, "inbound_nodes"), 0), *args = node;
+    if (json_is_object(node)) args = json_object_get(node, "args");
+    json_t *out = json_array(), *r;
+    size_t i, j;
+    json_t *a, *b;
+    json_array_foreach(args, i, a) {
+        if (json_is_array(a) && !json_is_string(json_array_get(a, 0))) {
+            json_array_foreach(a, j, b) if ((r = arg_ref(b))) json_array_append_new(out, r);
+        } else if ((r = arg_ref(a))) {
+            json_array_append_new(out, r);
+        }
+    }
+    return out;
+}
+
+/* A nested model's inputs and outputs as the writers need them (keras_nest.c): {"multi":
+ * whether it has several, "ins": [[InputLayer, a layer reading it, at which input], ...],
+ * "outs": [output layer, ...]}; "ins"/"outs" left out where they cannot be written back
+ * (an input nothing reads, an output not a layer's first output). */
+static json_t *nest_io(const json_t *ls, const json_t *ins, const json_t *outs) {
+    bool multi = json_array_size(ins) != 1 || json_array_size(outs) != 1, ok = true;
+    json_t *io = json_pack("{s:b}", "multi", multi), *in_list = json_array(), *out_list = json_array();
+    size_t i, j, q;
+    json_t *r, *e, *ref;
+    json_array_foreach(ins, i, r) {
+        const char *in = json_string_value(json_array_get(r, 0));
+        json_t *user = NULL;
+        json_array_foreach(ls, j, e) {
+            json_t *refs = is_input(e) ? json_array() : first_call_refs(e);
+            json_array_foreach(refs, q, ref) if (!user && !strcmp(json_string_value(json_array_get(ref, 0)), in))
+                user = json_pack("[ssI]", in, kc__json_entry_name(e), (json_int_t)q);
+            json_decref(refs);
+        }
+        ok = ok && user;
+        if (user) json_array_append_new(in_list, user);
+    }
+    json_array_foreach(outs, i, r) {
+        ok = ok && json_integer_value(json_array_get(r, 1)) == 0 && json_integer_value(json_array_get(r, 2)) == 0;
+        json_array_append(out_list, json_array_get(r, 0));
+    }
+    if (ok && json_array_size(ins) <= KC_NEST_MAX_IO && json_array_size(outs) <= KC_NEST_MAX_IO) {
+        json_object_set(io, "ins", in_list);
+        json_object_set(io, "outs", out_list);
+    }
+    json_decref(in_list);
+    json_decref(out_list);
+    return io;
 }
 
 /* Call k of nested model `name` (its layers ls, inputs ins, outputs outs) on the tensors
@@ -283,8 +337,10 @@ static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char 
             break;
         }
         sc.call = parent->call * (int)calls + (int)k;
+        json_t *io = nest_io(ls, ins, outs);
         sc.nest = nest_index(f, path, name, seq, parent, training, json_string_value(json_array_get(json_array_get(ins, 0), 0)),
-                             json_array_size(ins) != 1 || json_array_size(outs) != 1);
+                             io);
+        json_decref(io);
         s = inline_call(f, ls, ins, outs, from, &sc, &to);
         if (s == KC_STATUS_OK) json_array_append_new(calls_out, to);
         else json_decref(to);
@@ -446,6 +502,19 @@ kc_status kc__json_keep_nests(kc_model *m, const json_t *nests) {
         snprintf(k->input, sizeof k->input, "%s", json_string_value(json_object_get(e, "input")));
         k->sequential = json_is_true(json_object_get(e, "sequential"));
         k->multi = json_is_true(json_object_get(e, "multi"));
+        const json_t *ins = json_object_get(e, "ins"), *outs = json_object_get(e, "outs");
+        if (k->multi && (!ins || !outs)) continue; /* saved flat */
+        k->multi = false;
+        k->n_in = (int)json_array_size(ins);
+        k->n_out = (int)json_array_size(outs);
+        for (int q = 0; q < k->n_in; q++) {
+            const json_t *r = json_array_get(ins, (size_t)q);
+            snprintf(k->in_name[q], KC_NAME_MAX, "%s", json_string_value(json_array_get(r, 0)));
+            snprintf(k->in_user[q], KC_NAME_MAX, "%s", json_string_value(json_array_get(r, 1)));
+            k->in_slot[q] = (int)json_integer_value(json_array_get(r, 2));
+        }
+        for (int q = 0; q < k->n_out; q++)
+            snprintf(k->out_name[q], KC_NAME_MAX, "%s", json_string_value(json_array_get(outs, (size_t)q)));
         k->parent = (int)json_integer_value(json_object_get(e, "parent"));
         k->training = (int)json_integer_value(json_object_get(e, "training"));
     }

@@ -65,32 +65,43 @@ bool kc__nest_frozen(const kc_model *m, int scope) {
     return any;
 }
 
-/* Where call c of nested model k reads and gives: *in, *out; false when it reads several
- * tensors, is read at several layers, or its layers read another call's. */
-static bool nest_ends(const kc_model *m, int k, int c, int *in, int *out) {
-    *in = *out = -1;
+static bool listed(const int *v, int n, int x) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == x) return true;
+    return false;
+}
+
+/* Whether every outer node that call c of nested model k reads is in in[0..n_in) and every
+ * node of it read outside (or the model's output) in out[0..n_out), its layers reading no
+ * other call's; fill (n_in = n_out = 1): *in / *out, -1 so far, take the first one met. */
+static bool call_edges(const kc_model *m, int k, int c, int *in, int n_in, int *out, int n_out, bool fill) {
     int last = kc__model_output(m);
-    for (int j = 0; j < m->n_layers; j++) {
-        const kc_layer *l = kc__model_layer(m, j);
-        bool inside = kc__nest_child(m, j, k) >= 0;
+    for (int j = 0; j <= m->n_layers; j++) {
+        bool model_out = j == m->n_layers; /* the model's output, read outside */
+        const kc_layer *l = model_out ? NULL : kc__model_layer(m, j);
+        bool inside = !model_out && kc__nest_child(m, j, k) >= 0;
         if (inside && kc__model_call_index(m, j) != c) continue;
-        for (int q = 0; q < l->n_in; q++) {
-            int x = l->in[q];
+        for (int q = 0; q < (model_out ? 1 : l->n_in); q++) {
+            int x = model_out ? last : l->in[q];
             bool x_inside = kc__nest_child(m, x, k) >= 0;
             if (x_inside && kc__model_call_index(m, x) != c) {
                 if (inside) return false; /* a layer of call c reads another call's */
                 continue;
             }
-            int *end = inside && !x_inside ? in : !inside && x_inside ? out : NULL;
-            if (end && *end >= 0 && *end != x) return false;
-            if (end) *end = x;
+            int *v = inside && !x_inside ? in : !inside && x_inside ? out : NULL;
+            if (!v) continue;
+            if (fill && *v < 0) *v = x;
+            if (!listed(v, v == in ? n_in : n_out, x)) return false;
         }
     }
-    if (kc__nest_child(m, last, k) >= 0 && kc__model_call_index(m, last) == c) {
-        if (*out >= 0 && *out != last) return false;
-        *out = last;
-    }
-    return *in >= 0 && *out >= 0;
+    return true;
+}
+
+/* Where call c of nested model k reads and gives: *in, *out; false when it reads several
+ * tensors, is read at several layers, or its layers read another call's. */
+static bool nest_ends(const kc_model *m, int k, int c, int *in, int *out) {
+    *in = *out = -1;
+    return call_edges(m, k, c, in, 1, out, 1, true) && *in >= 0 && *out >= 0;
 }
 
 /* Whether the layers of nested model k (called ng->calls[k] times) are called once per call:
@@ -119,7 +130,7 @@ static bool nest_alloc(const kc_model *m, kc__nesting *ng) {
         if (k > 0 && k <= ng->n && c > ng->calls[k]) ng->calls[k] = c;
         if (c > ng->max_calls) ng->max_calls = c;
     }
-    size_t cells = ((size_t)ng->n + 1) * (size_t)ng->max_calls;
+    size_t cells = ((size_t)ng->n + 1) * (size_t)ng->max_calls * KC_NEST_MAX_IO;
     ng->in = calloc((size_t)ng->n + 1, sizeof *ng->in);
     ng->out = calloc((size_t)ng->n + 1, sizeof *ng->out);
     ng->call_in = calloc(cells, sizeof *ng->call_in);
@@ -127,16 +138,45 @@ static bool nest_alloc(const kc_model *m, kc__nesting *ng) {
     return ng->in && ng->out && ng->call_in && ng->call_out;
 }
 
-/* Every call of nested model k: its ends (ng->call_in / call_out; ng->in / out: call 0's). */
+/* Node of call c of the layer of nested model k named `inner` there, or -1. */
+static int call_node(const kc_model *m, int k, const char *inner, int c) {
+    for (int i = 0; i < m->n_layers; i++) {
+        const kc_layer *l = kc__model_layer(m, i);
+        if (l->shares >= 0 || nest_of(m, i) != k || strcmp(l->keras_inner, inner) != 0) continue;
+        for (int n = i; n < m->n_layers; n++)
+            if ((n == i || kc__model_layer(m, n)->shares == i) && kc__model_call_index(m, n) == c) return n;
+        return -1;
+    }
+    return -1;
+}
+
+/* The ends of call c of nested model k with several inputs or outputs: input i where its
+ * layer in_user[i] reads it (distinct outer nodes), output j its layer out_name[j]'s output;
+ * false when the graph reads or gives anything else at that call. */
+static bool multi_ends(const kc_model *m, int k, int c, int *in, int *out) {
+    const kc__nest *nt = &m->nests[k - 1];
+    for (int i = 0; i < nt->n_in; i++) {
+        int u = call_node(m, k, nt->in_user[i], c);
+        if (u < 0 || nt->in_slot[i] >= kc__model_layer(m, u)->n_in) return false;
+        in[i] = kc__model_layer(m, u)->in[nt->in_slot[i]];
+        if (kc__nest_child(m, in[i], k) >= 0 || listed(in, i, in[i])) return false;
+    }
+    for (int j = 0; j < nt->n_out; j++)
+        if ((out[j] = call_node(m, k, nt->out_name[j], c)) < 0) return false;
+    return call_edges(m, k, c, in, nt->n_in, out, nt->n_out, false);
+}
+
+/* Every call of nested model k: its ends (ng->call_in / call_out; ng->in / out: call 0's first). */
 static bool nest_all_ends(const kc_model *m, kc__nesting *ng, int k) {
     if (ng->calls[k] < 1) ng->calls[k] = 1; /* it holds nested models only */
+    bool multi = kc__nest_n_in(m, k) > 1 || kc__nest_n_out(m, k) > 1;
     for (int c = 0; c < ng->calls[k]; c++) {
-        int *in = &ng->call_in[k * ng->max_calls + c], *out = &ng->call_out[k * ng->max_calls + c];
-        if (!nest_ends(m, k, c, in, out)) return false;
+        int *in = KC__NEST_IO(ng, call_in, k, c), *out = KC__NEST_IO(ng, call_out, k, c);
+        if (multi ? !multi_ends(m, k, c, in, out) : !nest_ends(m, k, c, in, out)) return false;
     }
-    ng->in[k] = ng->call_in[k * ng->max_calls];
-    ng->out[k] = ng->call_out[k * ng->max_calls];
-    return nest_calls_ok(m, ng, k);
+    ng->in[k] = KC__NEST_IO(ng, call_in, k, 0)[0];
+    ng->out[k] = KC__NEST_IO(ng, call_out, k, 0)[0];
+    return nest_calls_ok(m, ng, k) && (!multi || !m->nests[k - 1].sequential);
 }
 
 /* A Sequential nested model (k > 0) must be a chain from its input to its output; so must the

@@ -16,10 +16,17 @@ typedef struct kc__nesting {
     int *in, *out;           /* (n + 1), index 0 unused: where its first call reads and gives */
     int *calls;              /* (n + 1): how many times each is called (a siamese network's base: 2) */
     int max_calls;
-    int *call_in, *call_out; /* ((n + 1) * max_calls): call c of nested model k at [k * max_calls + c] */
+    int *call_in, *call_out; /* call c of nested model k reads call_in[.. + i] at its input i and gives
+                                call_out[.. + j] as its output j: KC__NEST_IO(ng, call_in, k, c)[i] */
     korder order;            /* the layers in Keras's model.layers order, with their Keras 3 weight
                                 paths (on: the nested models' layers at their kc_layer.keras_path) */
 } kc__nesting;
+
+#define KC__NEST_IO(ng, a, k, c) ((ng)->a + ((size_t)(k) * (size_t)(ng)->max_calls + (size_t)(c)) * KC_NEST_MAX_IO)
+
+/* How many inputs (outputs) nested model k has: its n_in (n_out) where it has several, else 1. */
+static inline int kc__nest_n_in(const kc_model *m, int k) { return m->nests[k - 1].n_in > 1 ? m->nests[k - 1].n_in : 1; }
+static inline int kc__nest_n_out(const kc_model *m, int k) { return m->nests[k - 1].n_out > 1 ? m->nests[k - 1].n_out : 1; }
 
 /* Whether the model keeps its nesting: it has nested models, each called on one tensor and
  * read through one output at each call; one called several times (its layers shared layers,
