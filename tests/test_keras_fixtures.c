@@ -865,8 +865,8 @@ static void test_sequential_nesting_saved(void **state) {
  * operation nodes x * 0.5 + 1, tf-keras's two TFOpLambda layers): kerac reproduces Keras's
  * predictions from .keras, .keras3.h5 and .keras2.h5; the second output's Dense (o2) and, in
  * nest_multi2, the second call's input layer (pre_b2) move them; a fine-tune moves base's
- * weights, and kerac's .keras and .h5 copies (nest_multi's nested again, test_keras_nest.c;
- * nest_multi2's flat, its base holding operation nodes) predict as the model. Keras reloads
+ * weights, and kerac's .keras and .h5 copies (nested again: test_keras_nest.c) predict as
+ * the model. Keras reloads
  * those copies with the same predictions (make_keras_fixtures.py --stage nestmulti_check3 /
  * _check2). A call passing fewer tensors than base has inputs is a clear error. Before
  * nested-more: "nested model 'base' needs one input and one output layer". */

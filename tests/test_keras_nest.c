@@ -4,8 +4,9 @@
  * one /model_weights group per nested model in a legacy .h5) are those of the file Keras
  * wrote, for the nested fixtures written by Keras 3 (.keras, legacy .h5) and tf-keras (.h5);
  * a model fine-tuned by kerac keeps them; kerac reads its own files back the same. Also nested
- * models called twice (siamese) and a nested Functional with two inputs and two outputs
- * (nest_multi): their calls and the outputs read by tensor index as in Keras's file. */
+ * models called twice (siamese) and a nested Functional with two inputs and two outputs,
+ * called once (nest_multi) and twice with operation nodes inside (nest_multi2): their calls,
+ * InputLayers and the outputs read by tensor index as in Keras's file. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -322,6 +323,10 @@ static void test_nested_saved_nested(void **state) {
         {"nest_multi.keras", "nest_multi.keras", "nest_multi_2.keras"},
         {"nest_multi.keras3.h5", "nest_multi.keras3.h5", "nest_multi_2.keras3.h5"},
         {"nest_multi.keras2.h5", "nest_multi.keras2.h5", "nest_multi_2.keras2.h5"},
+        /* the same called twice, with operation nodes inside (Keras 3 ops / tf-keras TFOpLambda) */
+        {"nest_multi2.keras", "nest_multi2.keras", "nest_multi2_2.keras"},
+        {"nest_multi2.keras3.h5", "nest_multi2.keras3.h5", "nest_multi2_2.keras3.h5"},
+        {"nest_multi2.keras2.h5", "nest_multi2.keras2.h5", "nest_multi2_2.keras2.h5"},
     };
     static char want[16384], got[16384];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -50,7 +50,7 @@ static const char *ref_name(const writer *w, int node, int *call, int *tensor) {
     int c = kc__nest_child(w->m, node, w->scope);
     if (c == 0) return own_name(w, l);
     if (c > 0) { /* its output's call */
-        *call = kc__model_call_index(w->m, node);
+        *call = kc__nest_call(w->m, node);
         *tensor = index_of(KC__NEST_IO(w->ng, call_out, c, *call), kc__nest_n_out(w->m, c), node);
         *call += w->flavour == 2;
         return w->m->nests[c - 1].name;

@@ -20,6 +20,23 @@ static int nest_of(const kc_model *m, int node) {
     return l->keras_nest;
 }
 
+/* A layer's inner name (a shared layer's later call: its first call's). */
+static const char *inner_of(const kc_model *m, int node) {
+    const kc_layer *l = kc__model_layer(m, node);
+    return l->shares >= 0 ? kc__model_layer(m, l->shares)->keras_inner : l->keras_inner;
+}
+
+int kc__nest_call(const kc_model *m, int node) {
+    const kc_layer *l = kc__model_layer(m, node);
+    if (l->shares >= 0 || l->keras_nest <= 0) return kc__model_call_index(m, node);
+    int k = 0;
+    for (int i = 0; i < node; i++) {
+        const kc_layer *p = kc__model_layer(m, i);
+        k += p->shares < 0 && p->keras_nest == l->keras_nest && strcmp(p->keras_inner, l->keras_inner) == 0;
+    }
+    return k;
+}
+
 int kc__nest_child(const kc_model *m, int node, int scope) {
     int c = nest_of(m, node);
     if (c == scope) return 0;
@@ -34,7 +51,8 @@ int kc__nest_items(const kc_model *m, int scope, int *items) {
     int n = 0;
     for (int node = 0; node < m->n_layers; node++) {
         int c = kc__nest_child(m, node, scope);
-        if (kc__model_layer(m, node)->shares >= 0) continue; /* a later call: written with its layer */
+        if (kc__model_layer(m, node)->shares >= 0 || (c == 0 && kc__nest_call(m, node) > 0))
+            continue; /* a later call: written with its layer, or the nested model's later call */
         bool seen = false;
         for (int j = 0; j < n && c > 0 && !seen; j++) seen = items[j] == -c;
         if (c == 0) items[n++] = node;
@@ -80,11 +98,11 @@ static bool call_edges(const kc_model *m, int k, int c, int *in, int n_in, int *
         bool model_out = j == m->n_layers; /* the model's output, read outside */
         const kc_layer *l = model_out ? NULL : kc__model_layer(m, j);
         bool inside = !model_out && kc__nest_child(m, j, k) >= 0;
-        if (inside && kc__model_call_index(m, j) != c) continue;
+        if (inside && kc__nest_call(m, j) != c) continue;
         for (int q = 0; q < (model_out ? 1 : l->n_in); q++) {
             int x = model_out ? last : l->in[q];
             bool x_inside = kc__nest_child(m, x, k) >= 0;
-            if (x_inside && kc__model_call_index(m, x) != c) {
+            if (x_inside && kc__nest_call(m, x) != c) {
                 if (inside) return false; /* a layer of call c reads another call's */
                 continue;
             }
@@ -106,16 +124,18 @@ static bool nest_ends(const kc_model *m, int k, int c, int *in, int *out) {
 
 /* Whether the layers of nested model k (called ng->calls[k] times) are called once per call:
  * a nested model called several times must sit in the model itself, hold no nested model,
- * and each of its layers be a shared layer with a call for each of its calls (an operation
- * node, a new layer at each call, is not). */
+ * and each of its layers have one node per call (a shared layer's call, or an operation node
+ * made anew at each call under the same inner name). */
 static bool nest_calls_ok(const kc_model *m, const kc__nesting *ng, int k) {
     if (ng->calls[k] == 1) return true;
     if (m->nests[k - 1].parent != 0) return false;
     for (int j = 0; j < ng->n; j++)
         if (m->nests[j].parent == k) return false;
-    for (int i = 0; i < m->n_layers; i++) {
-        const kc_layer *l = kc__model_layer(m, i);
-        if (nest_of(m, i) == k && l->shares < 0 && l->calls != ng->calls[k] - 1) return false;
+    for (int i = 0; i < m->n_layers; i++) { /* each layer: one node per call */
+        if (nest_of(m, i) != k || kc__nest_call(m, i) != 0) continue;
+        int n = 0;
+        for (int j = i; j < m->n_layers; j++) n += nest_of(m, j) == k && strcmp(inner_of(m, j), inner_of(m, i)) == 0;
+        if (n != ng->calls[k]) return false;
     }
     return true;
 }
@@ -126,7 +146,7 @@ static bool nest_alloc(const kc_model *m, kc__nesting *ng) {
     if (!ng->calls) return false;
     ng->max_calls = 1;
     for (int i = 0; i < m->n_layers; i++) {
-        int k = nest_of(m, i), c = kc__model_call_index(m, i) + 1;
+        int k = nest_of(m, i), c = kc__nest_call(m, i) + 1;
         if (k > 0 && k <= ng->n && c > ng->calls[k]) ng->calls[k] = c;
         if (c > ng->max_calls) ng->max_calls = c;
     }
@@ -140,13 +160,8 @@ static bool nest_alloc(const kc_model *m, kc__nesting *ng) {
 
 /* Node of call c of the layer of nested model k named `inner` there, or -1. */
 static int call_node(const kc_model *m, int k, const char *inner, int c) {
-    for (int i = 0; i < m->n_layers; i++) {
-        const kc_layer *l = kc__model_layer(m, i);
-        if (l->shares >= 0 || nest_of(m, i) != k || strcmp(l->keras_inner, inner) != 0) continue;
-        for (int n = i; n < m->n_layers; n++)
-            if ((n == i || kc__model_layer(m, n)->shares == i) && kc__model_call_index(m, n) == c) return n;
-        return -1;
-    }
+    for (int n = 0; n < m->n_layers; n++)
+        if (nest_of(m, n) == k && kc__nest_call(m, n) == c && strcmp(inner_of(m, n), inner) == 0) return n;
     return -1;
 }
 

@@ -40,6 +40,11 @@ void kc__nesting_free(kc__nesting *ng);
  * outside scope. */
 int kc__nest_child(const kc_model *m, int node, int scope);
 
+/* Which call of its nested model node belongs to: a shared layer's call, or, for an operation
+ * node (made anew at each call of its nested model, with the same inner name), how many layers
+ * of that nested model before it have its inner name; 0 for a layer of the model itself. */
+int kc__nest_call(const kc_model *m, int node);
+
 /* The entries of `scope` in the model's layer order (a nested model where its first layer
  * comes): items[i] >= 0 a layer (node id, first calls only), < 0 the nested model -items[i];
  * returns how many (items: m->n_layers entries). */
