@@ -3,7 +3,10 @@
  * call and training argument) and the weights (Keras 3's scoped paths in model.weights.h5,
  * one /model_weights group per nested model in a legacy .h5) are those of the file Keras
  * wrote, for the nested fixtures written by Keras 3 (.keras, legacy .h5) and tf-keras (.h5);
- * a model fine-tuned by kerac keeps them; kerac reads its own files back the same. */
+ * a model fine-tuned by kerac keeps them; kerac reads its own files back the same. Also nested
+ * models called twice (siamese) and a nested Functional with two inputs and two outputs,
+ * called once (nest_multi) and twice with operation nodes inside (nest_multi2): their calls,
+ * InputLayers and the outputs read by tensor index as in Keras's file. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -79,11 +82,12 @@ static json_t *model_config(const char *path) {
 
 static void cat(char *out, size_t n, const char *s) { snprintf(out + strlen(out), n - strlen(out), "%s", s); }
 
-/* A layer reference as "name/node": Keras 3's keras_history or Keras 2's [name, node, 0, kwargs]. */
+/* A layer reference as "name/node/tensor": Keras 3's keras_history or Keras 2's [name, node, tensor, kwargs]. */
 static void ref_text(const json_t *v, char *out, size_t n) {
     if (json_is_object(v) && json_object_get(v, "config")) v = json_object_get(json_object_get(v, "config"), "keras_history");
     char b[200];
-    snprintf(b, sizeof b, "%s/%d", json_string_value(json_array_get(v, 0)), (int)json_integer_value(json_array_get(v, 1)));
+    snprintf(b, sizeof b, "%s/%d/%d", json_string_value(json_array_get(v, 0)), (int)json_integer_value(json_array_get(v, 1)),
+             (int)json_integer_value(json_array_get(v, 2)));
     cat(out, n, b);
 }
 
@@ -140,7 +144,11 @@ static void skeleton(const json_t *model, bool nested, char *out, size_t n) {
     for (int k = 0; k < 2; k++) {
         if (!io[k]) continue;
         cat(out, n, k ? " out=" : " in=");
-        ref_text(json_is_array(json_array_get(io[k], 0)) ? json_array_get(io[k], 0) : io[k], out, n);
+        if (!json_is_array(json_array_get(io[k], 0))) ref_text(io[k], out, n);
+        for (size_t q = 0; json_is_array(json_array_get(io[k], 0)) && q < json_array_size(io[k]); q++) {
+            ref_text(json_array_get(io[k], q), out, n);
+            cat(out, n, ",");
+        }
     }
     cat(out, n, "}");
 }
@@ -307,6 +315,18 @@ static void test_nested_saved_nested(void **state) {
         {"nested_h5.keras", "nested_h5.keras", "nested_h52.keras"},
         {"nested_h5.keras3.h5", "nested_h5.keras3.h5", "nested_h52.keras3.h5"},
         {"nested_h5.keras2.h5", "nested_h5.keras2.h5", "nested_h52.keras2.h5"},
+        /* nested-more: nested models called twice (siamese's base and proj) */
+        {"siamese.keras", "siamese.keras", "siamese2.keras"},
+        {"siamese.keras3.h5", "siamese.keras3.h5", "siamese2.keras3.h5"},
+        {"siamese.keras2.h5", "siamese.keras2.h5", "siamese2.keras2.h5"},
+        /* a nested Functional with two inputs and two outputs */
+        {"nest_multi.keras", "nest_multi.keras", "nest_multi_2.keras"},
+        {"nest_multi.keras3.h5", "nest_multi.keras3.h5", "nest_multi_2.keras3.h5"},
+        {"nest_multi.keras2.h5", "nest_multi.keras2.h5", "nest_multi_2.keras2.h5"},
+        /* the same called twice, with operation nodes inside (Keras 3 ops / tf-keras TFOpLambda) */
+        {"nest_multi2.keras", "nest_multi2.keras", "nest_multi2_2.keras"},
+        {"nest_multi2.keras3.h5", "nest_multi2.keras3.h5", "nest_multi2_2.keras3.h5"},
+        {"nest_multi2.keras2.h5", "nest_multi2.keras2.h5", "nest_multi2_2.keras2.h5"},
     };
     static char want[16384], got[16384];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

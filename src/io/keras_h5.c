@@ -136,6 +136,10 @@ kc_status kc__h5_keras_order(const kc_model *m, korder *o, bool nested) {
         free(d.post);
         free(depth);
     }
+    int kept = 0; /* nested: an operation node of a nested model's later call is its first call's entry */
+    for (int i = 0; i < o->n; i++)
+        if (!nested || kc__nest_call(m, o->layer[i]) == 0) o->layer[kept++] = o->layer[i];
+    o->n = kept;
     for (int i = 0; i < o->n; i++) {
         const kc_layer *l = kc__model_layer(m, o->layer[i]);
         if (nested && l->keras_path[0]) {

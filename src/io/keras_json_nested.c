@@ -45,16 +45,21 @@ static bool is_input(const json_t *e) {
 /* Renames every layer reference in v (keras_history of Keras 3 tensors, [name, i, j] of
  * Keras 2 nodes and of input/output_layers) through map: map[name][i] is the [name, node]
  * that node i of the layer or nested model became (a layer of a nested model called k times
- * has k times its nodes; a nested model's call is its output layer's node of that call). */
+ * has k times its nodes; a nested model's call is its output layer's node of that call), or,
+ * for a nested model with several outputs, the list of their [name, node, tensor index],
+ * which the reference's tensor index picks from. */
 static void rename_refs(json_t *v, const json_t *map) {
     if (json_is_array(v)) {
         const char *s = json_string_value(json_array_get(v, 0));
         const json_t *to = s ? json_object_get(map, s) : NULL;
         const json_t *node = json_array_get(v, 1);
         to = to && json_is_integer(node) ? json_array_get(to, (size_t)json_integer_value(node)) : NULL;
+        if (json_is_array(json_array_get(to, 0))) /* a nested model's outputs: by tensor index */
+            to = json_array_get(to, (size_t)json_integer_value(json_array_get(v, 2)));
         if (json_is_array(to) && json_array_size(v) >= 3) {
             json_array_set(v, 0, json_array_get(to, 0));
             json_array_set(v, 1, json_array_get(to, 1));
+            if (json_array_size(to) >= 3) json_array_set(v, 2, json_array_get(to, 2));
         }
         size_t i;
         json_t *x;
@@ -97,33 +102,41 @@ typedef struct scope {
 
 static kc_status walk(flat *f, const json_t *layers, json_t *map, const scope *sc);
 
-/* The tensor call k of a nested model entry takes (its only input), after renaming: Keras 3's
- * {"args": [tensor], "kwargs": {...}} or Keras 2's [["layer", 0, 0, {kwargs}]]; *training:
- * the call's training argument (-1: none, 0: False, 1: True). */
-static kc_status nested_input(const json_t *e, const char *name, size_t k, json_t **from, int *training) {
-    const json_t *nodes = json_object_get(e, "inbound_nodes");
-    const json_t *node = json_array_get(nodes, k), *h = NULL, *kw = NULL;
-    size_t n_args = 0;
+/* One tensor argument as [layer, node, tensor index] (Keras 3's __keras_tensor__ or Keras 2's
+ * [layer, node, index, kwargs]), else NULL. */
+static json_t *arg_ref(const json_t *a) {
+    const json_t *h = json_is_object(a) ? json_object_get(json_object_get(a, "config"), "keras_history") : a;
+    const json_t *layer = json_array_get(h, 0), *at = json_array_get(h, 1), *t = json_array_get(h, 2);
+    if (!json_is_string(layer) || !json_is_integer(at)) return NULL;
+    return json_pack("[OOI]", layer, at, json_is_integer(t) ? json_integer_value(t) : (json_int_t)0);
+}
+
+/* The tensors call k of a nested model entry takes (its n_in inputs, in order), after
+ * renaming: Keras 3's {"args": [tensor] or [[tensor, ...]], "kwargs": {...}} or Keras 2's
+ * [["layer", 0, 0, {kwargs}], ...]; *from: a list of [layer, node, tensor index];
+ * *training: the call's training argument (-1: none, 0: False, 1: True). */
+static kc_status nested_input(const json_t *e, const char *name, size_t k, size_t n_in, json_t **from, int *training) {
+    const json_t *node = json_array_get(json_object_get(e, "inbound_nodes"), k), *args = node, *kw = NULL;
     if (json_is_array(node)) {
-        n_args = json_array_size(node);
-        h = json_array_get(node, 0);
-        kw = json_array_get(h, 3);
+        kw = json_array_get(json_array_get(node, 0), 3);
     } else {
-        const json_t *args = json_object_get(node, "args");
-        n_args = json_array_size(args);
-        h = json_object_get(json_object_get(json_array_get(args, 0), "config"), "keras_history");
+        args = json_object_get(node, "args");
+        if (json_array_size(args) == 1 && json_is_array(json_array_get(args, 0))) args = json_array_get(args, 0);
         kw = json_object_get(node, "kwargs");
     }
     const json_t *t = json_object_get(kw, "training");
     *training = json_is_boolean(t) ? json_is_true(t) : -1;
-    const json_t *layer = json_array_get(h, 0), *at = json_array_get(h, 1);
-    if (n_args != 1 || !json_is_string(layer) || !json_is_integer(at))
+    *from = json_array();
+    size_t i;
+    json_t *a, *r;
+    json_array_foreach(args, i, a) if ((r = arg_ref(a))) json_array_append_new(*from, r);
+    if (json_array_size(*from) != n_in || json_array_size(args) != n_in)
         return kc__fail(KC_STATUS_UNSUPPORTED,
-                        PFX "nested model '%s' is not called on one tensor (call #%zu); kerac inlines nested models "
-                            "called on one input each time: build its layers into the outer model in Keras instead",
-                        name, k);
-    *from = json_pack("[OO]", layer, at);
-    return *from ? KC_STATUS_OK : KC_STATUS_OUT_OF_MEMORY;
+                        PFX "nested model '%s' has %zu input%s but its call #%zu passes %zu tensor argument%s; kerac "
+                            "inlines a nested model called on one tensor per input (a list in input order, not a "
+                            "dict or a constant): call it so in Keras, or build its layers into the outer model",
+                        name, n_in, n_in == 1 ? "" : "s", k, json_array_size(args), json_array_size(args) == 1 ? "" : "s");
+    return KC_STATUS_OK;
 }
 
 /* A nested Sequential's layers as a Functional "layers" list: a chain from input `in`. */
@@ -150,54 +163,157 @@ static kc_status seq_as_layers(const json_t *cfg, const char *model, const char 
     return KC_STATUS_OK;
 }
 
+/* ["name", node, index] or [["name", node, index], ...] as a list of [name, node, index]
+ * (NULL: malformed). */
+static json_t *io_refs(const json_t *io) {
+    json_t *out = json_array(), *r;
+    if (json_is_string(json_array_get(io, 0))) {
+        if ((r = arg_ref(io))) json_array_append_new(out, r);
+        else json_array_clear(out);
+        return json_array_size(out) ? out : (json_decref(out), NULL);
+    }
+    size_t i;
+    json_t *x;
+    json_array_foreach(io, i, x) {
+        if (!(r = arg_ref(x))) {
+            json_decref(out);
+            return NULL;
+        }
+        json_array_append_new(out, r);
+    }
+    return json_array_size(out) ? out : (json_decref(out), NULL);
+}
+
 /* A nested model's layers as a Functional "layers" list (a Sequential's: a chain from its
- * input `start`), its input and its output layer and node. */
+ * input `start`), its inputs (*ins: [name, 0, 0] each, in order) and outputs (*outs). */
 static kc_status nested_layers(const json_t *cfg, const char *name, bool seq, const char *start, json_t **ls,
-                               const char **in_name, const char **out_name, json_int_t *out_node) {
-    *ls = NULL;
-    *in_name = *out_name = NULL;
-    *out_node = 0;
+                               json_t **ins, json_t **outs) {
+    *ls = *ins = *outs = NULL;
     if (seq) {
         const json_t *first = json_array_get(json_object_get(cfg, "layers"), 0);
-        *in_name = is_input(first) ? kc__json_entry_name(first) : NULL;
-        return seq_as_layers(cfg, name, *in_name ? *in_name : start, ls, out_name);
+        const char *in = is_input(first) ? kc__json_entry_name(first) : NULL, *last = NULL;
+        KC_TRY(seq_as_layers(cfg, name, in ? in : start, ls, &last));
+        *ins = json_pack("[[sii]]", in ? in : start, 0, 0);
+        *outs = json_pack("[[sii]]", last, 0, 0);
+        return KC_STATUS_OK;
     }
     *ls = json_incref(json_object_get(cfg, "layers"));
-    const json_t *in = json_object_get(cfg, "input_layers"), *o = json_object_get(cfg, "output_layers");
-    bool many = (json_is_array(json_array_get(in, 0)) && json_array_size(in) != 1) ||
-                (json_is_array(json_array_get(o, 0)) && json_array_size(o) != 1);
-    if (json_is_array(json_array_get(in, 0))) in = json_array_get(in, 0);
-    if (json_is_array(json_array_get(o, 0))) o = json_array_get(o, 0);
-    *in_name = json_string_value(json_array_get(in, 0));
-    *out_name = json_string_value(json_array_get(o, 0));
-    *out_node = json_integer_value(json_array_get(o, 1));
-    if (!*in_name || !*out_name || many || !json_is_array(*ls))
-        return kc__fail(KC_STATUS_UNSUPPORTED,
-                        PFX "nested model '%s' needs one input and one output layer; build its layers into the "
-                            "outer model in Keras instead of nesting it",
+    *ins = io_refs(json_object_get(cfg, "input_layers"));
+    *outs = io_refs(json_object_get(cfg, "output_layers"));
+    if (!*ins || !*outs || !json_is_array(*ls))
+        return kc__fail(KC_STATUS_BAD_FILE, PFX "nested model '%s' has no \"layers\" list or no readable "
+                                            "\"input_layers\" / \"output_layers\"",
                         name);
     return KC_STATUS_OK;
 }
 
-/* The index in f->nests of the nested model at `path`, recorded at its first call. */
+/* The index in f->nests of the nested model at `path`, recorded at its first call (multi:
+ * several inputs or outputs). */
 static int nest_index(flat *f, const char *path, const char *name, bool seq, const scope *parent, int training,
-                      const char *input) {
+                      const char *input, json_t *io) {
     const json_t *id = json_object_get(f->nestid, path);
     if (id) return (int)json_integer_value(id);
-    json_array_append_new(f->nests, json_pack("{s:s,s:b,s:i,s:i,s:s}", "name", name, "sequential", seq, "parent",
-                                              parent->nest, "training", training, "input", input));
+    json_t *e = json_pack("{s:s,s:b,s:i,s:i,s:s}", "name", name, "sequential", seq, "parent", parent->nest, "training",
+                          training, "input", input);
+    json_object_update(e, io);
+    json_array_append_new(f->nests, e);
     int k = (int)json_array_size(f->nests);
     json_object_set_new(f->nestid, path, json_integer(k));
     return k;
 }
 
+/* The tensor references of a layer entry's first call, in order (Keras 3: its args, a list
+ * flattened; Keras 2: its refs): a list of [layer, node, index]. */
+static json_t *first_call_refs(const json_t *e) {
+    const json_t *node = json_array_get(json_object_get(e, "inbound_nodes"), 0), *args = node;
+    if (json_is_object(node)) args = json_object_get(node, "args");
+    json_t *out = json_array(), *r;
+    size_t i, j;
+    json_t *a, *b;
+    json_array_foreach(args, i, a) {
+        if (json_is_array(a) && !json_is_string(json_array_get(a, 0))) {
+            json_array_foreach(a, j, b) if ((r = arg_ref(b))) json_array_append_new(out, r);
+        } else if ((r = arg_ref(a))) {
+            json_array_append_new(out, r);
+        }
+    }
+    return out;
+}
+
+/* A nested model's inputs and outputs as the writers need them (keras_nest.c): {"multi":
+ * whether it has several, "ins": [[InputLayer, a layer reading it, at which input], ...],
+ * "outs": [output layer, ...]}; "ins"/"outs" left out where they cannot be written back
+ * (an input nothing reads, an output not a layer's first output). */
+static json_t *nest_io(const json_t *ls, const json_t *ins, const json_t *outs) {
+    bool multi = json_array_size(ins) != 1 || json_array_size(outs) != 1, ok = true;
+    json_t *io = json_pack("{s:b}", "multi", multi), *in_list = json_array(), *out_list = json_array();
+    size_t i, j, q;
+    json_t *r, *e, *ref;
+    json_array_foreach(ins, i, r) {
+        const char *in = json_string_value(json_array_get(r, 0));
+        json_t *user = NULL;
+        json_array_foreach(ls, j, e) {
+            json_t *refs = is_input(e) ? json_array() : first_call_refs(e);
+            json_array_foreach(refs, q, ref) if (!user && !strcmp(json_string_value(json_array_get(ref, 0)), in))
+                user = json_pack("[ssI]", in, kc__json_entry_name(e), (json_int_t)q);
+            json_decref(refs);
+        }
+        ok = ok && user;
+        if (user) json_array_append_new(in_list, user);
+    }
+    json_array_foreach(outs, i, r) {
+        ok = ok && json_integer_value(json_array_get(r, 1)) == 0 && json_integer_value(json_array_get(r, 2)) == 0;
+        json_array_append(out_list, json_array_get(r, 0));
+    }
+    if (ok && json_array_size(ins) <= KC_NEST_MAX_IO && json_array_size(outs) <= KC_NEST_MAX_IO) {
+        json_object_set(io, "ins", in_list);
+        json_object_set(io, "outs", out_list);
+    }
+    json_decref(in_list);
+    json_decref(out_list);
+    return io;
+}
+
+/* Call k of nested model `name` (its layers ls, inputs ins, outputs outs) on the tensors
+ * `from` (owned): walks its layers with its inputs mapped to them; *to: the [name, node,
+ * index] its one output became, or the list of those of its several outputs. */
+static kc_status inline_call(flat *f, const json_t *ls, const json_t *ins, const json_t *outs, json_t *from,
+                             const scope *sc, json_t **to) {
+    json_t *inner = json_object(); /* inner name -> [[new name, node, index], ...] (by node) */
+    size_t i;
+    json_t *r;
+    json_array_foreach(ins, i, r) json_object_set_new(inner, json_string_value(json_array_get(r, 0)),
+                                                      json_pack("[O]", json_array_get(from, i)));
+    json_decref(from);
+    kc_status s = walk(f, ls, inner, sc);
+    *to = json_array();
+    json_array_foreach(outs, i, r) {
+        if (s != KC_STATUS_OK) break;
+        const char *o = json_string_value(json_array_get(r, 0));
+        const json_t *t = json_array_get(json_object_get(inner, o), (size_t)json_integer_value(json_array_get(r, 1)));
+        if (!t)
+            s = kc__fail(KC_STATUS_BAD_FILE, PFX "nested model '%s': its output layer '%s' is not among its layers",
+                         sc->model, o);
+        else
+            json_array_append_new(*to, json_pack("[OOO]", json_array_get(t, 0), json_array_get(t, 1),
+                                                 json_array_get(r, 2)));
+    }
+    if (s == KC_STATUS_OK && json_array_size(outs) == 1) {
+        json_t *one = json_incref(json_array_get(*to, 0));
+        json_decref(*to);
+        *to = one;
+    }
+    json_decref(inner);
+    return s;
+}
+
 /* Inlines nested model entry e (at `path`, inside the model or nested model `parent`) into f,
  * once per call: the first call makes its layers' entries, each later call adds a node to
  * each of them (a shared layer's call: the same weights). map[its name][node] = the output
- * layer's node of that call (tf-keras numbers a nested model's calls from 1: its own graph is
- * node 0). */
+ * layer's node of that call, or the list of its outputs' (tf-keras numbers a nested model's
+ * calls from 1: its own graph is node 0). */
 static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char *path, const scope *parent) {
-    const char *name = kc__json_entry_name(e), *in_name = NULL, *out_name = NULL;
+    const char *name = kc__json_entry_name(e);
     const json_t *cfg = json_object_get(e, "config"), *nodes = json_object_get(e, "inbound_nodes");
     if (!name || !json_is_object(cfg)) return kc__fail(KC_STATUS_BAD_FILE, PFX "a nested model has no name or config");
     size_t calls = json_array_size(nodes);
@@ -207,32 +323,33 @@ static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char 
     bool seq = !strcmp(json_string_value(json_object_get(e, "class_name")), "Sequential");
     char in_buf[KC_NAME_MAX];
     snprintf(in_buf, sizeof in_buf, "%s_input", name); /* tf-keras's name for a Sequential's input */
-    json_t *ls = NULL, *outs = json_array();
-    json_int_t out_node = 0;
-    kc_status s = nested_layers(cfg, name, seq, in_buf, &ls, &in_name, &out_name, &out_node);
+    json_t *ls = NULL, *ins = NULL, *outs = NULL, *calls_out = json_array();
+    kc_status s = nested_layers(cfg, name, seq, in_buf, &ls, &ins, &outs);
     scope sc = {name, parent->group ? parent->group : name, path, 0, 0, parent->frozen};
     if (json_is_false(json_object_get(cfg, "trainable"))) sc.frozen = true;
-    if (json_is_array(json_array_get(nodes, 0))) json_array_append_new(outs, json_null());
+    if (json_is_array(json_array_get(nodes, 0))) json_array_append_new(calls_out, json_null());
     for (size_t k = 0; k < calls && s == KC_STATUS_OK; k++) {
-        json_t *from = NULL;
+        json_t *from = NULL, *to = NULL;
         int training = -1;
-        s = nested_input(e, name, k, &from, &training);
-        if (s != KC_STATUS_OK) break;
+        s = nested_input(e, name, k, json_array_size(ins), &from, &training);
+        if (s != KC_STATUS_OK) {
+            json_decref(from);
+            break;
+        }
         sc.call = parent->call * (int)calls + (int)k;
-        sc.nest = nest_index(f, path, name, seq, parent, training, in_name ? in_name : in_buf);
-        json_t *inner = json_object(); /* inner name -> [[new name, node]] */
-        json_object_set_new(inner, in_name ? in_name : in_buf, json_pack("[o]", from));
-        s = walk(f, ls, inner, &sc);
-        const json_t *to = json_array_get(json_object_get(inner, out_name), (size_t)out_node);
-        if (s == KC_STATUS_OK && !to)
-            s = kc__fail(KC_STATUS_BAD_FILE, PFX "nested model '%s': its output layer '%s' is not among its layers",
-                         name, out_name);
-        if (s == KC_STATUS_OK) json_array_append(outs, (json_t *)to);
-        json_decref(inner);
+        json_t *io = nest_io(ls, ins, outs);
+        sc.nest = nest_index(f, path, name, seq, parent, training, json_string_value(json_array_get(json_array_get(ins, 0), 0)),
+                             io);
+        json_decref(io);
+        s = inline_call(f, ls, ins, outs, from, &sc, &to);
+        if (s == KC_STATUS_OK) json_array_append_new(calls_out, to);
+        else json_decref(to);
     }
-    if (s == KC_STATUS_OK) json_object_set(map, name, outs);
-    json_decref(outs);
+    if (s == KC_STATUS_OK) json_object_set(map, name, calls_out);
+    json_decref(calls_out);
     json_decref(ls);
+    json_decref(ins);
+    json_decref(outs);
     return s;
 }
 
@@ -384,6 +501,20 @@ kc_status kc__json_keep_nests(kc_model *m, const json_t *nests) {
         snprintf(k->name, sizeof k->name, "%s", json_string_value(json_object_get(e, "name")));
         snprintf(k->input, sizeof k->input, "%s", json_string_value(json_object_get(e, "input")));
         k->sequential = json_is_true(json_object_get(e, "sequential"));
+        k->multi = json_is_true(json_object_get(e, "multi"));
+        const json_t *ins = json_object_get(e, "ins"), *outs = json_object_get(e, "outs");
+        if (k->multi && (!ins || !outs)) continue; /* saved flat */
+        k->multi = false;
+        k->n_in = (int)json_array_size(ins);
+        k->n_out = (int)json_array_size(outs);
+        for (int q = 0; q < k->n_in; q++) {
+            const json_t *r = json_array_get(ins, (size_t)q);
+            snprintf(k->in_name[q], KC_NAME_MAX, "%s", json_string_value(json_array_get(r, 0)));
+            snprintf(k->in_user[q], KC_NAME_MAX, "%s", json_string_value(json_array_get(r, 1)));
+            k->in_slot[q] = (int)json_integer_value(json_array_get(r, 2));
+        }
+        for (int q = 0; q < k->n_out; q++)
+            snprintf(k->out_name[q], KC_NAME_MAX, "%s", json_string_value(json_array_get(outs, (size_t)q)));
         k->parent = (int)json_integer_value(json_object_get(e, "parent"));
         k->training = (int)json_integer_value(json_object_get(e, "training"));
     }

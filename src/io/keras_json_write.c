@@ -31,17 +31,34 @@ static const char *own_name(const writer *w, const kc_layer *l) {
     return w->ng->on && l->keras_nest ? l->keras_inner : l->name;
 }
 
+/* The index of x in v[0..n), else 0. */
+static int index_of(const int *v, int n, int x) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == x) return i;
+    return 0;
+}
+
 /* How the model being written refers to node's output: a layer of its own (its call),
- * the nested model holding it (Keras 3 calls it node 0, Keras 2 node 1: its graph is node 0),
- * or, for a node outside the nested model being written, that model's InputLayer. */
-static const char *ref_name(const writer *w, int node, int *call) {
+ * the nested model holding it (Keras 3 numbers its calls from node 0, Keras 2 from 1: its graph
+ * is node 0; *tensor: which of its outputs), or, for a node outside the nested model being
+ * written, that model's InputLayer for it. */
+static const char *ref_name(const writer *w, int node, int *call, int *tensor) {
     const kc_layer *l = kc__model_layer(w->m, node);
     *call = kc__model_call_index(w->m, node);
+    *tensor = 0;
     if (!w->ng->on) return l->name;
     int c = kc__nest_child(w->m, node, w->scope);
     if (c == 0) return own_name(w, l);
-    *call = c > 0 && w->flavour == 2 ? 1 : 0;
-    return c > 0 ? w->m->nests[c - 1].name : w->m->nests[w->scope - 1].input;
+    if (c > 0) { /* its output's call */
+        *call = kc__nest_call(w->m, node);
+        *tensor = index_of(KC__NEST_IO(w->ng, call_out, c, *call), kc__nest_n_out(w->m, c), node);
+        *call += w->flavour == 2;
+        return w->m->nests[c - 1].name;
+    }
+    *call = 0;
+    const kc__nest *nt = &w->m->nests[w->scope - 1];
+    if (kc__nest_n_in(w->m, w->scope) == 1) return nt->input;
+    return nt->in_name[index_of(KC__NEST_IO(w->ng, call_in, w->scope, 0), nt->n_in, node)];
 }
 
 static void put(writer *w, json_t *obj, const char *key, json_t *v) {
@@ -301,10 +318,10 @@ static void put_fields(writer *w, json_t *cfg, const kc_layer *l, const kc__laye
 static json_t *keras_tensor(writer *w, int node) {
     const kc_layer *src = kc__model_layer(w->m, node);
     json_t *t = json_object(), *cfg = json_object(), *hist = json_array();
-    int call = 0;
-    push(w, hist, json_string(ref_name(w, node, &call)));
+    int call = 0, tensor = 0;
+    push(w, hist, json_string(ref_name(w, node, &call, &tensor)));
     push(w, hist, json_integer(call)); /* a shared layer's call */
-    push(w, hist, json_integer(0));
+    push(w, hist, json_integer(tensor));
     put(w, cfg, "shape", kshape(w, &src->out_shape));
     put(w, cfg, "dtype", json_string("float32"));
     put(w, cfg, "keras_history", hist);
@@ -319,10 +336,10 @@ static void inbound_node(writer *w, const kc_layer *l, json_t *nodes) {
         json_t *node = json_array();
         for (int k = 0; k < l->n_in; k++) {
             json_t *ref = json_array();
-            int call = 0;
-            push(w, ref, json_string(ref_name(w, l->in[k], &call)));
+            int call = 0, tensor = 0;
+            push(w, ref, json_string(ref_name(w, l->in[k], &call, &tensor)));
             push(w, ref, json_integer(call));
-            push(w, ref, json_integer(0));
+            push(w, ref, json_integer(tensor));
             push(w, ref, json_object());
             push(w, node, ref);
         }
@@ -348,6 +365,7 @@ static json_t *inbound_nodes(writer *w, const kc_layer *l) {
     json_t *nodes = json_array();
     if (l->n_in == 0) return nodes;
     inbound_node(w, l, nodes);
+    if (w->scope > 0) return nodes; /* in a nested model: its later calls are the nested model's */
     for (int c = l->index + 1; l->calls && c < w->m->n_layers; c++)
         if (kc__model_layer(w->m, c)->shares == l->index) inbound_node(w, kc__model_layer(w->m, c), nodes);
     return nodes;
@@ -383,11 +401,11 @@ static kc_status tf_op_entry(writer *w, const kc_layer *l, const kc_tensor_op_op
     put(w, e, "config", cfg);
     put(w, e, "name", json_string(own_name(w, l)));
     for (int k = 0; k < l->n_in; k++) { /* [x, 0, 0, {"y": ...}]; y: [layer, node, 0] or the number */
-        int call = 0;
+        int call = 0, tensor = 0;
         json_t *r = k == 0 ? ref : json_array();
-        push(w, r, json_string(ref_name(w, l->in[k], &call)));
+        push(w, r, json_string(ref_name(w, l->in[k], &call, &tensor)));
         push(w, r, json_integer(call));
-        push(w, r, json_integer(0));
+        push(w, r, json_integer(tensor));
         if (k > 0) put(w, kwargs, "y", r);
     }
     if (o->scalar_side == 1) put(w, kwargs, "y", jfloat(o->scalar));
@@ -473,38 +491,45 @@ static kc_status layer_entry(writer *w, const kc_layer *l, bool functional, json
     return KC_STATUS_OK;
 }
 
-/* Keras 2: [["name", 0, 0]]; Keras 3 writes a model built as keras.Model(x, y) (one
+/* Keras 2: [["name", 0, 0], ...]; Keras 3 writes a model built as keras.Model(x, y) (one
  * tensor each, not lists) as ["name", 0, 0]. Both versions read both forms. */
-static json_t *io_layers(writer *w, int node) {
-    json_t *ref = json_array();
-    int call = 0;
-    push(w, ref, json_string(ref_name(w, node, &call)));
-    push(w, ref, json_integer(call));
-    push(w, ref, json_integer(0));
-    if (w->flavour == 3) return ref;
+static json_t *io_layers(writer *w, const int *nodes, int n) {
     json_t *list = json_array();
-    push(w, list, ref);
+    for (int i = 0; i < n; i++) {
+        json_t *ref = json_array();
+        int call = 0, tensor = 0;
+        push(w, ref, json_string(ref_name(w, nodes[i], &call, &tensor)));
+        push(w, ref, json_integer(call));
+        push(w, ref, json_integer(tensor));
+        if (w->flavour == 3 && n == 1) {
+            json_decref(list);
+            return ref;
+        }
+        push(w, list, ref);
+    }
     return list;
 }
 
 static kc_status model_object(writer *w, json_t **out);
 
-/* The InputLayer of nested model w->scope: the model's own InputLayer entry, renamed and
- * reshaped to the tensor the nested model is called on. */
-static kc_status nest_input_entry(writer *w, bool functional, json_t **out) {
+/* InputLayer i of nested model w->scope: the model's own InputLayer entry, renamed and
+ * reshaped to the tensor the nested model takes there. */
+static kc_status nest_input_entry(writer *w, int i, bool functional, json_t **out) {
     const kc__nest *nt = &w->m->nests[w->scope - 1];
+    const char *name = kc__nest_n_in(w->m, w->scope) > 1 ? nt->in_name[i] : nt->input;
     KC_TRY(layer_entry(w, kc__model_layer(w->m, 0), functional, out));
     json_t *cfg = json_object_get(*out, "config");
     const char *key = w->flavour == 3 ? "batch_shape" : "batch_input_shape";
-    put(w, cfg, key, kshape(w, &kc__model_layer(w->m, w->ng->in[w->scope])->out_shape));
-    put(w, cfg, "name", json_string(nt->input));
-    if (functional) put(w, *out, "name", json_string(nt->input));
+    int from = KC__NEST_IO(w->ng, call_in, w->scope, 0)[i];
+    put(w, cfg, key, kshape(w, &kc__model_layer(w->m, from)->out_shape));
+    put(w, cfg, "name", json_string(name));
+    if (functional) put(w, *out, "name", json_string(name));
     return KC_STATUS_OK;
 }
 
 /* Nested model k as an entry of the model being written: its model object, and in a
- * Functional (`functional`) its name and its call on the tensor it takes with the training
- * argument it was called with. */
+ * Functional (`functional`) its name and its calls, each on the tensor it takes, with the
+ * training argument it was called with. */
 static kc_status nest_entry(writer *w, int k, bool functional, json_t **out) {
     int scope = w->scope;
     w->scope = k;
@@ -512,25 +537,33 @@ static kc_status nest_entry(writer *w, int k, bool functional, json_t **out) {
     w->scope = scope;
     if (s != KC_STATUS_OK || !functional) return s;
     const kc__nest *nt = &w->m->nests[k - 1];
-    json_t *kwargs = json_object(), *nodes = json_array(), *node = NULL;
-    if (nt->training >= 0) put(w, kwargs, "training", json_boolean(nt->training));
-    if (w->flavour == 2) { /* [[["input_1", 0, 0, {"training": false}]]] */
-        int call = 0;
-        json_t *ref = json_array();
-        push(w, ref, json_string(ref_name(w, w->ng->in[k], &call)));
-        push(w, ref, json_integer(call));
-        push(w, ref, json_integer(0));
-        push(w, ref, kwargs);
-        node = json_array();
-        push(w, node, ref);
-    } else { /* {"args": [tensor], "kwargs": {"training": false}} */
-        json_t *args = json_array();
-        push(w, args, keras_tensor(w, w->ng->in[k]));
-        node = json_object();
-        put(w, node, "args", args);
-        put(w, node, "kwargs", kwargs);
+    json_t *nodes = json_array();
+    for (int c = 0; c < w->ng->calls[k]; c++) {
+        const int *from = KC__NEST_IO(w->ng, call_in, k, c), n_in = kc__nest_n_in(w->m, k);
+        json_t *node = NULL;
+        if (w->flavour == 2) { /* [[["input_1", 0, 0, {"training": false}], ...]] */
+            node = json_array();
+            for (int i = 0; i < n_in; i++) {
+                int call = 0, tensor = 0;
+                json_t *ref = json_array(), *kwargs = json_object();
+                if (nt->training >= 0) put(w, kwargs, "training", json_boolean(nt->training));
+                push(w, ref, json_string(ref_name(w, from[i], &call, &tensor)));
+                push(w, ref, json_integer(call));
+                push(w, ref, json_integer(tensor));
+                push(w, ref, kwargs);
+                push(w, node, ref);
+            }
+        } else { /* {"args": [tensor] or [[tensor, ...]], "kwargs": {"training": false}} */
+            json_t *args = json_array(), *list = n_in > 1 ? json_array() : args, *kwargs = json_object();
+            for (int i = 0; i < n_in; i++) push(w, list, keras_tensor(w, from[i]));
+            if (n_in > 1) push(w, args, list);
+            if (nt->training >= 0) put(w, kwargs, "training", json_boolean(nt->training));
+            node = json_object();
+            put(w, node, "args", args);
+            put(w, node, "kwargs", kwargs);
+        }
+        push(w, nodes, node);
     }
-    push(w, nodes, node);
     put(w, *out, "name", json_string(nt->name));
     put(w, *out, "inbound_nodes", nodes);
     return KC_STATUS_OK;
@@ -546,9 +579,9 @@ static kc_status scope_entries(writer *w, bool functional, json_t *layers) {
     if (w->ng->on) n = kc__nest_items(m, w->scope, items);
     else
         for (int i = 0; i < m->n_layers; i++) items[n++] = i;
-    if (w->scope > 0) {
+    for (int i = 0; w->scope > 0 && i < kc__nest_n_in(m, w->scope) && s == KC_STATUS_OK; i++) {
         json_t *e = NULL;
-        s = nest_input_entry(w, functional, &e);
+        s = nest_input_entry(w, i, functional, &e);
         if (s == KC_STATUS_OK) push(w, layers, e);
     }
     for (int i = 0; i < n && s == KC_STATUS_OK; i++) {
@@ -581,8 +614,11 @@ static kc_status model_object(writer *w, json_t **out) {
     if (w->flavour == 3 && !functional) put(w, cfg, "dtype", json_string("float32"));
     put(w, cfg, "layers", layers);
     if (functional) {
-        put(w, cfg, "input_layers", nt ? io_layers(w, w->ng->in[w->scope]) : io_layers(w, 0));
-        put(w, cfg, "output_layers", io_layers(w, nt ? w->ng->out[w->scope] : kc__model_output(m)));
+        int first = 0, last = kc__model_output(m);
+        put(w, cfg, "input_layers", nt ? io_layers(w, KC__NEST_IO(w->ng, call_in, w->scope, 0), kc__nest_n_in(m, w->scope))
+                                       : io_layers(w, &first, 1));
+        put(w, cfg, "output_layers", nt ? io_layers(w, KC__NEST_IO(w->ng, call_out, w->scope, 0), kc__nest_n_out(m, w->scope))
+                                        : io_layers(w, &last, 1));
     } else if (w->flavour == 3) {
         put(w, cfg, "build_input_shape", kshape(w, in_shape));
     }

@@ -13,14 +13,25 @@ typedef struct kc__nesting {
     bool sequential;         /* on, and a Sequential config's model whose entries still form a chain
                                 from its InputLayer to its output: written as a Sequential */
     int n;
-    int *in, *out;           /* (n + 1), index 0 unused */
+    int *in, *out;           /* (n + 1), index 0 unused: where its first call reads and gives */
+    int *calls;              /* (n + 1): how many times each is called (a siamese network's base: 2) */
+    int max_calls;
+    int *call_in, *call_out; /* call c of nested model k reads call_in[.. + i] at its input i and gives
+                                call_out[.. + j] as its output j: KC__NEST_IO(ng, call_in, k, c)[i] */
     korder order;            /* the layers in Keras's model.layers order, with their Keras 3 weight
                                 paths (on: the nested models' layers at their kc_layer.keras_path) */
 } kc__nesting;
 
-/* Whether the model keeps its nesting: it has nested models, each called once on one tensor
- * and read through one output (a graph changed since, where that no longer holds, is saved
- * flat, as before). ng->order is filled either way. */
+#define KC__NEST_IO(ng, a, k, c) ((ng)->a + ((size_t)(k) * (size_t)(ng)->max_calls + (size_t)(c)) * KC_NEST_MAX_IO)
+
+/* How many inputs (outputs) nested model k has: its n_in (n_out) where it has several, else 1. */
+static inline int kc__nest_n_in(const kc_model *m, int k) { return m->nests[k - 1].n_in > 1 ? m->nests[k - 1].n_in : 1; }
+static inline int kc__nest_n_out(const kc_model *m, int k) { return m->nests[k - 1].n_out > 1 ? m->nests[k - 1].n_out : 1; }
+
+/* Whether the model keeps its nesting: it has nested models, each called on one tensor and
+ * read through one output at each call; one called several times (its layers shared layers,
+ * called once per call) holds no nested model and sits in the model itself (a graph changed
+ * since, where that no longer holds, is saved flat, as before). ng->order is filled either way. */
 kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng);
 void kc__nesting_free(kc__nesting *ng);
 
@@ -28,6 +39,11 @@ void kc__nesting_free(kc__nesting *ng);
  * itself, k > 0 when it lies in nested model k, a child of scope, and -1 when it lies
  * outside scope. */
 int kc__nest_child(const kc_model *m, int node, int scope);
+
+/* Which call of its nested model node belongs to: a shared layer's call, or, for an operation
+ * node (made anew at each call of its nested model, with the same inner name), how many layers
+ * of that nested model before it have its inner name; 0 for a layer of the model itself. */
+int kc__nest_call(const kc_model *m, int node);
 
 /* The entries of `scope` in the model's layer order (a nested model where its first layer
  * comes): items[i] >= 0 a layer (node id, first calls only), < 0 the nested model -items[i];

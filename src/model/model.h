@@ -32,12 +32,21 @@ _Static_assert(KC_SCALAR_STEP_LOSS >= KC_SCALAR_METRICS + KC_MAX_METRICS && KC_S
 /* keras-save: a model that was nested in the model read from a Keras file (a Sequential or
  * Functional called as a layer), which kerac inlined; kept so that a save writes it nested
  * again (src/io/keras_nest.c). Its layers point to it with kc_layer.keras_nest. */
+#define KC_NEST_MAX_IO 8 /* the most inputs or outputs of a nested model saved nested again */
 typedef struct kc__nest {
     char name[KC_NAME_MAX];
     bool sequential;         /* Sequential, else Functional */
     int parent;              /* 1-based index of the nested model holding it, 0: the model */
     int training;            /* its call's training argument: -1 none, 0 False, 1 True */
-    char input[KC_NAME_MAX]; /* the name of its InputLayer */
+    char input[KC_NAME_MAX]; /* the name of its InputLayer (the first, where it has several) */
+    bool multi;              /* several inputs or outputs that cannot be written back: saved flat */
+    /* its inputs and outputs, in Keras's order (keras_nest.c finds them at each call): input i
+     * is InputLayer in_name[i], read by its layer in_user[i] (inner name) at that layer's input
+     * in_slot[i]; output j is the output of its layer out_name[j] */
+    int n_in, n_out;
+    char in_name[KC_NEST_MAX_IO][KC_NAME_MAX], in_user[KC_NEST_MAX_IO][KC_NAME_MAX];
+    int in_slot[KC_NEST_MAX_IO];
+    char out_name[KC_NEST_MAX_IO][KC_NAME_MAX];
 } kc__nest;
 
 struct kc_model {
