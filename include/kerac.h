@@ -586,19 +586,19 @@ typedef struct kc_device_opts {
                                    * blocks of 4 MiB or more (the plan's arena) */
     int cudnn_grouped;            /* KC_FALSE: grouped and depthwise convolutions on the GPU by the
                                    * CUDA module's own kernels only (default: cuDNN first) */
-    /* mnv2-speed: fusion of BatchNormalization with the ReLU after it */
+    /* fusion of BatchNormalization with the ReLU after it */
     int cpu_fuse_bn_relu;         /* KC_FALSE: a BatchNormalization whose only consumer is a ReLU
                                    * (ReLU layer, ReLU(max_value), Activation("relu")) runs apart
                                    * from it; default: one pass over the activations for both */
-    /* mnv2-2t: ZeroPadding2D folded into the DepthwiseConv2D after it */
+    /* ZeroPadding2D folded into the DepthwiseConv2D after it */
     int cpu_fold_pad;             /* KC_FALSE: a ZeroPadding2D whose only consumer is a depthwise
                                    * convolution writes its padded copy; default: the convolution
                                    * reads the unpadded input and pads as it goes */
-    /* infer-a: inference (predict, evaluate) in tiles of the batch that stay in the caches */
+    /* inference (predict, evaluate) in tiles of the batch that stay in the caches */
     int cpu_infer_tile;           /* KC_FALSE: every layer runs on the whole batch; default: the
                                    * CPU runs a batch in tiles of examples whose activations fit
                                    * its caches, each tile through all layers (same results) */
-    /* debt2: the CPU's split of tall, skinny GEMMs across the threads */
+    /* the CPU's split of tall, skinny GEMMs across the threads */
     int cpu_gemm_split;           /* KC_FALSE: every GEMM is one OpenBLAS call on OpenBLAS's own
                                    * threading; default: a GEMM with m or k >= 4096 and n <= 256
                                    * runs as one single-threaded call per thread on fixed slices
@@ -748,7 +748,7 @@ typedef struct kc_memory_plan {
     size_t batch_buffers;        /* the input feed's 2 batches of inputs and targets, step scalars */
     size_t device_total;         /* the peak: parameters + gradients + optimizer state + arena + batch buffers */
     size_t host_pipeline;        /* host: the loader's ring (prefetch 2) and the feed's page-locked batches */
-    /* infer-b: inference runs a batch as tiles of this many examples (predict and evaluate on
+    /* inference runs a batch as tiles of this many examples (predict and evaluate on
      * the CPU, kc_device_opts.cpu_infer_tile); activations, workspace and arena are a tile's.
      * batch_size when there are no tiles, and for training. */
     int tile;

@@ -547,13 +547,13 @@ struct kc_backend {
      * counter-based, the same on every backend and for any thread count) */
     kc_status (*random_normal)(kc_backend *be, float *y, int64_t n, float mean, float stddev, uint64_t seed);
 
-    /* ---- mnv2-speed: batch normalization with the ReLU that follows it, in one pass over the
+    /* ---- batch normalization with the ReLU that follows it, in one pass over the
      * activations (the model fuses a BatchNormalization whose only consumer is a ReLU; NULL
      * where the backend has no such kernels: the two layers then run apart). The same as the
      * batchnorm entries, then y = min(max(y, 0), relu_max) (relu_max 0: no upper clip); the
      * backward takes that y (the fused output) and dy with respect to it, and masks dy where
      * the ReLU passed nothing (y <= 0, or y >= relu_max) before the batch norm's backward.
-     * scale2t: y may be NULL; the backward then recomputes the ReLU's input from x, gamma, beta
+     * y may be NULL; the backward then recomputes the ReLU's input from x, gamma, beta
      * and the saved statistics exactly as the forward did (the same mask, without reading y). */
     kc_status (*batchnorm_relu_forward_train)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
                                               const float *gamma, const float *beta, float *moving_mean,
@@ -567,19 +567,19 @@ struct kc_backend {
                                          const float *save_mean, const float *save_inv_std, float *dgamma,
                                          float *dbeta, float relu_max);
 
-    /* ---- mnv2-2t: nonzero when the model should fold a ZeroPadding2D into the DepthwiseConv2D
+    /* ---- nonzero when the model should fold a ZeroPadding2D into the DepthwiseConv2D
      * that reads it (the depthwise kernels then read the unpadded input with the padding in
      * pad_top/pad_left and the output size, no padded copy): the CPU's, unless
      * kc_device_opts.cpu_fold_pad = KC_FALSE. */
     int fold_pad_depthwise;
 
-    /* ---- infer-a: inference in tiles of the batch. The bytes of activations one tile of an
+    /* ---- inference in tiles of the batch. The bytes of activations one tile of an
      * inference pass should touch (a layer's input and output for that many examples, about
      * what the caches hold), so that a tile crosses every layer while it is still in cache;
      * 0: whole batches (the GPU). The model decides the tile (src/model/tile.c). */
     size_t infer_tile_bytes;
 
-    /* ---- debt2: nonzero when the CPU backend splits a tall, skinny GEMM (m or k >= 4096,
+    /* ---- nonzero when the CPU backend splits a tall, skinny GEMM (m or k >= 4096,
      * n <= 256) across the OpenMP team, one single-threaded OpenBLAS call per thread on a
      * fixed slice of C; 0: every GEMM is one call on OpenBLAS's own threading. Set from
      * kc_device_opts.cpu_gemm_split when the backend is created; read at each GEMM, so a
@@ -615,7 +615,7 @@ KC_API kc_status kc_backend_open(const char *device, kc_backend **out);
  * (kc_device_opts_default); kc_backend_open(d) is this with the environment's options and
  * device d. */
 KC_API kc_status kc_backend_open_ex(const kc_device_opts *opts, kc_backend **out);
-/* debt2: the backend a built model runs on (NULL before kc_model_build, or for NULL), owned
+/* the backend a built model runs on (NULL before kc_model_build, or for NULL), owned
  * by the model: for programs that work at the backend level, e.g. to change a switch that
  * is read at each call (cpu_gemm_split) between two steps. Not for destroying. */
 KC_API kc_backend *kc_model_backend(kc_model *m);

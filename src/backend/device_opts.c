@@ -66,10 +66,10 @@ kc_status kc_device_opts_default(kc_device_opts *out) {
     out->cpu_conv_blocked = env_flag("KERAC_CPU_CONV_BLOCKED");
     out->cpu_hugepages = env_flag("KERAC_CPU_HUGEPAGES");
     out->cudnn_grouped = env_flag("KERAC_CUDNN_GROUPED");
-    out->cpu_fuse_bn_relu = env_flag("KERAC_CPU_FUSE_BN_RELU"); /* mnv2-speed */
-    out->cpu_fold_pad = env_flag("KERAC_CPU_FOLD_PAD");         /* mnv2-2t */
-    out->cpu_infer_tile = env_flag("KERAC_CPU_INFER_TILE");     /* infer-a */
-    out->cpu_gemm_split = env_flag("KERAC_CPU_GEMM_SPLIT");     /* debt2 */
+    out->cpu_fuse_bn_relu = env_flag("KERAC_CPU_FUSE_BN_RELU");
+    out->cpu_fold_pad = env_flag("KERAC_CPU_FOLD_PAD");
+    out->cpu_infer_tile = env_flag("KERAC_CPU_INFER_TILE");
+    out->cpu_gemm_split = env_flag("KERAC_CPU_GEMM_SPLIT");
     /* every variable is read even when one is bad, so *out has every other field */
     kc_status s0 = env_cpu_isa(&out->cpu_isa);
     char isa_err[KC_ERROR_MAX];

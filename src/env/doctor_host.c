@@ -36,7 +36,7 @@ static const env_doc kerac_vars[] = {
     /* issue 17, workload A (CPU speed) */
     {"KERAC_CPU_CONV_BLOCKED", "0: no register-blocked direct convolutions on the CPU (im2col + GEMM)"},
     {"KERAC_CPU_HUGEPAGES", "0: no transparent huge pages asked for the CPU's large blocks (the arena)"},
-    /* debt2: the other variables kerac reads (device options, the dataset folder) */
+    /* the other variables kerac reads (device options, the dataset folder) */
     {"KERAC_CPU_WINOGRAD_TILE", "Winograd's output tile on the CPU: auto, 2 or 4"},
     {"KERAC_CUDNN_GROUPED", "0: grouped and depthwise convolutions on the GPU by kerac's own kernels, not cuDNN"},
     {"KERAC_CPU_FUSE_BN_RELU", "0: a BatchNormalization and the ReLU after it as two passes on the CPU"},

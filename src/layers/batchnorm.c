@@ -80,7 +80,7 @@ static size_t bn_aux_bytes(const kc_layer *l, int batch) {
     return 2 * (size_t)c->c * sizeof(float); /* save_mean (C), save_inv_std (C) */
 }
 
-/* mnv2-speed: the ReLU a fused layer applies (l->relu_after, src/model/fuse.c), for the paths
+/* the ReLU a fused layer applies (l->relu_after, src/model/fuse.c), for the paths
  * that run it apart (synchronised statistics, a frozen layer's backward). */
 static kc_act_params bn_relu_act(const kc_layer *l) {
     return l->relu_max > 0.0f ? (kc_act_params){KC_ACT_RELU_GENERAL, 0.0f, l->relu_max, 0.0f}

@@ -61,7 +61,7 @@ static kc_status dw_build(kc_layer *l) {
 }
 
 /* The backend's description (Conv2D's, with f = C * M); a plain ReLU is fused. With a
- * ZeroPadding2D folded in (mnv2-2t, src/model/fuse.c) the input is the unpadded one and its
+ * ZeroPadding2D folded in (src/model/fuse.c) the input is the unpadded one and its
  * padding before adds to the layer's own. */
 static kc_conv2d_desc dw_desc(const kc_layer *l, int batch) {
     const dw_cfg *c = l->cfg;

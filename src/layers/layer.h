@@ -160,14 +160,14 @@ struct kc_layer {
     /* The name of the outermost nested model it came from, its group in a legacy .h5's
      * /model_weights (keras_h5_legacy.c); "" for a layer of the model itself. */
     char keras_h5_group[KC_NAME_MAX];
-    /* mnv2-speed: BatchNormalization + ReLU fusion, set by the model for each plan
+    /* BatchNormalization + ReLU fusion, set by the model for each plan
      * (src/model/fuse.c). On the BatchNormalization: relu_after, it applies the ReLU of its
      * only consumer itself (relu_max: that ReLU's upper clip, 0 for none), so its y is the
      * ReLU's output and its dy the gradient with respect to that; on the ReLU: absorbed, its
      * y and dy are the producer's memory and it has no forward or backward of its own. */
     bool relu_after, absorbed;
     float relu_max;
-    /* mnv2-2t: a ZeroPadding2D folded into the DepthwiseConv2D that reads it (src/model/fuse.c).
+    /* a ZeroPadding2D folded into the DepthwiseConv2D that reads it (src/model/fuse.c).
      * On the ZeroPadding2D: pad_folded (and absorbed: its y and dy are its input's memory, it has
      * no forward and no backward); on the depthwise convolution: fold_h, fold_w, the unpadded
      * input's size (0: nothing folded), and fold_top, fold_left, the padding it adds before its own

@@ -168,7 +168,7 @@ static kc_status outputs_to_host(kc_model *m, int t, int64_t out_size, float *y)
     return m->be->to_host(m->be, y, kc__model_output_buffer(m), (size_t)t * (size_t)out_size * sizeof(float));
 }
 
-/* infer-b: in tiles (a backend whose inference runs in tiles: the CPU) each tile's inputs go
+/* in tiles (a backend whose inference runs in tiles: the CPU) each tile's inputs go
  * from the caller's array straight into the plan's input buffer, one copy while the next
  * layers still find them in cache; the feed (staging copy, upload, then the plan's input: three
  * copies on the CPU) pays only where uploads overlap the compute, on a device. The tiles split

@@ -1,4 +1,4 @@
-/* fuse.c — mnv2-speed: a BatchNormalization followed by a ReLU runs as one pass over the
+/* fuse.c — a BatchNormalization followed by a ReLU runs as one pass over the
  * activations (MobileNetV2 has 35 such pairs, ResNet50 33): the batch norm's kernel clips its
  * output, and in training masks the incoming gradient while it sums, so the ReLU layer has no
  * forward, no backward and no buffer of its own (kc__layer_is_alias: it shares the batch
@@ -11,7 +11,7 @@
  * kc_device_opts.cpu_fuse_bn_relu = KC_FALSE, KERAC_CPU_FUSE_BN_RELU=0). The two layers stay
  * two layers everywhere else (weights, summaries, saved models).
  *
- * mnv2-2t: a ZeroPadding2D whose only consumer is a DepthwiseConv2D (MobileNetV2's four before
+ * a ZeroPadding2D whose only consumer is a DepthwiseConv2D (MobileNetV2's four before
  * its stride-2 depthwise convolutions) is folded into it when the backend asks for it
  * (fold_pad_depthwise; the CPU's, unless kc_device_opts.cpu_fold_pad = KC_FALSE,
  * KERAC_CPU_FOLD_PAD=0): the convolution reads the unpadded input, with the padding added to its
@@ -46,7 +46,7 @@ static int consumers(const kc_model *m, int i) {
     return n;
 }
 
-/* mnv2-2t: ZeroPadding2D -> DepthwiseConv2D, see the top of the file. */
+/* ZeroPadding2D -> DepthwiseConv2D, see the top of the file. */
 static void fold_pads(kc_model *m) {
     if (!m->be || !m->be->fold_pad_depthwise) return;
     const int out = kc__model_output(m);

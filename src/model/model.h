@@ -188,7 +188,7 @@ kc_status kc__model_backward_update(kc_model *m, int batch, int grad_n, bool app
 kc_status kc__model_prepare_update(kc_model *m);
 /* One optimizer update of the parameters with these gradients ((n_trainable), device). */
 kc_status kc__model_apply_gradients(kc_model *m, const float *grads);
-/* infer-a (tile.c): the examples an inference pass over a batch of `batch` runs at a time,
+/* tile.c: the examples an inference pass over a batch of `batch` runs at a time,
  * each tile through every layer while its activations stay in the caches; batch: no tiles. */
 int kc__model_infer_tile(const kc_model *m, int batch);
 /* Loss and metric counts only (evaluate). */

@@ -12,7 +12,7 @@
  *   workspace        one region shared by every node (only one node runs at a time)
  * Flatten and Reshape alias their input: a group of aliased nodes shares one y and
  * one dy, whose lifetime covers every member.
- * scale2t: an Add's input gradients are its output gradient. An input whose dy the Add writes
+ * an Add's input gradients are its output gradient. An input whose dy the Add writes
  * first (its consumer with the latest index) shares the Add's dy buffer instead of getting a
  * copy (plan_share_add), when nothing can write that buffer before every sharer has read it:
  * the Add's own dy is not shared further; one input always (only it reads the buffer after the
@@ -222,7 +222,7 @@ static bool bn_keeps_dy(const planner *q, const kc_layer *l) {
     return l->ops == &kc__batchnorm_ops && !l->relu_after && l->n_in == 1 && q->p->needs_grad[l->in[0]];
 }
 
-/* scale2t: the inputs of Add node j whose dy may share j's dy buffer (see the top of the file);
+/* the inputs of Add node j whose dy may share j's dy buffer (see the top of the file);
  * called before j's inputs get their buffers. Sets share[] and extends dy_end[j]. */
 static void plan_share_add(planner *q, int j) {
     const kc_layer *l = q->m->layers[j];

@@ -41,10 +41,10 @@ struct kc_model;
  * backward and plans gradients). Layers must be built. */
 kc_status kc__plan_build(struct kc_model *m, int batch, bool training, kc_plan *p);
 void kc__plan_free(kc_plan *p);
-/* mnv2-speed: mark each BatchNormalization + ReLU pair that runs as one pass (fuse.c; every
+/* mark each BatchNormalization + ReLU pair that runs as one pass (fuse.c; every
  * plan build does it first, from the graph and the backend). */
 void kc__model_fuse(struct kc_model *m);
-/* mnv2-2t: the floats of node i's y (and dy) memory for a batch: its alias group's, which for a
+/* the floats of node i's y (and dy) memory for a batch: its alias group's, which for a
  * folded ZeroPadding2D (fuse.c) is its unpadded input's, not its own output shape's. */
 int64_t kc__plan_node_elems(const struct kc_model *m, int i, int batch);
 

@@ -1,4 +1,4 @@
-/* tile.c — infer-a: inference in tiles of the batch. A batch of 1000 small images runs each
+/* tile.c — inference in tiles of the batch. A batch of 1000 small images runs each
  * layer over the whole batch: workload A's first convolution writes 86.5 MB that its max
  * pooling then reads back from memory, and so on down the network. Run as tiles of T
  * examples instead, each tile through every layer (the plan built for T), the activations of

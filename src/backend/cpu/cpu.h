@@ -279,7 +279,7 @@ kc_status kc__cpu_batchnorm_forward_infer(kc_backend *be, const float *x, float 
 kc_status kc__cpu_batchnorm_backward(kc_backend *be, const float *x, const float *dy, float *dx,
                                      int64_t rows, int c, const float *gamma, const float *save_mean,
                                      const float *save_inv_std, float *dgamma, float *dbeta);
-/* mnv2-speed: the same with the ReLU after it (kerac_backend.h, batchnorm_relu_*) */
+/* the same with the ReLU after it (kerac_backend.h, batchnorm_relu_*) */
 kc_status kc__cpu_batchnorm_relu_forward_train(kc_backend *be, const float *x, float *y, int64_t rows, int c,
                                                const float *gamma, const float *beta, float *moving_mean,
                                                float *moving_var, float momentum, float epsilon, float *save_mean,
@@ -355,7 +355,7 @@ kc_status kc__cpu_color2d_forward(kc_backend *be, const kc_color2d_desc *d, cons
 kc_status kc__cpu_color2d_backward(kc_backend *be, const kc_color2d_desc *d, const float *params, const float *y,
                                    const float *dy, float *dx);
 
-/* ---- infer-a: the activations one inference tile may touch (kc_backend.infer_tile_bytes):
+/* ---- the activations one inference tile may touch (kc_backend.infer_tile_bytes):
  * about the two cores' L2 (1 MiB each on Zen 4) and a slice of the shared L3; workload A's
  * first convolution then runs 32 images at a time (bench/RESULTS.md, "Inference in tiles"). */
 #define KC_CPU_INFER_TILE_BYTES ((size_t)4 << 20)

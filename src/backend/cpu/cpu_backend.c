@@ -109,7 +109,7 @@ kc_status kc__cpu_to_host(kc_backend *be, void *dst, const void *src, size_t byt
     return cpu_copy_checked("to_host", dst, src, bytes);
 }
 
-/* scale2t: a copy (src) or a clear (src NULL) of at least this many bytes between blocks that do
+/* a copy (src) or a clear (src NULL) of at least this many bytes between blocks that do
  * not overlap is split over the team, one piece of 64-byte multiples per thread: one thread
  * reaches about two thirds of the two cores' memory bandwidth here (24.6 against 36.5 GB/s). */
 #define CPU_PAR_BYTES ((size_t)1 << 20)
@@ -386,13 +386,13 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     be->feed_wait = cpu_feed_wait;
 
     fill_kernels_for(isa, be);
-    if (opts && opts->cpu_fuse_bn_relu == KC_FALSE) /* mnv2-speed: BatchNormalization and its ReLU apart */
+    if (opts && opts->cpu_fuse_bn_relu == KC_FALSE) /* BatchNormalization and its ReLU apart */
         be->batchnorm_relu_forward_train = NULL, be->batchnorm_relu_forward_infer = NULL,
         be->batchnorm_relu_backward = NULL;
-    be->fold_pad_depthwise = !(opts && opts->cpu_fold_pad == KC_FALSE); /* mnv2-2t */
-    /* infer-a: inference in tiles (src/model/tile.c) */
+    be->fold_pad_depthwise = !(opts && opts->cpu_fold_pad == KC_FALSE);
+    /* inference in tiles (src/model/tile.c) */
     be->infer_tile_bytes = opts && opts->cpu_infer_tile == KC_FALSE ? 0 : KC_CPU_INFER_TILE_BYTES;
-    be->cpu_gemm_split = !(opts && opts->cpu_gemm_split == KC_FALSE); /* debt2: kc__cpu_sgemm */
+    be->cpu_gemm_split = !(opts && opts->cpu_gemm_split == KC_FALSE); /* kc__cpu_sgemm */
     *out = be;
     return KC_STATUS_OK;
 }

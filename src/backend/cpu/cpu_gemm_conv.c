@@ -153,7 +153,7 @@ static int direct_parts(const kc_conv2d_desc *d);
 /* ---- direct convolution for a small patch (KH*KW*C <= KC_CPU_DIRECT_K and filters a
  * multiple of 16, e.g. a first layer on 1- or 3-channel images). im2col + GEMM would
  * stream a col matrix KH*KW times the input through memory for a GEMM whose inner
- * dimension is tiny (9 for the default CNN's first layer). Forward (infer-b): for each block
+ * dimension is tiny (9 for the default CNN's first layer). Forward: for each block
  * of 16 filters, a block of 8 / 4 / 2 output pixels (AVX-512 / AVX2 / baseline) accumulates
  * in registers, 8 independent FMA chains, each input value broadcast straight from the image
  * where the pixels' patches lie inside it, else from the row's patches gathered into a small

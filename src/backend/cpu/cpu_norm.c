@@ -10,12 +10,12 @@
  * one for the normalisation), wider inputs in blocks of KC_CPU_RED_COLS; the per-channel
  * coefficients live on the stack; rows run in parallel. A training call (forward or backward) is one
  * parallel region per block of channels: sums, barrier, coefficients, barrier, the pass over the
- * rows (bn_run; before mnv2-2t: a region with an ordered reduction, then a second one); no region
+ * rows (bn_run; before: a region with an ordered reduction, then a second one); no region
  * at all where it would get one thread (kc__cpu_team, as KC_CPU_PAR_FOR: one thread, or nested).
- * The _relu entries (mnv2-speed) are the same with a ReLU after the normalisation: the
+ * The _relu entries are the same with a ReLU after the normalisation: the
  * forward clips in the normalising pass, the backward masks dy where the ReLU passed
  * nothing while it sums and while it writes dx, so neither needs a pass of its own.
- * scale2t: given no y, the backward recomputes the ReLU's input from x with the forward's
+ * given no y, the backward recomputes the ReLU's input from x with the forward's
  * own expression and coefficients (the same floats, so the same mask) instead of reading y:
  * 5 streams over the activations instead of 7 (sums: x, dy; pass: x, dy, dx). */
 #include <math.h>
@@ -89,7 +89,7 @@ static void bn_sums_rows(const float *a, const float *dy, const float *y, bn_rel
     }
 }
 
-/* One batch-norm call on a block of channels, as ONE parallel region (mnv2-2t): each thread sums its
+/* One batch-norm call on a block of channels, as ONE parallel region: each thread sums its
  * rows, a barrier, the threads' sums added per channel in thread order and turned into the per-channel
  * coefficients (the channels split across the threads), a barrier, and each thread's pass over its rows.
  * The sums: with p[j] a centre per channel, s1 = sum_r (a - p), s2 = sum_r (a - p)^2 (forward, p = the

@@ -58,7 +58,7 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->batchnorm_forward_train = kc__cpu_batchnorm_forward_train;
     be->batchnorm_forward_infer = kc__cpu_batchnorm_forward_infer;
     be->batchnorm_backward = kc__cpu_batchnorm_backward;
-    be->batchnorm_relu_forward_train = kc__cpu_batchnorm_relu_forward_train; /* mnv2-speed */
+    be->batchnorm_relu_forward_train = kc__cpu_batchnorm_relu_forward_train;
     be->batchnorm_relu_forward_infer = kc__cpu_batchnorm_relu_forward_infer;
     be->batchnorm_relu_backward = kc__cpu_batchnorm_relu_backward;
 
