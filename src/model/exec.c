@@ -183,7 +183,10 @@ static kc_status backward_node(kc_model *m, int j, int batch) {
         a.x[k] = AT(p->y_off[src]);
         if (!p->needs_grad[src]) a.dx[k] = NULL;
         else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
-        else a.dx[k] = AT(p->dy_off[src]);
+        else {
+            a.dx[k] = AT(p->dy_off[src]);
+            if (p->dx_add[j * KC_MAX_INPUTS + k]) a.dx_add |= 1u << k;
+        }
     }
     prof_mark t0 = PROF_START(m);
     kc_status s = l->ops->backward(l, &a);

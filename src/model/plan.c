@@ -7,7 +7,9 @@
  *                    inference: [i, last consumer] (the output: to the end)
  *   dy of node i     [first write (loss or a consumer's backward), 2L - i]
  *   extra dx         a consumer that is not the first to write dy of its input writes
- *                    into its own buffer at its backward, then adds it in: [t, t]
+ *                    into its own buffer at its backward, then adds it in: [t, t]; none
+ *                    when the layer's backward can add into dy itself (dx_adds: a
+ *                    convolution's backward-data with beta = 1)
  *   aux of node i    training: [i, 2L - i]; inference: [i, i]
  *   workspace        one region shared by every node (only one node runs at a time)
  * Flatten and Reshape alias their input: a group of aliased nodes shares one y and
@@ -40,6 +42,7 @@ void kc__plan_free(kc_plan *p) {
     free(p->aux_off);
     free(p->ws_off);
     free(p->dx_tmp_off);
+    free(p->dx_add);
     free(p->group);
     free(p->needs_grad);
     memset(p, 0, sizeof *p);
@@ -118,13 +121,15 @@ static bool plan_alloc(planner *q) {
     p->ws_off = malloc((size_t)L * sizeof(size_t));
     p->dx_tmp_off = malloc((size_t)L * KC_MAX_INPUTS * sizeof(size_t));
     p->needs_grad = calloc((size_t)L, sizeof(bool));
+    p->dx_add = calloc((size_t)L * KC_MAX_INPUTS, sizeof(bool));
     q->group = malloc((size_t)L * sizeof(int));
     q->y_end = malloc((size_t)L * sizeof(int));
     q->dy_start = malloc((size_t)L * sizeof(int));
     q->share = malloc((size_t)L * sizeof(int));
     q->dy_end = malloc((size_t)L * sizeof(int));
     q->bufs = calloc((size_t)L * (4 + KC_MAX_INPUTS) + 1, sizeof(pbuf));
-    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !p->needs_grad || !q->group || !q->y_end ||
+    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !p->dx_add || !p->needs_grad ||
+        !q->group || !q->y_end ||
         !q->dy_start || !q->share || !q->dy_end || !q->bufs)
         return false;
     for (int i = 0; i < L; i++) {
@@ -271,6 +276,8 @@ static void plan_gradients(planner *q) {
             int t = 2 * L - j;
             if (dy_start[g] < 0) {
                 dy_start[g] = t;
+            } else if (l->ops->dx_adds && l->ops->dx_adds(l, k, q->batch, q->m->be)) {
+                p->dx_add[j * KC_MAX_INPUTS + k] = true;
             } else {
                 size_t bytes = y_bytes(q, g);
                 q->bufs[q->nb++] = (pbuf){bytes, t, t, &p->dx_tmp_off[j * KC_MAX_INPUTS + k], 0};

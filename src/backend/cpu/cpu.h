@@ -150,6 +150,8 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
                                  const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
                                        const float *w, float *dx, void *ws, size_t ws_bytes);
+/* Whether kc__cpu_conv2d_backward_data honours d->accumulate (every path but Winograd). */
+int kc__cpu_conv2d_dx_adds(kc_backend *be, const kc_conv2d_desc *d);
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 

@@ -33,6 +33,7 @@
 #define kc__cpu_conv2d_workspace KC_CPU_RENAME(kc__cpu_conv2d_workspace)
 #define kc__cpu_conv2d_forward KC_CPU_RENAME(kc__cpu_conv2d_forward)
 #define kc__cpu_conv2d_backward_data KC_CPU_RENAME(kc__cpu_conv2d_backward_data)
+#define kc__cpu_conv2d_dx_adds KC_CPU_RENAME(kc__cpu_conv2d_dx_adds)
 #define kc__cpu_conv2d_backward_filter KC_CPU_RENAME(kc__cpu_conv2d_backward_filter)
 #define kc__cpu_winograd_applies KC_CPU_RENAME(kc__cpu_winograd_applies)
 #define kc__cpu_blocked_applies KC_CPU_RENAME(kc__cpu_blocked_applies)
