@@ -596,6 +596,12 @@ struct kc_backend {
      * temporary, no add pass: src/model/plan.c). NULL: never. The CPU's (every path but
      * Winograd), unless kc_device_opts.cpu_conv_dx_add = KC_FALSE. */
     int (*conv2d_dx_adds)(kc_backend *be, const kc_conv2d_desc *d);
+
+    /* ---- an Add and the ReLU after it in one pass (src/model/fuse.c)
+     * y = max(a + b, 0), then clipped at relu_max when it is above 0; y may alias a or b.
+     * NULL: the model runs the two apart. The CPU's, unless kc_device_opts.cpu_fuse_add_relu =
+     * KC_FALSE. */
+    kc_status (*add_relu)(kc_backend *be, float *y, const float *a, const float *b, int64_t n, float relu_max);
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

@@ -173,6 +173,10 @@ struct kc_layer {
      * y and dy are the producer's memory and it has no forward or backward of its own. */
     bool relu_after, absorbed;
     float relu_max;
+    /* Add + ReLU fusion (src/model/fuse.c): the Add has relu_after and relu_max as above (its y is
+     * the ReLU's output; its backward does not read y); on the ReLU: fwd_absorbed, no forward of
+     * its own, its y is the Add's memory, but it keeps its dy and its backward (the mask from y). */
+    bool fwd_absorbed;
     /* a ZeroPadding2D folded into the DepthwiseConv2D that reads it (src/model/fuse.c).
      * On the ZeroPadding2D: pad_folded (and absorbed: its y and dy are its input's memory, it has
      * no forward and no backward); on the depthwise convolution: fold_h, fold_w, the unpadded

@@ -105,7 +105,7 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
     double tf = kc__trace_t0(m);
     for (int i = 1; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
-        if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, training)) continue;
+        if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, training) || l->fwd_absorbed) continue;
         kc_fwd a = {.be = m->be, .batch = batch, .training = training, .y = AT(p->y_off[i]), .sync = m->sync_bn,
                     .scratch = &m->host_scratch,
                     .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),

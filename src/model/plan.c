@@ -13,7 +13,9 @@
  *   aux of node i    training: [i, 2L - i]; inference: [i, i]
  *   workspace        one region shared by every node (only one node runs at a time)
  * Flatten and Reshape alias their input: a group of aliased nodes shares one y and
- * one dy, whose lifetime covers every member.
+ * one dy, whose lifetime covers every member. A ReLU whose forward the Add before it does
+ * (fwd_absorbed, fuse.c) has that Add's y memory, alive as long as either needs it, and a dy
+ * of its own.
  * an Add's input gradients are its output gradient. An input whose dy the Add writes
  * first (its consumer with the latest index) shares the Add's dy buffer instead of getting a
  * copy (plan_share_add), when nothing can write that buffer before every sharer has read it:
@@ -163,6 +165,12 @@ static void plan_lifetimes(planner *q) {
     if (training)
         for (int i = 0; i < L; i++)
             if (group[i] != i && y_end[i] > y_end[group[i]]) y_end[group[i]] = y_end[i];
+    for (int i = 0; i < L; i++) { /* a ReLU in its Add's y: the Add's y lives as long as both */
+        const kc_layer *l = q->m->layers[i];
+        if (!l->fwd_absorbed || group[i] != i) continue;
+        const int g = group[l->in[0]];
+        if (y_end[i] > y_end[g]) y_end[g] = y_end[i];
+    }
 }
 
 /* The y buffer of each group and each node's aux; returns the largest workspace. */
@@ -172,7 +180,7 @@ static size_t plan_forward_buffers(planner *q) {
     size_t ws_max = 0;
     for (int i = 0; i < L; i++) {
         const kc_layer *l = q->m->layers[i];
-        if (q->group[i] == i) {
+        if (q->group[i] == i && !l->fwd_absorbed) {
             size_t bytes = y_bytes(q, i);
             q->bufs[q->nb++] = (pbuf){bytes, i, q->y_end[i], &p->y_off[i], 0};
             p->activation_bytes += bytes;
@@ -305,6 +313,8 @@ static kc_status plan_place(planner *q, size_t ws_max) {
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", q->m->name);
     for (int i = 0; i < q->L; i++)
         if (q->group[i] == i && q->share[i] != i) p->dy_off[i] = p->dy_off[q->share[i]];
+    for (int i = 0; i < q->L; i++) /* before the aliases below, which may read it */
+        if (q->group[i] == i && q->m->layers[i]->fwd_absorbed) p->y_off[i] = p->y_off[q->group[q->m->layers[i]->in[0]]];
     for (int i = 0; i < q->L; i++) {
         if (q->group[i] != i) {
             p->y_off[i] = p->y_off[q->group[i]];

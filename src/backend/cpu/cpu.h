@@ -321,6 +321,7 @@ kc_status kc__cpu_dropout_forward(kc_backend *be, const float *x, float *y, uint
 kc_status kc__cpu_dropout_backward(kc_backend *be, const float *dy, const uint8_t *mask, float *dx,
                                    int64_t n, float rate);
 kc_status kc__cpu_add(kc_backend *be, float *y, const float *a, const float *b, int64_t n);
+kc_status kc__cpu_add_relu(kc_backend *be, float *y, const float *a, const float *b, int64_t n, float relu_max);
 kc_status kc__cpu_axpy(kc_backend *be, float *y, const float *x, float alpha, int64_t n);
 kc_status kc__cpu_scale(kc_backend *be, float *y, float alpha, int64_t n);
 kc_status kc__cpu_copy_strided(kc_backend *be, float *dst, int dst_ld, int dst_off, const float *src,
