@@ -71,27 +71,36 @@ static void fold_pads(kc_model *m) {
     }
 }
 
-/* Whether node i is an Add of two inputs of its own shape that can apply a ReLU (fuse_add_relu). */
-static bool plain_add2(const kc_model *m, int i) {
+/* Whether node i is a BatchNormalization (bn) or an Add of two inputs of its own shape (add)
+ * that can apply the ReLU after it. */
+static bool bn_fusable(const kc_model *m, int i) {
+    return m->layers[i]->ops == &kc__batchnorm_ops && unshared(m->layers[i]);
+}
+
+static bool add_fusable(const kc_model *m, int i) {
     const kc_layer *l = m->layers[i];
     if (l->ops != &kc__add_ops || l->n_in != 2 || !unshared(l)) return false;
     const kc__merge_cfg *c = l->cfg;
     return c->same[0] && c->same[1] && !c->average;
 }
 
-/* Add -> ReLU, see the top of the file. */
-static void fuse_add_relu(kc_model *m) {
-    if (!m->be || !m->be->add_relu) return;
+/* Each fusable ReLU whose producer passes can_fuse, is not the model's output and has no other
+ * consumer: the producer applies it (relu_after, relu_max); the ReLU is absorbed (BatchNormalization:
+ * no forward, no backward) or only its forward is (fwd_only: Add). */
+static void fuse_relus(kc_model *m, bool (*can_fuse)(const kc_model *, int), bool fwd_only) {
     const int out = kc__model_output(m);
     for (int j = 1; j < m->n_layers; j++) {
         kc_layer *r = m->layers[j];
         float relu_max;
         if (!fusable_relu(r, &relu_max)) continue;
         const int i = r->in[0];
-        if (!plain_add2(m, i) || i == out || consumers(m, i) != 1) continue;
+        if (!can_fuse(m, i) || i == out || consumers(m, i) != 1) continue;
         m->layers[i]->relu_after = true;
         m->layers[i]->relu_max = relu_max;
-        r->fwd_absorbed = true;
+        if (fwd_only)
+            r->fwd_absorbed = true;
+        else
+            r->absorbed = true;
     }
 }
 
@@ -103,21 +112,8 @@ void kc__model_fuse(kc_model *m) {
         l->fold_h = l->fold_w = l->fold_top = l->fold_left = 0;
     }
     fold_pads(m);
-    fuse_add_relu(m);
     const kc_backend *be = m->be;
-    if (!be || !be->batchnorm_relu_forward_train || !be->batchnorm_relu_forward_infer || !be->batchnorm_relu_backward)
-        return;
-    const int out = kc__model_output(m);
-    for (int j = 1; j < m->n_layers; j++) {
-        kc_layer *r = m->layers[j];
-        float relu_max;
-        if (!fusable_relu(r, &relu_max)) continue;
-        const int i = r->in[0];
-        kc_layer *b = m->layers[i];
-        if (b->ops != &kc__batchnorm_ops || i == out || !unshared(b) || consumers(m, i) != 1)
-            continue;
-        b->relu_after = true;
-        b->relu_max = relu_max;
-        r->absorbed = true;
-    }
+    if (be && be->add_relu) fuse_relus(m, add_fusable, true);
+    if (be && be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_infer && be->batchnorm_relu_backward)
+        fuse_relus(m, bn_fusable, false);
 }
