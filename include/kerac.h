@@ -603,6 +603,15 @@ typedef struct kc_device_opts {
                                    * threading; default: a GEMM with m or k >= 4096 and n <= 256
                                    * runs as one single-threaded call per thread on fixed slices
                                    * of C (kc_backend.cpu_gemm_split) */
+    /* a convolution's input gradient added in place where another consumer wrote it first */
+    int cpu_conv_dx_add;          /* KC_FALSE: such a convolution writes its input gradient into a
+                                   * buffer of its own that is then added in (a pass more);
+                                   * default: the CPU's backward-data adds into the gradient
+                                   * (GEMM with beta = 1, col2im adding; not Winograd) */
+    /* fusion of an Add with the ReLU after it */
+    int cpu_fuse_add_relu;        /* KC_FALSE: an Add of two same-shape inputs whose only consumer
+                                   * is a ReLU runs apart from it; default: the Add's pass applies
+                                   * the ReLU (the ReLU keeps its backward) */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
@@ -612,7 +621,8 @@ typedef struct kc_device_opts {
  * any channel count),
  * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
  * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off),
- * KERAC_CPU_FOLD_PAD (0: off), KERAC_CPU_INFER_TILE (0: off), KERAC_CPU_GEMM_SPLIT (0: off); an unset
+ * KERAC_CPU_FOLD_PAD (0: off), KERAC_CPU_INFER_TILE (0: off), KERAC_CPU_GEMM_SPLIT (0: off),
+ * KERAC_CPU_CONV_DX_ADD (0: off), KERAC_CPU_FUSE_ADD_RELU (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

@@ -84,6 +84,9 @@ typedef struct kc_conv2d_desc {
     int relu;              /* 1: conv2d_forward writes max(0, conv + b), as the ReLU pass of
                               act_forward would (the layer's fused activation, one pass less);
                               the backward passes ignore it */
+    int accumulate;        /* 1: conv2d_backward_data adds the input gradient into dx (dx +=)
+                              instead of overwriting it; only where the backend's
+                              conv2d_dx_adds says it can for this descriptor */
 } kc_conv2d_desc;
 
 /* Broadcasting binary operations: y = a op b. */
@@ -586,6 +589,19 @@ struct kc_backend {
      * program may change it between steps (bench/finetune/bench_split_ab.c does, on the
      * backend kc_model_backend gives). 0 on other backends. */
     int cpu_gemm_split;
+
+    /* ---- conv2d_backward_data adding into dx (kc_conv2d_desc.accumulate)
+     * nonzero when conv2d_backward_data honours accumulate for d, so that a convolution that
+     * is not the first to write its input's gradient adds into that gradient in place (no
+     * temporary, no add pass: src/model/plan.c). NULL: never. The CPU's (every path but
+     * Winograd), unless kc_device_opts.cpu_conv_dx_add = KC_FALSE. */
+    int (*conv2d_dx_adds)(kc_backend *be, const kc_conv2d_desc *d);
+
+    /* ---- an Add and the ReLU after it in one pass (src/model/fuse.c)
+     * y = max(a + b, 0), then clipped at relu_max when it is above 0; y may alias a or b.
+     * NULL: the model runs the two apart. The CPU's, unless kc_device_opts.cpu_fuse_add_relu =
+     * KC_FALSE. */
+    kc_status (*add_relu)(kc_backend *be, float *y, const float *a, const float *b, int64_t n, float relu_max);
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

@@ -58,6 +58,19 @@ static inline void mp_train_compare(kc_model *a, kc_model *b, int batch) {
     }
 }
 
+/* Both prepared for training (the caller checks their plans in between), fed the same batch
+ * (mp_feed), compared (mp_train_compare), then destroyed. */
+static inline void mp_train_compare_destroy(kc_model *a, kc_model *b, int batch, int64_t n_in, float lo, float span) {
+    float *ta = malloc(sizeof(float) * (size_t)batch), *tb = malloc(sizeof(float) * (size_t)batch);
+    mp_feed(a, ta, batch, n_in, lo, span);
+    mp_feed(b, tb, batch, n_in, lo, span);
+    mp_train_compare(a, b, batch);
+    a->batch_targets = b->batch_targets = NULL;
+    kc_model_destroy(a);
+    kc_model_destroy(b);
+    free(ta), free(tb);
+}
+
 /* Both prepared for inference and fed: the loss and the n_out output floats. */
 static inline void mp_infer_compare(kc_model *a, kc_model *b, int batch, int64_t n_out) {
     const double ia = mp_loss_of(a, batch, false), ib = mp_loss_of(b, batch, false);

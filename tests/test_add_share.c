@@ -131,21 +131,15 @@ static void compare(build_fn build, const pair *want, int n) {
     for (int threads = 1; threads <= 2; threads++) {
         omp_set_num_threads(threads);
         kc_model *a = build(0), *b = build(1);
-        float ta[B], tb[B];
         assert_int_equal(kc__model_prepare(a, B, true), KC_STATUS_OK);
         assert_int_equal(kc__model_prepare(b, B, true), KC_STATUS_OK);
-        mp_feed(a, ta, B, B * HW * HW * 3, -1.0f, 2.0f);
-        mp_feed(b, tb, B, B * HW * HW * 3, -1.0f, 2.0f);
         for (int i = 0; i < n; i++) {
             if (shares(a, want[i].layer, want[i].add) != want[i].shared)
                 fail_msg("%s: %s %s %s's gradient", a->name, want[i].layer, want[i].shared ? "does not share" : "shares",
                          want[i].add);
             assert_false(shares(b, want[i].layer, want[i].add));
         }
-        mp_train_compare(a, b, B);
-        a->batch_targets = b->batch_targets = NULL;
-        kc_model_destroy(a);
-        kc_model_destroy(b);
+        mp_train_compare_destroy(a, b, B, B * HW * HW * 3, -1.0f, 2.0f);
     }
 }
 

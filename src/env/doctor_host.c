@@ -43,6 +43,9 @@ static const env_doc kerac_vars[] = {
     {"KERAC_CPU_FOLD_PAD", "0: a ZeroPadding2D before a DepthwiseConv2D writes its padded copy on the CPU"},
     {"KERAC_CPU_INFER_TILE", "0: inference on the CPU runs each layer on the whole batch (no cache-sized tiles)"},
     {"KERAC_CPU_GEMM_SPLIT", "0: tall, skinny GEMMs on OpenBLAS's threading, not split across the threads"},
+    /* the convolutions' backward-data adding into a gradient in place */
+    {"KERAC_CPU_CONV_DX_ADD", "0: a convolution's input gradient through a buffer of its own and an add pass on the CPU"},
+    {"KERAC_CPU_FUSE_ADD_RELU", "0: an Add and the ReLU after it as two forward passes on the CPU"},
     {"KERAC_FASHION_MNIST_DIR", "the folder of the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)"},
 };
 

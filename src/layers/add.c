@@ -10,7 +10,12 @@ static kc_status add_init(kc_layer *l, const void *opts) {
 static void add_get_opts(const kc_layer *l, void *opts) { *(kc_merge_opts *)opts = (kc_merge_opts){.name = l->name}; }
 
 static kc_status add_build(kc_layer *l) { return kc__merge_build(l, l->cfg); }
-static kc_status add_forward(kc_layer *l, const kc_fwd *a) { return kc__merge_forward(l, l->cfg, a); }
+/* With relu_after (src/model/fuse.c: two inputs of the output's shape) the ReLU after it too. */
+static kc_status add_forward(kc_layer *l, const kc_fwd *a) {
+    const kc__merge_cfg *c = l->cfg;
+    if (l->relu_after) return a->be->add_relu(a->be, a->y, a->x[0], a->x[1], (int64_t)a->batch * c->size, l->relu_max);
+    return kc__merge_forward(l, l->cfg, a);
+}
 static kc_status add_backward(kc_layer *l, const kc_bwd *a) { return kc__merge_backward(l, l->cfg, a); }
 
 static int64_t add_flops(const kc_layer *l) {

@@ -104,6 +104,14 @@ static kc_status conv_forward(kc_layer *l, const kc_fwd *a) {
     return kc__fused_act_forward(a->be, &c->act, a->y, a->training ? a->aux : NULL, n, c->filters);
 }
 
+/* A plain convolution adds its input gradient in place where the backend's backward-data can. */
+static bool conv_dx_adds(const kc_layer *l, int k, int batch, kc_backend *be) {
+    const conv_cfg *c = l->cfg;
+    if (k != 0 || c->groups != 1 || !be || !be->conv2d_dx_adds) return false;
+    kc_conv2d_desc d = conv_desc(l, batch);
+    return be->conv2d_dx_adds(be, &d) != 0;
+}
+
 static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
     const conv_cfg *c = l->cfg;
     kc_conv2d_desc d = conv_desc(l, a->batch);
@@ -121,6 +129,7 @@ static kc_status conv_backward(kc_layer *l, const kc_bwd *a) {
     else if (db)
         KC_TRY(a->be->bias_grad(a->be, a->dy, db, n / c->filters, c->filters));
     if (!a->dx[0]) return KC_STATUS_OK;
+    d.accumulate = (a->dx_add & 1u) != 0; /* only when conv_dx_adds said so */
     if (c->groups == 1)
         return a->be->conv2d_backward_data(a->be, &d, a->dy, l->w[0].data, a->dx[0], a->ws, a->ws_bytes);
     if (c->groups == c->g.c)
@@ -166,6 +175,7 @@ const kc_layer_ops kc__conv2d_ops = {
     .workspace_bytes = conv_workspace_bytes,
     .forward = conv_forward,
     .backward = conv_backward,
+    .dx_adds = conv_dx_adds,
     .flops = conv_flops,
     .activation = conv_activation,
     KC_KERAS_KEYS(k_keras_keys),

@@ -74,6 +74,8 @@ typedef struct kc_bwd {
     size_t ws_bytes;
     const kc_collective *sync; /* issue 13: as kc_fwd's */
     kc__host_scratch *scratch; /* issue 13: as kc_fwd's */
+    unsigned dx_add;           /* bit k: dx[k] holds a gradient already, add input k's into it
+                                  (only where the layer's dx_adds said it can) */
 } kc_bwd;
 
 enum {
@@ -121,6 +123,10 @@ typedef struct kc_layer_ops {
     /* The main kernel's descriptor for a batch into desc (KC_OP_CONV2D: a kc_conv2d_desc,
      * KC_OP_POOL2D: a kc_pool2d_desc), for the backend's describe; NULL when it takes none. */
     void (*backend_desc)(const kc_layer *l, int batch, void *desc);
+    /* Whether backward can add the gradient of input k into dx[k] (kc_bwd.dx_add) instead of
+     * overwriting it, at this batch on backend be; NULL: never (the plan then gives it a buffer
+     * of its own and adds that in). */
+    bool (*dx_adds)(const kc_layer *l, int k, int batch, kc_backend *be);
 } kc_layer_ops;
 
 struct kc_layer {
@@ -167,6 +173,10 @@ struct kc_layer {
      * y and dy are the producer's memory and it has no forward or backward of its own. */
     bool relu_after, absorbed;
     float relu_max;
+    /* Add + ReLU fusion (src/model/fuse.c): the Add has relu_after and relu_max as above (its y is
+     * the ReLU's output; its backward does not read y); on the ReLU: fwd_absorbed, no forward of
+     * its own, its y is the Add's memory, but it keeps its dy and its backward (the mask from y). */
+    bool fwd_absorbed;
     /* a ZeroPadding2D folded into the DepthwiseConv2D that reads it (src/model/fuse.c).
      * On the ZeroPadding2D: pad_folded (and absorbed: its y and dy are its input's memory, it has
      * no forward and no backward); on the depthwise convolution: fold_h, fold_w, the unpadded

@@ -105,7 +105,7 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
     double tf = kc__trace_t0(m);
     for (int i = 1; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
-        if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, training)) continue;
+        if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, training) || l->fwd_absorbed) continue;
         kc_fwd a = {.be = m->be, .batch = batch, .training = training, .y = AT(p->y_off[i]), .sync = m->sync_bn,
                     .scratch = &m->host_scratch,
                     .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),
@@ -183,7 +183,10 @@ static kc_status backward_node(kc_model *m, int j, int batch) {
         a.x[k] = AT(p->y_off[src]);
         if (!p->needs_grad[src]) a.dx[k] = NULL;
         else if (p->dx_tmp_off[j * KC_MAX_INPUTS + k] != KC_PLAN_NONE) a.dx[k] = AT(p->dx_tmp_off[j * KC_MAX_INPUTS + k]);
-        else a.dx[k] = AT(p->dy_off[src]);
+        else {
+            a.dx[k] = AT(p->dy_off[src]);
+            if (p->dx_add[j * KC_MAX_INPUTS + k]) a.dx_add |= 1u << k;
+        }
     }
     prof_mark t0 = PROF_START(m);
     kc_status s = l->ops->backward(l, &a);

@@ -17,7 +17,14 @@
  * KERAC_CPU_FOLD_PAD=0): the convolution reads the unpadded input, with the padding added to its
  * own before (pad_top, pad_left) and the padding after implied by its output size, so the padded
  * copy is never written (forward) nor cut back (backward). An execution change only: the
- * ZeroPadding2D stays a layer with its own output shape in summaries and saved models. */
+ * ZeroPadding2D stays a layer with its own output shape in summaries and saved models.
+ *
+ * an Add of two inputs of its own shape whose only consumer is a ReLU (as above; ResNet's 16
+ * block ends) computes max(a + b, 0) in its one pass when the backend has add_relu (the CPU's,
+ * unless kc_device_opts.cpu_fuse_add_relu = KC_FALSE, KERAC_CPU_FUSE_ADD_RELU=0): the ReLU has
+ * no forward and its y is the Add's memory (fwd_absorbed), but it keeps its own dy and its
+ * backward, which masks from y as before (an Add's backward reads no y; its gradient is the
+ * masked one, which its inputs may share, src/model/plan.c). */
 #include "model.h"
 
 /* Whether l is a layer of its own: not a shared layer's call, not sharing its weights. */
@@ -64,28 +71,49 @@ static void fold_pads(kc_model *m) {
     }
 }
 
-void kc__model_fuse(kc_model *m) {
-    for (int i = 0; i < m->n_layers; i++) {
-        kc_layer *l = m->layers[i];
-        l->relu_after = l->absorbed = l->pad_folded = false;
-        l->relu_max = 0.0f;
-        l->fold_h = l->fold_w = l->fold_top = l->fold_left = 0;
-    }
-    fold_pads(m);
-    const kc_backend *be = m->be;
-    if (!be || !be->batchnorm_relu_forward_train || !be->batchnorm_relu_forward_infer || !be->batchnorm_relu_backward)
-        return;
+/* Whether node i is a BatchNormalization (bn) or an Add of two inputs of its own shape (add)
+ * that can apply the ReLU after it. */
+static bool bn_fusable(const kc_model *m, int i) {
+    return m->layers[i]->ops == &kc__batchnorm_ops && unshared(m->layers[i]);
+}
+
+static bool add_fusable(const kc_model *m, int i) {
+    const kc_layer *l = m->layers[i];
+    if (l->ops != &kc__add_ops || l->n_in != 2 || !unshared(l)) return false;
+    const kc__merge_cfg *c = l->cfg;
+    return c->same[0] && c->same[1] && !c->average;
+}
+
+/* Each fusable ReLU whose producer passes can_fuse, is not the model's output and has no other
+ * consumer: the producer applies it (relu_after, relu_max); the ReLU is absorbed (BatchNormalization:
+ * no forward, no backward) or only its forward is (fwd_only: Add). */
+static void fuse_relus(kc_model *m, bool (*can_fuse)(const kc_model *, int), bool fwd_only) {
     const int out = kc__model_output(m);
     for (int j = 1; j < m->n_layers; j++) {
         kc_layer *r = m->layers[j];
         float relu_max;
         if (!fusable_relu(r, &relu_max)) continue;
         const int i = r->in[0];
-        kc_layer *b = m->layers[i];
-        if (b->ops != &kc__batchnorm_ops || i == out || !unshared(b) || consumers(m, i) != 1)
-            continue;
-        b->relu_after = true;
-        b->relu_max = relu_max;
-        r->absorbed = true;
+        if (!can_fuse(m, i) || i == out || consumers(m, i) != 1) continue;
+        m->layers[i]->relu_after = true;
+        m->layers[i]->relu_max = relu_max;
+        if (fwd_only)
+            r->fwd_absorbed = true;
+        else
+            r->absorbed = true;
     }
+}
+
+void kc__model_fuse(kc_model *m) {
+    for (int i = 0; i < m->n_layers; i++) {
+        kc_layer *l = m->layers[i];
+        l->relu_after = l->absorbed = l->pad_folded = l->fwd_absorbed = false;
+        l->relu_max = 0.0f;
+        l->fold_h = l->fold_w = l->fold_top = l->fold_left = 0;
+    }
+    fold_pads(m);
+    const kc_backend *be = m->be;
+    if (be && be->add_relu) fuse_relus(m, add_fusable, true);
+    if (be && be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_infer && be->batchnorm_relu_backward)
+        fuse_relus(m, bn_fusable, false);
 }

@@ -7,11 +7,15 @@
  *                    inference: [i, last consumer] (the output: to the end)
  *   dy of node i     [first write (loss or a consumer's backward), 2L - i]
  *   extra dx         a consumer that is not the first to write dy of its input writes
- *                    into its own buffer at its backward, then adds it in: [t, t]
+ *                    into its own buffer at its backward, then adds it in: [t, t]; none
+ *                    when the layer's backward can add into dy itself (dx_adds: a
+ *                    convolution's backward-data with beta = 1)
  *   aux of node i    training: [i, 2L - i]; inference: [i, i]
  *   workspace        one region shared by every node (only one node runs at a time)
  * Flatten and Reshape alias their input: a group of aliased nodes shares one y and
- * one dy, whose lifetime covers every member.
+ * one dy, whose lifetime covers every member. A ReLU whose forward the Add before it does
+ * (fwd_absorbed, fuse.c) has that Add's y memory, alive as long as either needs it, and a dy
+ * of its own.
  * an Add's input gradients are its output gradient. An input whose dy the Add writes
  * first (its consumer with the latest index) shares the Add's dy buffer instead of getting a
  * copy (plan_share_add), when nothing can write that buffer before every sharer has read it:
@@ -40,6 +44,7 @@ void kc__plan_free(kc_plan *p) {
     free(p->aux_off);
     free(p->ws_off);
     free(p->dx_tmp_off);
+    free(p->dx_add);
     free(p->group);
     free(p->needs_grad);
     memset(p, 0, sizeof *p);
@@ -118,13 +123,15 @@ static bool plan_alloc(planner *q) {
     p->ws_off = malloc((size_t)L * sizeof(size_t));
     p->dx_tmp_off = malloc((size_t)L * KC_MAX_INPUTS * sizeof(size_t));
     p->needs_grad = calloc((size_t)L, sizeof(bool));
+    p->dx_add = calloc((size_t)L * KC_MAX_INPUTS, sizeof(bool));
     q->group = malloc((size_t)L * sizeof(int));
     q->y_end = malloc((size_t)L * sizeof(int));
     q->dy_start = malloc((size_t)L * sizeof(int));
     q->share = malloc((size_t)L * sizeof(int));
     q->dy_end = malloc((size_t)L * sizeof(int));
     q->bufs = calloc((size_t)L * (4 + KC_MAX_INPUTS) + 1, sizeof(pbuf));
-    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !p->needs_grad || !q->group || !q->y_end ||
+    if (!p->y_off || !p->dy_off || !p->aux_off || !p->ws_off || !p->dx_tmp_off || !p->dx_add || !p->needs_grad ||
+        !q->group || !q->y_end ||
         !q->dy_start || !q->share || !q->dy_end || !q->bufs)
         return false;
     for (int i = 0; i < L; i++) {
@@ -158,6 +165,12 @@ static void plan_lifetimes(planner *q) {
     if (training)
         for (int i = 0; i < L; i++)
             if (group[i] != i && y_end[i] > y_end[group[i]]) y_end[group[i]] = y_end[i];
+    for (int i = 0; i < L; i++) { /* a ReLU in its Add's y: the Add's y lives as long as both */
+        const kc_layer *l = q->m->layers[i];
+        if (!l->fwd_absorbed || group[i] != i) continue;
+        const int g = group[l->in[0]];
+        if (y_end[i] > y_end[g]) y_end[g] = y_end[i];
+    }
 }
 
 /* The y buffer of each group and each node's aux; returns the largest workspace. */
@@ -167,7 +180,7 @@ static size_t plan_forward_buffers(planner *q) {
     size_t ws_max = 0;
     for (int i = 0; i < L; i++) {
         const kc_layer *l = q->m->layers[i];
-        if (q->group[i] == i) {
+        if (q->group[i] == i && !l->fwd_absorbed) {
             size_t bytes = y_bytes(q, i);
             q->bufs[q->nb++] = (pbuf){bytes, i, q->y_end[i], &p->y_off[i], 0};
             p->activation_bytes += bytes;
@@ -271,6 +284,8 @@ static void plan_gradients(planner *q) {
             int t = 2 * L - j;
             if (dy_start[g] < 0) {
                 dy_start[g] = t;
+            } else if (l->ops->dx_adds && l->ops->dx_adds(l, k, q->batch, q->m->be)) {
+                p->dx_add[j * KC_MAX_INPUTS + k] = true;
             } else {
                 size_t bytes = y_bytes(q, g);
                 q->bufs[q->nb++] = (pbuf){bytes, t, t, &p->dx_tmp_off[j * KC_MAX_INPUTS + k], 0};
@@ -298,6 +313,8 @@ static kc_status plan_place(planner *q, size_t ws_max) {
         return kc__fail(KC_STATUS_OUT_OF_MEMORY, "planning model '%s': out of host memory", q->m->name);
     for (int i = 0; i < q->L; i++)
         if (q->group[i] == i && q->share[i] != i) p->dy_off[i] = p->dy_off[q->share[i]];
+    for (int i = 0; i < q->L; i++) /* before the aliases below, which may read it */
+        if (q->group[i] == i && q->m->layers[i]->fwd_absorbed) p->y_off[i] = p->y_off[q->group[q->m->layers[i]->in[0]]];
     for (int i = 0; i < q->L; i++) {
         if (q->group[i] != i) {
             p->y_off[i] = p->y_off[q->group[i]];

@@ -24,6 +24,9 @@ typedef struct kc_plan {
     size_t *dx_tmp_off; /* (n_nodes * KC_MAX_INPUTS) where node i's backward writes dx of
                            input k when it is not the first writer of that gradient (then
                            added into dy of the input); NONE: write dy directly */
+    bool *dx_add;       /* (n_nodes * KC_MAX_INPUTS) node i's backward is not the first writer of
+                           input k's gradient but adds into it itself (kc_layer_ops.dx_adds):
+                           no dx_tmp buffer, no add pass */
     int *group;       /* (n_nodes) alias group: the node whose y/dy memory node i uses */
     bool *needs_grad; /* (n_nodes) training: node i or a node upstream of it has weights that
                          train, so its output needs a gradient and its backward runs; false

@@ -150,6 +150,8 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
                                  const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
 kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy,
                                        const float *w, float *dx, void *ws, size_t ws_bytes);
+/* Whether kc__cpu_conv2d_backward_data honours d->accumulate (every path but Winograd). */
+int kc__cpu_conv2d_dx_adds(kc_backend *be, const kc_conv2d_desc *d);
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
@@ -319,6 +321,7 @@ kc_status kc__cpu_dropout_forward(kc_backend *be, const float *x, float *y, uint
 kc_status kc__cpu_dropout_backward(kc_backend *be, const float *dy, const uint8_t *mask, float *dx,
                                    int64_t n, float rate);
 kc_status kc__cpu_add(kc_backend *be, float *y, const float *a, const float *b, int64_t n);
+kc_status kc__cpu_add_relu(kc_backend *be, float *y, const float *a, const float *b, int64_t n, float relu_max);
 kc_status kc__cpu_axpy(kc_backend *be, float *y, const float *x, float alpha, int64_t n);
 kc_status kc__cpu_scale(kc_backend *be, float *y, float alpha, int64_t n);
 kc_status kc__cpu_copy_strided(kc_backend *be, float *dst, int dst_ld, int dst_off, const float *src,

@@ -11,7 +11,8 @@
  * padding needs no workspace: x is already the (N*H*W, C) col matrix.
  *
  * col2im is written as a gather over input rows (each thread owns whole rows of dx), so
- * it runs in parallel without atomics and overwrites dx. */
+ * it runs in parallel without atomics and overwrites dx, or adds into it when the descriptor
+ * asks (accumulate: the 1x1 GEMM then runs with beta = 1; not on the Winograd path). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,7 +256,7 @@ static void col2im_row(const kc_conv2d_desc *d, const float *dcol, float *dx, in
     const size_t kdim = (size_t)kh * kw * c;
     const int img = (int)(r / h), iy = (int)(r % h);
     float *dst = dx + (size_t)r * w * c; /* (W, C) */
-    memset(dst, 0, (size_t)w * c * sizeof(float));
+    if (!d->accumulate) memset(dst, 0, (size_t)w * c * sizeof(float));
     for (int ki = 0; ki < kh; ki++) {
         const int ty = iy + pt - ki * dh;
         if (ty < 0 || ty % sh) continue;
@@ -282,8 +283,8 @@ static void col2im_row(const kc_conv2d_desc *d, const float *dcol, float *dx, in
     }
 }
 
-/* dx (nb, H, W, C) = col2im(dcol (nb*OH*OW, KH*KW*C)), overwritten: each input row sums
- * the col entries that were copied from it. */
+/* dx (nb, H, W, C) = col2im(dcol (nb*OH*OW, KH*KW*C)), overwritten (added into with
+ * d->accumulate): each input row sums the col entries that were copied from it. */
 static void col2im(const kc_conv2d_desc *d, const float *dcol, int nb, float *dx) {
     const int64_t rows = (int64_t)nb * d->h; /* (image, input row) pairs: row r of dx */
     const int64_t work = (int64_t)nb * d->oh * d->ow * d->kh * d->kw * d->c;
@@ -585,14 +586,18 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
     KC_TRY(conv_check(d, "conv2d_backward_data"));
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: NULL dy, kernel or dx");
+    if (d->accumulate && !kc__cpu_conv2d_dx_adds(be, d))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: accumulate is not supported on the "
+                        "Winograd path; ask conv2d_dx_adds first, or write into a buffer of your own and add");
     if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_backward_data(be, d, dy, w, dx, ws, ws_bytes);
     const int f = d->f;
     if (kc__cpu_conv_kernel(be, d) == KC_CPU_CONV_1X1) { /* the direct kernel's backward-data is the im2col one */
-        /* dx (N*H*W, C) = dy (N*H*W, F) x W^T, W (C, F) */
+        /* dx (N*H*W, C) (+)= dy (N*H*W, F) x W^T, W (C, F) */
         const int64_t rows_all = (int64_t)d->n * d->h * d->w;
+        const float beta = d->accumulate ? 1.0f : 0.0f;
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            kc__cpu_sgemm(be, 0, 1, m, d->c, f, 1.0f, dy + (size_t)r0 * f, f, w, f, 0.0f, dx + (size_t)r0 * d->c, d->c);
+            kc__cpu_sgemm(be, 0, 1, m, d->c, f, 1.0f, dy + (size_t)r0 * f, f, w, f, beta, dx + (size_t)r0 * d->c, d->c);
         }
         return KC_STATUS_OK;
     }
@@ -609,6 +614,8 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
     }
     return KC_STATUS_OK;
 }
+
+int kc__cpu_conv2d_dx_adds(kc_backend *be, const kc_conv2d_desc *d) { return !kc__cpu_winograd_applies(be, d); }
 
 kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                          float *dw, float *db, void *ws, size_t ws_bytes) {

@@ -177,6 +177,23 @@ kc_status kc__cpu_add(kc_backend *be, float *y, const float *a, const float *b, 
     return KC_STATUS_OK;
 }
 
+kc_status kc__cpu_add_relu(kc_backend *be, float *y, const float *a, const float *b, int64_t n, float relu_max) {
+    KC_CPU_CHECK_N("add_relu", n);
+    if (!y || !a || !b) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu add_relu: NULL pointer");
+    if (!(relu_max >= 0.0f)) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu add_relu: relu_max %g is negative", relu_max);
+    if (relu_max > 0.0f)
+        KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static), for (int64_t i = 0; i < n; i++) {
+            const float s = a[i] + b[i];
+            y[i] = s > 0.0f ? (s < relu_max ? s : relu_max) : 0.0f;
+        });
+    else
+        KC_CPU_PAR_FOR(kc__cpu_par(n), schedule(static), for (int64_t i = 0; i < n; i++) {
+            const float s = a[i] + b[i];
+            y[i] = s > 0.0f ? s : 0.0f;
+        });
+    return KC_STATUS_OK;
+}
+
 kc_status kc__cpu_axpy(kc_backend *be, float *y, const float *x, float alpha, int64_t n) {
     KC_CPU_CHECK_N("axpy", n);
     if (!y || !x) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu axpy: NULL pointer");

@@ -48,6 +48,7 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->conv2d_workspace = kc__cpu_conv2d_workspace;
     be->conv2d_forward = kc__cpu_conv2d_forward;
     be->conv2d_backward_data = kc__cpu_conv2d_backward_data;
+    be->conv2d_dx_adds = kc__cpu_conv2d_dx_adds;
     be->conv2d_backward_filter = kc__cpu_conv2d_backward_filter;
 
     be->pool2d_forward = kc__cpu_pool2d_forward;
@@ -69,6 +70,7 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->dropout_backward = kc__cpu_dropout_backward;
 
     be->add = kc__cpu_add;
+    be->add_relu = kc__cpu_add_relu;
     be->axpy = kc__cpu_axpy;
     be->scale = kc__cpu_scale;
     be->copy_strided = kc__cpu_copy_strided;
