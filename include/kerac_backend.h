@@ -38,8 +38,9 @@ extern "C" {
  * 5: the depthwise and grouped convolutions take a workspace (depthwise_workspace,
  * grouped_conv_workspace) like conv2d's
  * 6: batchnorm_relu_backward takes beta (y may be NULL: the mask is recomputed from x);
- *    cpu_gemm_split, infer_tile_bytes and fold_pad_depthwise at the end of kc_backend */
-#define KC_BACKEND_ABI 6
+ *    cpu_gemm_split, infer_tile_bytes and fold_pad_depthwise at the end of kc_backend
+ * 7: add_relu and conv2d_dx_adds at the end of kc_backend; kc_conv2d_desc.accumulate */
+#define KC_BACKEND_ABI 7
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
