@@ -18,7 +18,9 @@
  *              BENCH_INFER_SECONDS > 0, batches of 1000 (one kc_predict each) until that
  *              many wall-clock seconds have passed, the rate over all of them.
  *   spread:    "train_step_rate" and "infer_batch_rate": p10, median and p90 of the rate
- *              of each timed step (images/s) and of each inference batch, inside the run.
+ *              of each timed step (images/s) and of each inference batch, inside the run;
+ *              BENCH_STEP_LOG=FILE appends each timed step's wall-clock seconds to FILE,
+ *              one line per run ("kerac S1 S2 ..."), to see how a slow run is slow.
  *   sgemm:     OpenBLAS's SGEMM rate on this machine with the same threads (1024^3 through
  *              the backend's gemm, median of 5), and the fraction of it that training
  *              reaches: images/s x FLOP per training image / SGEMM FLOP/s.
@@ -232,6 +234,14 @@ int main(void) {
         }
     }
     const long huge_kib = anon_huge_kib(); /* while the training plan is still held */
+    if (getenv("BENCH_STEP_LOG") && *getenv("BENCH_STEP_LOG")) {
+        FILE *lf = fopen(getenv("BENCH_STEP_LOG"), "a");
+        if (!lf) { fprintf(stderr, "bench_train: cannot open BENCH_STEP_LOG %s\n", getenv("BENCH_STEP_LOG")); goto done; }
+        fprintf(lf, "kerac");
+        for (int64_t i = 0; i < t.timed; i++) fprintf(lf, " %.6f", t.step_t[i]);
+        fprintf(lf, "\n");
+        fclose(lf);
+    }
     char layer_ms[2048] = ""; /* read now: inference adds forward calls */
     if (profile) print_layer_ms(m, warmup + steps, layer_ms, sizeof layer_ms);
 

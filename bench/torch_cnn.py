@@ -19,7 +19,8 @@ Measures
              with BENCH_INFER_SECONDS > 0, over as many batches of 1000 as fill that many
              wall-clock seconds (the rate over all of them)
   spread:    train_step_rate and infer_batch_rate, p10 / median / p90 of the rate of each
-             timed step and inference batch (images/s), as bench_train.c reports them
+             timed step and inference batch (images/s), as bench_train.c reports them;
+             BENCH_STEP_LOG=FILE appends the timed steps' seconds ("pytorch-LAYOUT S1 S2 ...")
 and prints one JSON line:
   {"impl":"pytorch","train_images_per_second":..,"infer_images_per_second":..,"threads":2,...}
 
@@ -181,6 +182,9 @@ def main():
             last = now
         step += 1
     train_seconds = clock() - t0
+    if os.environ.get("BENCH_STEP_LOG"):
+        with open(os.environ["BENCH_STEP_LOG"], "a") as f:
+            f.write(" ".join([f"pytorch-{layout}"] + [f"{s:.6f}" for s in step_s]) + "\n")
     steps = len(step_s)
     train_ips = steps * batch / train_seconds
 
