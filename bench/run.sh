@@ -32,7 +32,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 . "$HERE/common.sh"
-bench_args 2,23 "$@"
+bench_args 2,29 "$@"
 bench_settings
 WORKLOAD="${WORKLOAD:-A}"
 case "$WORKLOAD" in A|B) ;; *) echo "run.sh: WORKLOAD must be A or B, got '$WORKLOAD'" >&2; exit 2 ;; esac
