@@ -14,8 +14,9 @@
  * (CLOCK_MONOTONIC), c_* the process's CPU time (all its threads). */
 typedef struct bench_timer {
     int64_t warmup;  /* steps before the clock starts */
-    int64_t last;    /* index of the last step */
+    int64_t last;    /* index of the last step (INT64_MAX in a window: not known ahead) */
     int64_t seen;    /* steps completed */
+    int64_t timed;   /* steps completed after the warm-up */
     double t_start;  /* end of step warmup-1 (train begin when warmup == 0) */
     double t_end;    /* end of the last step */
     double t_first;  /* end of the first step */
@@ -23,17 +24,33 @@ typedef struct bench_timer {
     double c_end;
     double c_first;
     double loss;     /* the running mean loss kc_fit reports after the last step */
+    double *step_t;  /* each timed step's seconds, wall clock and CPU time (timed of them; */
+    double *step_c;  /*   bench_timer_free releases them) */
+    int64_t step_cap;
     int profile;     /* set by the caller: per-layer profiling switched on at the end of the
                         warm-up, so the layer timings cover the timed steps only */
+    double window;   /* set by the caller: > 0 runs timed steps until this many wall-clock
+                        seconds have passed since the warm-up's end (the steps argument is
+                        then ignored); 0 runs exactly the steps asked */
 } bench_timer;
 
-/* kc_fit over data for warmup + steps steps in one epoch of batch-sized batches, with a
- * callback that stamps both clocks at the end of step warmup-1 and of the last step (and
- * there switches profiling on when t->profile, the one field the caller sets).
+/* kc_fit over data for warmup + steps steps of batch-sized batches, with a callback that
+ * stamps both clocks at the end of step warmup-1 and of every later step (and there
+ * switches profiling on when t->profile). With t->window > 0 the timed steps go on, over
+ * as many epochs as it takes, until t->window wall-clock seconds have passed.
  * Returns 0, or 1 after printing to stderr (prefixed "PROG: ") why: kc_fit failed, or it
  * ran another number of steps than asked. */
 int bench_fit_timed(const char *prog, kc_model *m, kc_dataset *data, int batch, int warmup, int steps,
                     bench_timer *t, kc_history **hist);
+void bench_timer_free(bench_timer *t);
+
+/* The 10th, 50th and 90th percentiles of images / seconds[i] over n samples (nearest rank;
+ * zeros when n is 0): the rate's spread inside one run. */
+void bench_rate_percentiles(const double *seconds, int64_t n, double images, double out[3]);
+
+/* ", \"KEY\": {\"p10\": .., \"median\": .., \"p90\": .., \"n\": ..}" into buf: the per-sample
+ * rates of bench_rate_percentiles, for the JSON lines. */
+void bench_rate_json(char *buf, size_t size, const char *key, const double *seconds, int64_t n, double images);
 
 /* Training images per second of the timed steps: of wall-clock time, or with cpu_clock of
  * the process's CPU time */

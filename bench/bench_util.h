@@ -27,6 +27,13 @@ static inline double bench_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The wall clock (CLOCK_MONOTONIC) whatever BENCH_CLOCK says: what windows are measured in. */
+static inline double bench_now_wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static inline int bench_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -47,6 +54,16 @@ static inline int bench_env_int(const char *name, int fallback) {
     long x = strtol(v, &end, 10);
     if (*end != '\0' || x < -1000000 || x > 1000000) return -1000000;
     return (int)x;
+}
+
+/* A number of seconds: fallback when unset or empty, -1 when it does not parse or is
+ * outside [0, 1e6] (the caller rejects it). */
+static inline double bench_env_seconds(const char *name, double fallback) {
+    const char *v = getenv(name);
+    if (!v || !*v) return fallback;
+    char *end = NULL;
+    double x = strtod(v, &end);
+    return *end != '\0' || !(x >= 0 && x <= 1e6) ? -1 : x;
 }
 
 /* OpenBLAS's kernel set ("Haswell", "SkylakeX", ...; OPENBLAS_CORETYPE forces one): a weak

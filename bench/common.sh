@@ -11,6 +11,7 @@
 #   bench_build TARGET           configures and builds TARGET in $BUILD_DIR (Release)
 #   bench_run_one LABEL CMD...   runs CMD, keeps its last JSON line in $RAW, echoes it
 #   bench_load                   the 1-minute load average
+#   bench_window_desc            "training 3 s window, inference 2 s window" (or the counts)
 #   bench_commit [PATH...]       HEAD's short hash, "+dirty" when PATHs (all) have changes
 #   BENCH_CPU                    the processor model and its vector instruction sets (exported)
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -98,6 +99,13 @@ bench_run_one() { # label, command...
 }
 
 bench_load() { cut -d' ' -f1 /proc/loadavg; }
+
+bench_window_desc() { # what each round measures over: windows of wall-clock seconds, or fixed counts
+    local t="$BENCH_STEPS steps" i="$BENCH_INFER_REPS passes"
+    [ "${BENCH_SECONDS:-0}" = 0 ] || t="${BENCH_SECONDS} s window"
+    [ "${BENCH_INFER_SECONDS:-0}" = 0 ] || i="${BENCH_INFER_SECONDS} s window"
+    echo "training $t, inference $i"
+}
 
 bench_commit() { # pathspec... (none: the whole tree)
     local c

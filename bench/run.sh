@@ -12,7 +12,13 @@
 #                     Haswell for both: the closest an AVX-512 machine gets to an AVX2-only one)
 #   BENCH_CLOCK=cpu   both programs time their process's CPU time, not the wall clock (with
 #                     THREADS=1: the work itself, on a loaded machine)
-#   BENCH_WARMUP, BENCH_STEPS, BENCH_INFER_REPS   passed through (defaults 5, 100, 5)
+#   BENCH_SECONDS, BENCH_INFER_SECONDS   the window each program measures over, in wall-clock
+#                     seconds (defaults 3 and 2): both sides repeat training steps (inference
+#                     batches of 1000) until it is full, so a faster program does not measure
+#                     over a shorter stretch of time; 0: fixed counts (BENCH_STEPS, BENCH_INFER_REPS)
+#   BENCH_WARMUP, BENCH_STEPS, BENCH_INFER_REPS   passed through (defaults 5, 100, 5); setting
+#                     BENCH_STEPS (BENCH_INFER_REPS) without BENCH_SECONDS (BENCH_INFER_SECONDS)
+#                     measures that many steps (passes), as before the windows
 #   TORCH_LAYOUTS     PyTorch layouts to run each round (default "nchw channels_last";
 #                     "nchw" alone is the plain PyTorch model)
 #   BUILD_DIR         where to build bench_train (default <repo>/build-bench)
@@ -26,7 +32,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 . "$HERE/common.sh"
-bench_args 2,23 "$@"
+bench_args 2,29 "$@"
 bench_settings
 WORKLOAD="${WORKLOAD:-A}"
 case "$WORKLOAD" in A|B) ;; *) echo "run.sh: WORKLOAD must be A or B, got '$WORKLOAD'" >&2; exit 2 ;; esac
@@ -34,6 +40,9 @@ export BENCH_WORKLOAD="$WORKLOAD"
 TORCH_LAYOUTS="${TORCH_LAYOUTS:-nchw channels_last}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
 export BENCH_CLOCK="${BENCH_CLOCK:-wall}"
+[ -n "${BENCH_STEPS:-}" ] && BENCH_SECONDS="${BENCH_SECONDS:-0}"
+[ -n "${BENCH_INFER_REPS:-}" ] && BENCH_INFER_SECONDS="${BENCH_INFER_SECONDS:-0}"
+export BENCH_SECONDS="${BENCH_SECONDS:-3}" BENCH_INFER_SECONDS="${BENCH_INFER_SECONDS:-2}"
 export BENCH_WARMUP="${BENCH_WARMUP:-5}" BENCH_STEPS="${BENCH_STEPS:-100}" BENCH_INFER_REPS="${BENCH_INFER_REPS:-5}"
 for layout in $TORCH_LAYOUTS; do
     case "$layout" in nchw|channels_last) ;; *) echo "run.sh: TORCH_LAYOUTS: '$layout' is not nchw or channels_last" >&2; exit 2 ;; esac
@@ -65,7 +74,8 @@ CORETYPE="${OPENBLAS_CORETYPE-unset}"
 [ "$CPU_ISA" != avx2 ] || CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
 L2SIZE="${OPENBLAS_L2_SIZE-unset}"
 
-echo "run.sh: workload $WORKLOAD, $ROUNDS round(s), $THREADS threads, $BENCH_CLOCK clock, warm-up $BENCH_WARMUP + $BENCH_STEPS steps, " \
+WINDOW_DESC="$(bench_window_desc)"
+echo "run.sh: workload $WORKLOAD, $ROUNDS round(s), $THREADS threads, $BENCH_CLOCK clock, warm-up $BENCH_WARMUP steps, $WINDOW_DESC, " \
      "CPU_ISA=$CPU_ISA OPENBLAS_CORETYPE=$CORETYPE OPENBLAS_L2_SIZE=$L2SIZE, kerac ${KERAC_WAIT:-waiting as the environment says}, load $LOAD_BEFORE" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
@@ -80,7 +90,7 @@ COMMIT="$(bench_commit)"
 
 # ---- medians, ratios, table, JSON summary, optional RESULTS.md row
 WORKLOAD="$WORKLOAD" RECORD="$RECORD" RAW="$RAW" COMMIT="$COMMIT" ROUNDS="$ROUNDS" THREADS="$THREADS" \
-CPU_ISA="$CPU_ISA" CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" WAIT_DESC="$WAIT_DESC" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
+CPU_ISA="$CPU_ISA" CORETYPE="$CORETYPE" L2SIZE="$L2SIZE" WAIT_DESC="$WAIT_DESC" WINDOW_DESC="$WINDOW_DESC" LOAD_BEFORE="$LOAD_BEFORE" LOAD_AFTER="$LOAD_AFTER" \
 RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
 
@@ -103,10 +113,17 @@ def spread(k, m="train_images_per_second"):
     v = [r[m] for r in groups[k]]
     return (max(v) - min(v)) / med[k][m] if med[k][m] else 0.0
 
-print(f"{'impl':<32}{'train img/s':>12}{'infer img/s':>12}{'runs':>6}{'train spread':>14}{'infer spread':>14}")
+def inside(k, f="train_step_rate"):
+    """the median over rounds of (p90 - p10) / median of the per-step (per-batch) rates inside
+    each round: how much a round's own steps vary"""
+    v = [(r[f]["p90"] - r[f]["p10"]) / r[f]["median"] for r in groups[k] if r.get(f, {}).get("median")]
+    return statistics.median(v) if v else float("nan")
+
+print(f"{'impl':<32}{'train img/s':>12}{'infer img/s':>12}{'runs':>6}{'train spread':>14}{'infer spread':>14}"
+      f"{'step p10-p90':>14}")
 for k in ["kerac"] + torch_keys:
     print(f"{k:<32}{med[k]['train_images_per_second']:>12.0f}{med[k]['infer_images_per_second']:>12.0f}"
-          f"{len(groups[k]):>6}{spread(k):>14.1%}{spread(k, 'infer_images_per_second'):>14.1%}")
+          f"{len(groups[k]):>6}{spread(k):>14.1%}{spread(k, 'infer_images_per_second'):>14.1%}{inside(k):>14.1%}")
 for k in torch_keys:
     print(f"{'kerac / ' + k:<32}{ratio(k, 'train_images_per_second'):>12.2f}"
           f"{ratio(k, 'infer_images_per_second'):>12.2f}")
@@ -149,7 +166,12 @@ summary = {
     "kerac_openblas_threads": sorted({r.get("openblas_threads", -1) for r in groups.get("kerac", [])}),
     "kerac_start_to_first_step_s": round(statistics.median(r.get("start_to_first_step_s", float("nan"))
                                                            for r in groups.get("kerac", [{}])), 3),
+    "window": os.environ["WINDOW_DESC"],
     "train_spread": {k: round(spread(k), 3) for k in groups},
+    # inside each round: the median over rounds of (p90 - p10) / median of the per-step
+    # (per inference batch) rates
+    "train_step_spread": {k: round(inside(k), 3) for k in groups},
+    "infer_batch_spread": {k: round(inside(k, "infer_batch_rate"), 3) for k in groups},
     "infer_spread": {k: round(spread(k, "infer_images_per_second"), 3) for k in groups},
 }
 print(json.dumps(summary))
@@ -168,7 +190,7 @@ if os.environ["RECORD"] == "1":
         ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
-        cpu=f"CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels; CPU_ISA={os.environ['CPU_ISA']}: ran {summary['ran']})")
+        cpu=f"{os.environ['WINDOW_DESC']}; CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels; CPU_ISA={os.environ['CPU_ISA']}: ran {summary['ran']})")
     # into the workload's table: after its last row (the file has other sections after it)
     text = open(os.environ["RESULTS"]).read().split("\n")
     table = "| date (B) | commit | rounds | kerac train" if B else "| date | commit | rounds | kerac train"

@@ -95,7 +95,9 @@ KC_API kc_status kc_log_level_parse(const char *text, kc_log_level *out);
 
 /* ---------------------------------------------------------------- threads */
 
-/* Threads used by CPU kernels (0 = all cores, the default; KERAC_NUM_THREADS overrides). */
+/* Threads of every CPU parallel region and of OpenBLAS. n > 0 sets them; 0 (the default)
+ * takes KERAC_NUM_THREADS, else OpenMP's default (OMP_NUM_THREADS, else one per core).
+ * kc_get_num_threads says the count in force. */
 KC_API void kc_set_num_threads(int n);
 KC_API int kc_get_num_threads(void);
 

@@ -6,7 +6,8 @@
  * Adam (learning rate 1e-4, epsilon 1e-7) and sparse categorical crossentropy, and trains
  * it on random images in [-1, 1] with random labels (0..9), batch BENCH_BATCH (32), for
  * BENCH_WARMUP (3) + BENCH_STEPS (10) steps in one kc_fit; a callback stamps the clock at
- * the end of step WARMUP-1 and of the last step. Public API only.
+ * the end of step WARMUP-1 and of the last step. BENCH_SECONDS > 0: timed steps until that
+ * many wall-clock seconds have passed instead (bench/run.sh's windows). Public API only.
  *
  * Prints one JSON line on stdout:
  *   {"impl": "kerac", "model": ..., "train_images_per_second": ..., "cpu_seconds_per_step": ...}
@@ -61,7 +62,12 @@ static void print_profile(const kc_model *m, int64_t calls) {
 int main(int argc, char **argv) {
     bench_args a = {.threads = 2, .batch = 32, .warmup = 3, .steps = 10, .profile = 0, .cpu_clock = BENCH_ARG_NONE};
     if (bench_args_parse(&a, "bench_finetune MODEL.keras", argc, argv, 1, 1)) return 2;
-    const int warmup = a.warmup, steps = a.steps, batch = a.batch, profile = a.profile;
+    const double window = bench_env_seconds("BENCH_SECONDS", 0);
+    if (window < 0) {
+        fprintf(stderr, "bench_finetune: BENCH_SECONDS must be a number of seconds >= 0\n");
+        return 2;
+    }
+    const int warmup = a.warmup, batch = a.batch, profile = a.profile;
     int rc = 1;
     kc_status s;
     kc_model *m = NULL;
@@ -69,6 +75,7 @@ int main(int argc, char **argv) {
     kc_history *hist = NULL;
     float *x = NULL;
     int32_t *y = NULL;
+    int steps = a.steps;
 
     if ((s = kc_model_load(argv[1], &m)) != KC_STATUS_OK) { rc = fail(argv[1], s); goto done; }
     s = kc_compile(m, &(kc_compile_opts){.optimizer = KC_ADAM(.learning_rate = 1e-4, .epsilon = 1e-7),
@@ -91,8 +98,10 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) y[i] = (int32_t)(i * 7 % CLASSES);
     if ((s = kc_dataset_from_memory(x, y, n, in, CLASSES, &data)) != KC_STATUS_OK) { rc = fail("dataset", s); goto done; }
 
-    bench_timer t = {.profile = profile};
+    bench_timer t = {.profile = profile, .window = window};
     if (bench_fit_timed("bench_finetune", m, data, batch, warmup, steps, &t, &hist)) goto done;
+    steps = (int)t.timed;
+    bench_timer_free(&t);
     if (profile) print_profile(m, steps);
 
     const char *isa;

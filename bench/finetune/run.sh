@@ -11,6 +11,8 @@
 #                     as in bench/run.sh)
 #   MODELS            default "mobilenetv2 resnet50"
 #   BENCH_WARMUP, BENCH_STEPS   per run (defaults 3, 10: 320 timed images)
+#   BENCH_SECONDS     > 0: each program trains timed steps for that many wall-clock seconds
+#                     instead of BENCH_STEPS (as bench/run.sh; default 0: the fixed steps)
 #   KERAS_PYTHON      Python with Keras 3 to write the models (default /tmp/kvenv/bin/python)
 #   MODEL_DIR         where the .keras files go (default bench/out/finetune-models; kept)
 #   BUILD_DIR         where to build bench_finetune (default <repo>/build-bench)
@@ -23,7 +25,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 . "$HERE/../common.sh"
-bench_args 2,20 "$@"
+bench_args 2,22 "$@"
 bench_settings
 MODELS="${MODELS:-mobilenetv2 resnet50}"
 KERAS_PYTHON="${KERAS_PYTHON:-/tmp/kvenv/bin/python}"

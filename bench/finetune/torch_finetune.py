@@ -7,7 +7,8 @@ torchvision's mobilenet_v2(num_classes=10) or resnet50(num_classes=10) (random w
 Adam (lr 1e-4, eps 1e-7), CrossEntropyLoss on the logits (kerac: sparse categorical
 crossentropy on the softmax output: the same function), train mode, random images in
 [-1, 1] of BENCH_SIZE x BENCH_SIZE (96) with random labels, batch BENCH_BATCH (32),
-BENCH_WARMUP (3) + BENCH_STEPS (10) steps; prints one JSON line:
+BENCH_WARMUP (3) + BENCH_STEPS (10) steps (BENCH_SECONDS > 0: timed steps until that many
+wall-clock seconds have passed, as bench_finetune does); prints one JSON line:
   {"impl": "pytorch", "model": ..., "layout": ..., "train_images_per_second": ...,
    "cpu_seconds_per_step": ...}
 BENCH_TORCH_LAYOUT: nchw (default) or channels_last (model and data in NHWC memory order).
@@ -47,15 +48,22 @@ def main():
     y = torch.arange(n) * 7 % 10
     t0 = c0 = None
     total = 0.0
-    for i in range(warmup + steps):
+    window = float(env("BENCH_SECONDS", "0") or 0)
+    i = 0
+    while window > 0 or i < warmup + steps:
         if i == warmup:
             t0, c0 = time.perf_counter(), time.process_time()
-        xb, yb = x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch]
+        if window > 0 and i > warmup and time.perf_counter() - t0 >= window:
+            break
+        k = i % (warmup + steps)  # the data's batches in turn
+        xb, yb = x[k * batch:(k + 1) * batch], y[k * batch:(k + 1) * batch]
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(xb), yb)
         loss.backward()
         opt.step()
         total += float(loss)
+        i += 1
+    steps = i - warmup
     if t0 is None:
         t0, c0 = time.perf_counter(), time.process_time()
     dt, dc = time.perf_counter() - t0, time.process_time() - c0

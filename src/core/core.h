@@ -73,7 +73,14 @@ kc_shape kc__shape_make(int rank, const int *dims);
 double kc__now(void); /* monotonic seconds */
 
 /* ---- threads (OpenMP) */
+/* The thread count of every CPU parallel region and of OpenBLAS: kc_set_num_threads's,
+ * else KERAC_NUM_THREADS's, else OpenMP's default (omp_get_max_threads at first use, which
+ * honours OMP_NUM_THREADS). Regions name it (num_threads clause). */
 int kc__num_threads(void);
+/* Sets the calling thread's OpenMP count (omp_set_num_threads) to kc__num_threads when it
+ * differs, outside parallel regions: OpenBLAS's OpenMP build sizes its team from it at each
+ * call. */
+void kc__threads_sync(void);
 
 /* ---- strings */
 bool kc__streq(const char *a, const char *b);    /* NULL-safe */

@@ -78,31 +78,55 @@ double kc__now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int g_threads; /* 0: all cores */
-
-void kc_set_num_threads(int n) {
-    g_threads = n > 0 ? n : 0;
-#ifdef _OPENMP
-    omp_set_num_threads(kc__num_threads());
-#endif
-}
+/* The one thread count of every CPU parallel region and of OpenBLAS: kc_set_num_threads's if
+ * set, else KERAC_NUM_THREADS's, else OpenMP's default for a region (omp_get_max_threads,
+ * which honours OMP_NUM_THREADS) as it was before kerac changed it. */
+static _Atomic int g_threads; /* kc_set_num_threads; 0: not set */
 
 /* KERAC_NUM_THREADS, read once (the kernels ask at every call): -1 not read yet, 0 unset or
  * not a positive number */
 static _Atomic int g_env_threads = -1;
 
+/* OpenMP's own count, read once before kerac sets it: -1 not read yet */
+static _Atomic int g_omp_default = -1;
+
+static int omp_default_threads(void) {
+    int n = g_omp_default;
+    if (n < 0) {
+#ifdef _OPENMP
+        if (omp_in_parallel()) return 1; /* asked from inside a region: read it later, outside */
+        n = omp_get_max_threads();
+#else
+        n = 1;
+#endif
+        g_omp_default = n = n > 0 ? n : 1;
+    }
+    return n;
+}
+
+void kc_set_num_threads(int n) {
+    (void)omp_default_threads(); /* before omp_set_num_threads below changes it */
+    g_threads = n > 0 ? n : 0;
+    kc__threads_sync();
+}
+
 int kc__num_threads(void) {
-    if (g_threads > 0) return g_threads;
+    const int set = g_threads;
+    if (set > 0) return set;
     int env_threads = g_env_threads;
     if (env_threads < 0) {
         const char *env = getenv("KERAC_NUM_THREADS");
         g_env_threads = env_threads = env && atoi(env) > 0 ? atoi(env) : 0;
     }
     if (env_threads > 0) return env_threads;
+    return omp_default_threads();
+}
+
+void kc__threads_sync(void) {
 #ifdef _OPENMP
-    return omp_get_num_procs();
-#else
-    return 1;
+    if (omp_in_parallel()) return;
+    const int n = kc__num_threads();
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
 #endif
 }
 

@@ -26,7 +26,7 @@ static const char usage[] =
     "  --steps N               timed steps (default 20)\n"
     "  --warmup N              untimed steps first (default 3)\n"
     CLI_DEVICE_USAGE
-    "  --threads N             CPU threads (default: all cores)\n"
+    "  --threads N             CPU threads (default: KERAC_NUM_THREADS, else OMP_NUM_THREADS, else all cores)\n"
     "  --json                  one JSON object instead of the table\n"
     "  -h, --help              show this help\n"
     "\n"

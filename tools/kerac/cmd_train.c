@@ -63,7 +63,7 @@ static const char usage[] =
     "  --validation-split F    fraction of the training data held out for validation, taken\n"
     "                          from its end (default 0.1 for the default CNN, 0 for a model file)\n"
     "  --seed N                seed for weights, dropout and shuffling\n"
-    "  --threads N             CPU threads (default: all cores; 0 = all)\n"
+    "  --threads N             CPU threads (default and 0: KERAC_NUM_THREADS, else OMP_NUM_THREADS, else all cores)\n"
     CLI_DEVICE_USAGE
     CLI_OBSERVE_USAGE
     CLI_DIST_USAGE

@@ -70,11 +70,11 @@ void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, 
 /* Whether a loop over n elements should run in parallel (a pure function of n: workspace
  * sizes depend on it, so it must answer the same when planning and when running). */
 static inline int kc__cpu_par(int64_t n) { return n > KC_CPU_PAR_MIN; }
-/* Whether a parallel region here would get more than one thread (OpenMP's thread count for
- * the next region, and no nesting beyond what OpenMP allows). */
+/* Whether a parallel region here would get more than one thread (kerac's one thread count,
+ * kc__num_threads, which every region names, and no nesting beyond what OpenMP allows). */
 static inline int kc__cpu_team(void) {
 #ifdef _OPENMP
-    return omp_get_max_threads() > 1 && omp_get_active_level() < omp_get_max_active_levels();
+    return kc__num_threads() > 1 && omp_get_active_level() < omp_get_max_active_levels();
 #else
     return 0;
 #endif
@@ -84,19 +84,21 @@ static inline int kc__cpu_team(void) {
  * libgomp mallocs and frees a team for every one-thread region (it keeps only teams of 2+
  * threads for the next region): small layers made 4-9 heap allocations per training step.
  *   KC_CPU_PAR_FOR(cond, clauses, for (...) { ... });
- * runs the loop under `#pragma omp parallel for clauses` when cond holds and the region
- * would get more than one thread (kc__cpu_team), else plainly.
+ * runs the loop under `#pragma omp parallel for clauses num_threads(kc__num_threads())` when
+ * cond holds and the region would get more than one thread (kc__cpu_team), else plainly;
+ * KC_CPU_PAR_FOR_TEAM(cond, team, clauses, loop) names its own team size instead.
  * The loop is a macro argument: no preprocessor directives inside it. */
 #define KC_CPU_PRAGMA(x) _Pragma(#x)
-#define KC_CPU_PAR_FOR(cond, clauses, ...)                                                                        \
+#define KC_CPU_PAR_FOR_TEAM(cond, team, clauses, ...)                                                             \
     do {                                                                                                          \
         if ((cond) && kc__cpu_team()) {                                                                          \
-            KC_CPU_PRAGMA(omp parallel for clauses)                                                               \
+            KC_CPU_PRAGMA(omp parallel for clauses num_threads(team))                                             \
             __VA_ARGS__                                                                                           \
         } else {                                                                                                  \
             __VA_ARGS__                                                                                           \
         }                                                                                                         \
     } while (0)
+#define KC_CPU_PAR_FOR(cond, clauses, ...) KC_CPU_PAR_FOR_TEAM(cond, kc__num_threads(), clauses, __VA_ARGS__)
 
 /* ---- memory and the table (cpu_backend.c) */
 /* The instruction sets this build has kernels for, as kc_cpu_isa (kerac.h), and their names. */

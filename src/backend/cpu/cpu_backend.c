@@ -122,7 +122,7 @@ static void cpu_bytes(void *dst, const void *src, size_t bytes) {
         else memset(d, 0, bytes);
         return;
     }
-#pragma omp parallel
+#pragma omp parallel num_threads(kc__num_threads())
     {
         int t = 0, tn = 1;
 #ifdef _OPENMP

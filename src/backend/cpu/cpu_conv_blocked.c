@@ -160,7 +160,7 @@ static void fwd_image(const kc_conv2d_desc *d, const float *x, const float *w, c
 void kc__cpu_blocked_forward(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y,
                              void *ws) {
     const int nt = nthreads_for(d);
-    KC_CPU_PAR_FOR(nt > 1, schedule(static, 1) num_threads(nt), for (int t = 0; t < nt; t++) {
+    KC_CPU_PAR_FOR_TEAM(nt > 1, nt, schedule(static, 1), for (int t = 0; t < nt; t++) {
         float *buf = (float *)ws + (size_t)t * pad_floats(d);
         const int i0 = (int)((int64_t)d->n * t / nt), i1 = (int)((int64_t)d->n * (t + 1) / nt);
         for (int img = i0; img < i1; img++) fwd_image(d, x, w, b, y, img, buf);
@@ -225,7 +225,7 @@ void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, co
     int *const pix = (int *)(koff + kdim);
     offsets(d, koff, pix);
     memset(parts, 0, (size_t)nt * kf * sizeof(float)); /* a part with no images stays zero */
-    KC_CPU_PAR_FOR(nt > 1, schedule(static, 1) num_threads(nt), for (int t = 0; t < nt; t++) {
+    KC_CPU_PAR_FOR_TEAM(nt > 1, nt, schedule(static, 1), for (int t = 0; t < nt; t++) {
         float *part = parts + (size_t)t * kf;
         float *buf = (float *)ws + (size_t)t * padf;
         const int i0 = (int)((int64_t)d->n * t / nt), i1 = (int)((int64_t)d->n * (t + 1) / nt);

@@ -49,7 +49,7 @@ int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k) {
         n > KC_CPU_GEMM_SPLIT_COLS || (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
         return 1;
     const int by_rows = m >= n, len = by_rows ? m : n / 16; /* columns go in blocks of 16 */
-    return KC_MAX(1, KC_MIN(omp_get_max_threads(), len));
+    return KC_MAX(1, KC_MIN(kc__num_threads(), len));
 #else
     (void)be, (void)m, (void)n, (void)k;
     return 1;
@@ -61,6 +61,7 @@ void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n,
     const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
     const int nt = kc__cpu_gemm_threads(be, m, n, k);
     if (nt <= 1) {
+        kc__threads_sync(); /* OpenBLAS's team: kerac's count */
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }

@@ -71,7 +71,7 @@ void kc__cpu_colsum_gs(kc_cpu_colsum_kind kind, const float *a, const float *b, 
     double part2[KC_CPU_RED_THREADS][KC_CPU_RED_COLS];
     int nt = 1, used = 1;
 #ifdef _OPENMP
-    if (kc__cpu_par(rows * cols)) nt = KC_MIN(omp_get_max_threads(), KC_CPU_RED_THREADS);
+    if (kc__cpu_par(rows * cols)) nt = KC_MIN(kc__num_threads(), KC_CPU_RED_THREADS);
     if (nt < 1) nt = 1;
 #endif
     /* one thread: no OpenMP region (libgomp would malloc a one-thread team for it) */

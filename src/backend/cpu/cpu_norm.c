@@ -211,7 +211,7 @@ static void bn_run(bn_job *b) {
     b->c1 = c1, b->c2 = c2, b->c3 = c3;
     int team = 1;
 #ifdef _OPENMP
-    if (kc__cpu_par(b->k.rows * b->k.cb) && kc__cpu_team()) team = omp_get_max_threads();
+    if (kc__cpu_par(b->k.rows * b->k.cb) && kc__cpu_team()) team = kc__num_threads();
 #endif
     const double *part[2 * team];
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -233,7 +233,7 @@ static int bn_block(int c) { return c <= BN_ONE_PASS ? c : KC_CPU_RED_COLS; }
 static void bn_apply(const float *x, float *y, bn_cols k, const float *sub, const float *mul, const float *add,
                      bn_relu rl) {
     const bn_job b = {.x = x, .out = y, .k = k, .rl = rl, .c1 = (float *)sub, .c2 = (float *)mul, .c3 = (float *)add};
-#pragma omp parallel if (kc__cpu_par(k.rows * k.cb) && kc__cpu_team())
+#pragma omp parallel num_threads(kc__num_threads()) if (kc__cpu_par(k.rows * k.cb) && kc__cpu_team())
     {
         int t = 0, tn = 1;
 #ifdef _OPENMP

@@ -123,7 +123,7 @@ static int pass_threads(const kc_conv2d_desc *d, int m, size_t ws_bytes, int64_t
     const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slot = slot_floats(d, m);
     const int64_t slots = (int64_t)((ws_bytes / sizeof(float) - u) / slot);
 #ifdef _OPENMP
-    const int64_t team = omp_get_max_threads(); /* what the other kernels' parallel loops get */
+    const int64_t team = kc__num_threads(); /* what the other kernels' parallel loops get */
 #else
     const int64_t team = 1;
 #endif
