@@ -91,6 +91,7 @@ static const fixture_model k_models[] = {
     /* nested-deep: `tower` (holding a Sequential `stem`) called twice, at the top / inside `body` */
     {"nest_deep", "nest_deep", 376},
     {"nest_deep2", "nest_deep2", 442},
+    {"nest_deep3", "nest_deep3", 181},
 };
 
 /* The entry of k_models with this stem. */
@@ -918,7 +919,7 @@ static void test_nested_multi_io(void **state) {
 
 /* nested-deep: a nested Functional `tower` holding a Sequential `stem` (conv, bn, relu),
  * called twice, in the model itself (nest_deep) or inside a nested Functional `body` called
- * once (nest_deep2): kerac reproduces Keras's predictions from .keras, .keras3.h5 and
+ * once (nest_deep2), and (nest_deep3, Dense layers) each level called twice in its parent: kerac reproduces Keras's predictions from .keras, .keras3.h5 and
  * .keras2.h5; stem's conv is one shared layer whose weights move the output through both calls,
  * the second call's input layer (mix), stem's BatchNormalization statistics and the frozen
  * proj's kernel move it too; a fine-tune moves stem's conv, and kerac's
@@ -954,6 +955,31 @@ static void test_nested_deep(void **state) {
         npy_free(&want);
         kc_model_destroy(m);
     }
+    /* nest_deep3: body called twice, tower twice in body, stem twice in tower */
+    const fixture_model *fm = model_by_stem("nest_deep3");
+    for (size_t f = 0; f < 3; f++) check_file(fm, files[f][0], files[f][1], f != 1);
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras2.h5"), &m), fm->stem);
+    int calls[4] = {0}; /* stem_dense, mix, mix2, mix3 */
+    static const char *const names[] = {"stem_dense", "mix", "mix2", "mix3"};
+    for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+        kc_layer_info li;
+        must(kc_model_layer_info(m, i, &li), "layer_info");
+        for (int q = 0; q < 4; q++) calls[q] += !strcmp(li.name, names[q]);
+    }
+    assert_int_equal(calls[0], 8); /* 2 x 2 x 2 */
+    assert_int_equal(calls[1], 4);
+    assert_int_equal(calls[2], 2);
+    assert_int_equal(calls[3], 1);
+    npy x, want;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    npy_load(fpath(fm->stem, "_y2.npy"), &want);
+    int g = weight_index(m, "stem_dense", "kernel");
+    for (int q = 1; q < 4; q++) check_sensitive(m, weight_index(m, names[q], "kernel"), &x, &want, fm->stem);
+    fine_tune_round_trip(m, g, &x, &want, (kc_shape){1, {6}}, fm->params);
+    npy_free(&x);
+    npy_free(&want);
+    kc_model_destroy(m);
 }
 
 /* ---------------------------------------------------------------- a damaged global heap */

@@ -335,6 +335,10 @@ static void test_nested_saved_nested(void **state) {
         {"nest_deep2.keras", "nest_deep2.keras", "nest_deep2_2.keras"},
         {"nest_deep2.keras3.h5", "nest_deep2.keras3.h5", "nest_deep2_2.keras3.h5"},
         {"nest_deep2.keras2.h5", "nest_deep2.keras2.h5", "nest_deep2_2.keras2.h5"},
+        /* each level called twice in its parent: body in the model, tower in body, stem in tower */
+        {"nest_deep3.keras", "nest_deep3.keras", "nest_deep3_2.keras"},
+        {"nest_deep3.keras3.h5", "nest_deep3.keras3.h5", "nest_deep3_2.keras3.h5"},
+        {"nest_deep3.keras2.h5", "nest_deep3.keras2.h5", "nest_deep3_2.keras2.h5"},
     };
     static char want[16384], got[16384];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
