@@ -92,6 +92,7 @@ static const fixture_model k_models[] = {
     {"nest_deep", "nest_deep", 376},
     {"nest_deep2", "nest_deep2", 442},
     {"nest_deep3", "nest_deep3", 181},
+    {"nest_wrap", "nest_wrap", 85},
 };
 
 /* The entry of k_models with this stem. */
@@ -919,7 +920,8 @@ static void test_nested_multi_io(void **state) {
 
 /* nested-deep: a nested Functional `tower` holding a Sequential `stem` (conv, bn, relu),
  * called twice, in the model itself (nest_deep) or inside a nested Functional `body` called
- * once (nest_deep2), and (nest_deep3, Dense layers) each level called twice in its parent: kerac reproduces Keras's predictions from .keras, .keras3.h5 and
+ * once (nest_deep2), and (nest_deep3, Dense layers) each level called twice in its parent
+ * (nest_wrap: a model holding only a nested model, called twice, read as Keras writes it): kerac reproduces Keras's predictions from .keras, .keras3.h5 and
  * .keras2.h5; stem's conv is one shared layer whose weights move the output through both calls,
  * the second call's input layer (mix), stem's BatchNormalization statistics and the frozen
  * proj's kernel move it too; a fine-tune moves stem's conv, and kerac's
@@ -980,6 +982,8 @@ static void test_nested_deep(void **state) {
     npy_free(&x);
     npy_free(&want);
     kc_model_destroy(m);
+    /* nest_wrap: a nested model holding only a nested model (stem), called twice */
+    for (size_t f = 0; f < 3; f++) check_file(model_by_stem("nest_wrap"), files[f][0], files[f][1], f != 1);
 }
 
 /* ---------------------------------------------------------------- a damaged global heap */

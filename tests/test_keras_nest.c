@@ -339,6 +339,10 @@ static void test_nested_saved_nested(void **state) {
         {"nest_deep3.keras", "nest_deep3.keras", "nest_deep3_2.keras"},
         {"nest_deep3.keras3.h5", "nest_deep3.keras3.h5", "nest_deep3_2.keras3.h5"},
         {"nest_deep3.keras2.h5", "nest_deep3.keras2.h5", "nest_deep3_2.keras2.h5"},
+        /* a nested model holding only a nested model, called twice */
+        {"nest_wrap.keras", "nest_wrap.keras", "nest_wrap_2.keras"},
+        {"nest_wrap.keras3.h5", "nest_wrap.keras3.h5", "nest_wrap_2.keras3.h5"},
+        {"nest_wrap.keras2.h5", "nest_wrap.keras2.h5", "nest_wrap_2.keras2.h5"},
     };
     static char want[16384], got[16384];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -139,8 +139,9 @@ static bool nest_ends(const kc_model *m, const kc__nesting *ng, int k, int c, in
  * call c / local[k] is call_edges's check (of the parent's calls: none reads another call's). */
 static bool nest_calls_ok(const kc_model *m, kc__nesting *ng, int k) {
     int p = m->nests[k - 1].parent, pc = p > 0 ? ng->calls[p] : 1;
-    if (ng->calls[k] < 1) ng->calls[k] = 1; /* it holds nested models only */
-    if (ng->calls[k] % pc != 0) return false;
+    if (ng->calls[k] < 1) /* it holds nested models only: its calls as read */
+        ng->calls[k] = pc * (m->nests[k - 1].calls > 0 ? m->nests[k - 1].calls : 1);
+    if (ng->calls[k] % pc != 0 || ng->calls[k] > ng->max_calls) return false;
     ng->local[k] = ng->calls[k] / pc;
     if (ng->calls[k] == 1) return true;
     for (int i = 0; i < m->n_layers; i++) { /* each layer: one node per call */
