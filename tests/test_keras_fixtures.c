@@ -88,6 +88,11 @@ static const fixture_model k_models[] = {
     /* nested-more: a nested Functional with two inputs and two outputs, called once / twice (+ op nodes) */
     {"nest_multi", "nest_multi", 198},
     {"nest_multi2", "nest_multi2", 303},
+    /* nested-deep: `tower` (holding a Sequential `stem`) called twice, at the top / inside `body` */
+    {"nest_deep", "nest_deep", 376},
+    {"nest_deep2", "nest_deep2", 442},
+    {"nest_deep3", "nest_deep3", 181},
+    {"nest_wrap", "nest_wrap", 85},
 };
 
 /* The entry of k_models with this stem. */
@@ -913,6 +918,74 @@ static void test_nested_multi_io(void **state) {
     assert_null(m);
 }
 
+/* nested-deep: a nested Functional `tower` holding a Sequential `stem` (conv, bn, relu),
+ * called twice, in the model itself (nest_deep) or inside a nested Functional `body` called
+ * once (nest_deep2), and (nest_deep3, Dense layers) each level called twice in its parent
+ * (nest_wrap: a model holding only a nested model, called twice, read as Keras writes it): kerac reproduces Keras's predictions from .keras, .keras3.h5 and
+ * .keras2.h5; stem's conv is one shared layer whose weights move the output through both calls,
+ * the second call's input layer (mix), stem's BatchNormalization statistics and the frozen
+ * proj's kernel move it too; a fine-tune moves stem's conv, and kerac's
+ * .keras and .h5 copies predict as the model (saved nested again: test_keras_nest.c; Keras
+ * reloads them: make_keras_fixtures.py --stage nestdeep_check3 / _check2). */
+static void test_nested_deep(void **state) {
+    (void)state;
+    static const char *const stems[] = {"nest_deep", "nest_deep2"};
+    static const char *const files[][2] = {{".keras", "_y3.npy"}, {".keras3.h5", "_y3.npy"}, {".keras2.h5", "_y2.npy"}};
+    for (size_t k = 0; k < 2; k++) {
+        const fixture_model *fm = model_by_stem(stems[k]);
+        for (size_t f = 0; f < 3; f++) check_file(fm, files[f][0], files[f][1], false); /* proj's bias: 0 */
+        kc_model *m = NULL;
+        must(kc_model_load(fpath(fm->stem, k ? ".keras" : ".keras2.h5"), &m), fm->stem);
+        char all[512], frozen[512];
+        layer_names(m, all, frozen, sizeof all);
+        assert_string_equal(all, k ? "image pre mix conv conv bn bn relu relu down down gap gap proj proj emb emb "
+                                     "diff cat fuse head "
+                                   : "image mix conv conv bn bn relu relu down down gap gap proj proj emb emb "
+                                     "diff cat head "); /* every call a node */
+        assert_string_equal(frozen, "proj proj ");
+        npy x, want;
+        npy_load(fpath(fm->stem, "_x.npy"), &x);
+        npy_load(fpath(fm->stem, k ? "_y3.npy" : "_y2.npy"), &want);
+        int g = weight_index(m, "conv", "kernel");
+        check_sensitive(m, g, &x, &want, fm->stem);
+        check_sensitive(m, weight_index(m, "mix", "kernel"), &x, &want, fm->stem);
+        check_sensitive(m, weight_index(m, "bn", "moving_mean"), &x, &want, fm->stem);
+        check_sensitive(m, weight_index(m, "bn", "moving_variance"), &x, &want, fm->stem);
+        check_sensitive(m, weight_index(m, "proj", "kernel"), &x, &want, fm->stem);
+        fine_tune_round_trip(m, g, &x, &want, (kc_shape){3, {8, 8, 3}}, fm->params);
+        npy_free(&x);
+        npy_free(&want);
+        kc_model_destroy(m);
+    }
+    /* nest_deep3: body called twice, tower twice in body, stem twice in tower */
+    const fixture_model *fm = model_by_stem("nest_deep3");
+    for (size_t f = 0; f < 3; f++) check_file(fm, files[f][0], files[f][1], f != 1);
+    kc_model *m = NULL;
+    must(kc_model_load(fpath(fm->stem, ".keras2.h5"), &m), fm->stem);
+    int calls[4] = {0}; /* stem_dense, mix, mix2, mix3 */
+    static const char *const names[] = {"stem_dense", "mix", "mix2", "mix3"};
+    for (int i = 0, n = kc_model_num_layers(m); i < n; i++) {
+        kc_layer_info li;
+        must(kc_model_layer_info(m, i, &li), "layer_info");
+        for (int q = 0; q < 4; q++) calls[q] += !strcmp(li.name, names[q]);
+    }
+    assert_int_equal(calls[0], 8); /* 2 x 2 x 2 */
+    assert_int_equal(calls[1], 4);
+    assert_int_equal(calls[2], 2);
+    assert_int_equal(calls[3], 1);
+    npy x, want;
+    npy_load(fpath(fm->stem, "_x.npy"), &x);
+    npy_load(fpath(fm->stem, "_y2.npy"), &want);
+    int g = weight_index(m, "stem_dense", "kernel");
+    for (int q = 1; q < 4; q++) check_sensitive(m, weight_index(m, names[q], "kernel"), &x, &want, fm->stem);
+    fine_tune_round_trip(m, g, &x, &want, (kc_shape){1, {6}}, fm->params);
+    npy_free(&x);
+    npy_free(&want);
+    kc_model_destroy(m);
+    /* nest_wrap: a nested model holding only a nested model (stem), called twice */
+    for (size_t f = 0; f < 3; f++) check_file(model_by_stem("nest_wrap"), files[f][0], files[f][1], f != 1);
+}
+
 /* ---------------------------------------------------------------- a damaged global heap */
 
 static uint8_t *slurp(const char *path, size_t *len) {
@@ -1162,6 +1235,7 @@ int main(void) {
         cmocka_unit_test(test_nested_called_twice),
         cmocka_unit_test(test_sequential_nesting_saved),
         cmocka_unit_test(test_nested_multi_io), /* nested-more */
+        cmocka_unit_test(test_nested_deep),     /* nested-deep */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -327,6 +327,22 @@ static void test_nested_saved_nested(void **state) {
         {"nest_multi2.keras", "nest_multi2.keras", "nest_multi2_2.keras"},
         {"nest_multi2.keras3.h5", "nest_multi2.keras3.h5", "nest_multi2_2.keras3.h5"},
         {"nest_multi2.keras2.h5", "nest_multi2.keras2.h5", "nest_multi2_2.keras2.h5"},
+        /* nested-deep: `tower` (holding a Sequential `stem`) called twice, in the model itself
+         * (nest_deep) or in a nested Functional `body` (nest_deep2) */
+        {"nest_deep.keras", "nest_deep.keras", "nest_deep_2.keras"},
+        {"nest_deep.keras3.h5", "nest_deep.keras3.h5", "nest_deep_2.keras3.h5"},
+        {"nest_deep.keras2.h5", "nest_deep.keras2.h5", "nest_deep_2.keras2.h5"},
+        {"nest_deep2.keras", "nest_deep2.keras", "nest_deep2_2.keras"},
+        {"nest_deep2.keras3.h5", "nest_deep2.keras3.h5", "nest_deep2_2.keras3.h5"},
+        {"nest_deep2.keras2.h5", "nest_deep2.keras2.h5", "nest_deep2_2.keras2.h5"},
+        /* each level called twice in its parent: body in the model, tower in body, stem in tower */
+        {"nest_deep3.keras", "nest_deep3.keras", "nest_deep3_2.keras"},
+        {"nest_deep3.keras3.h5", "nest_deep3.keras3.h5", "nest_deep3_2.keras3.h5"},
+        {"nest_deep3.keras2.h5", "nest_deep3.keras2.h5", "nest_deep3_2.keras2.h5"},
+        /* a nested model holding only a nested model, called twice */
+        {"nest_wrap.keras", "nest_wrap.keras", "nest_wrap_2.keras"},
+        {"nest_wrap.keras3.h5", "nest_wrap.keras3.h5", "nest_wrap_2.keras3.h5"},
+        {"nest_wrap.keras2.h5", "nest_wrap.keras2.h5", "nest_wrap_2.keras2.h5"},
     };
     static char want[16384], got[16384];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

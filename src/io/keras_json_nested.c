@@ -341,6 +341,7 @@ static kc_status inline_model(flat *f, const json_t *e, json_t *map, const char 
         sc.nest = nest_index(f, path, name, seq, parent, training, json_string_value(json_array_get(json_array_get(ins, 0), 0)),
                              io);
         json_decref(io);
+        json_object_set_new(json_array_get(f->nests, (size_t)sc.nest - 1), "calls", json_integer((json_int_t)calls));
         s = inline_call(f, ls, ins, outs, from, &sc, &to);
         if (s == KC_STATUS_OK) json_array_append_new(calls_out, to);
         else json_decref(to);
@@ -517,6 +518,7 @@ kc_status kc__json_keep_nests(kc_model *m, const json_t *nests) {
             snprintf(k->out_name[q], KC_NAME_MAX, "%s", json_string_value(json_array_get(outs, (size_t)q)));
         k->parent = (int)json_integer_value(json_object_get(e, "parent"));
         k->training = (int)json_integer_value(json_object_get(e, "training"));
+        k->calls = (int)json_integer_value(json_object_get(e, "calls"));
     }
     return KC_STATUS_OK;
 }

@@ -49,10 +49,10 @@ static const char *ref_name(const writer *w, int node, int *call, int *tensor) {
     if (!w->ng->on) return l->name;
     int c = kc__nest_child(w->m, node, w->scope);
     if (c == 0) return own_name(w, l);
-    if (c > 0) { /* its output's call */
-        *call = kc__nest_call(w->m, node);
-        *tensor = index_of(KC__NEST_IO(w->ng, call_out, c, *call), kc__nest_n_out(w->m, c), node);
-        *call += w->flavour == 2;
+    if (c > 0) { /* its output's call, counted in one call of the model being written */
+        int g = kc__nest_call_in(w->m, w->ng, node, c);
+        *tensor = index_of(KC__NEST_IO(w->ng, call_out, c, g), kc__nest_n_out(w->m, c), node);
+        *call = g % w->ng->local[c] + (w->flavour == 2);
         return w->m->nests[c - 1].name;
     }
     *call = 0;
@@ -538,7 +538,7 @@ static kc_status nest_entry(writer *w, int k, bool functional, json_t **out) {
     if (s != KC_STATUS_OK || !functional) return s;
     const kc__nest *nt = &w->m->nests[k - 1];
     json_t *nodes = json_array();
-    for (int c = 0; c < w->ng->calls[k]; c++) {
+    for (int c = 0; c < w->ng->local[k]; c++) { /* its calls in one call of the model being written */
         const int *from = KC__NEST_IO(w->ng, call_in, k, c), n_in = kc__nest_n_in(w->m, k);
         json_t *node = NULL;
         if (w->flavour == 2) { /* [[["input_1", 0, 0, {"training": false}], ...]] */

@@ -37,6 +37,15 @@ int kc__nest_call(const kc_model *m, int node) {
     return k;
 }
 
+int kc__nest_call_in(const kc_model *m, const kc__nesting *ng, int node, int k) {
+    int d = nest_of(m, node), c = kc__nest_call(m, node);
+    for (int hops = 0; d > 0 && d != k && d <= ng->n && hops <= ng->n; hops++) {
+        c /= ng->local[d] > 0 ? ng->local[d] : 1;
+        d = m->nests[d - 1].parent;
+    }
+    return c;
+}
+
 int kc__nest_child(const kc_model *m, int node, int scope) {
     int c = nest_of(m, node);
     if (c == scope) return 0;
@@ -92,17 +101,18 @@ static bool listed(const int *v, int n, int x) {
 /* Whether every outer node that call c of nested model k reads is in in[0..n_in) and every
  * node of it read outside (or the model's output) in out[0..n_out), its layers reading no
  * other call's; fill (n_in = n_out = 1): *in / *out, -1 so far, take the first one met. */
-static bool call_edges(const kc_model *m, int k, int c, int *in, int n_in, int *out, int n_out, bool fill) {
+static bool call_edges(const kc_model *m, const kc__nesting *ng, int k, int c, int *in, int n_in, int *out, int n_out,
+                       bool fill) {
     int last = kc__model_output(m);
     for (int j = 0; j <= m->n_layers; j++) {
         bool model_out = j == m->n_layers; /* the model's output, read outside */
         const kc_layer *l = model_out ? NULL : kc__model_layer(m, j);
         bool inside = !model_out && kc__nest_child(m, j, k) >= 0;
-        if (inside && kc__nest_call(m, j) != c) continue;
+        if (inside && kc__nest_call_in(m, ng, j, k) != c) continue;
         for (int q = 0; q < (model_out ? 1 : l->n_in); q++) {
             int x = model_out ? last : l->in[q];
             bool x_inside = kc__nest_child(m, x, k) >= 0;
-            if (x_inside && kc__nest_call(m, x) != c) {
+            if (x_inside && kc__nest_call_in(m, ng, x, k) != c) {
                 if (inside) return false; /* a layer of call c reads another call's */
                 continue;
             }
@@ -117,20 +127,23 @@ static bool call_edges(const kc_model *m, int k, int c, int *in, int n_in, int *
 
 /* Where call c of nested model k reads and gives: *in, *out; false when it reads several
  * tensors, is read at several layers, or its layers read another call's. */
-static bool nest_ends(const kc_model *m, int k, int c, int *in, int *out) {
+static bool nest_ends(const kc_model *m, const kc__nesting *ng, int k, int c, int *in, int *out) {
     *in = *out = -1;
-    return call_edges(m, k, c, in, 1, out, 1, true) && *in >= 0 && *out >= 0;
+    return call_edges(m, ng, k, c, in, 1, out, 1, true) && *in >= 0 && *out >= 0;
 }
 
-/* Whether the layers of nested model k (called ng->calls[k] times) are called once per call:
- * a nested model called several times must sit in the model itself, hold no nested model,
- * and each of its layers have one node per call (a shared layer's call, or an operation node
- * made anew at each call under the same inner name). */
-static bool nest_calls_ok(const kc_model *m, const kc__nesting *ng, int k) {
+/* Whether nested model k (called ng->calls[k] times) is called as often in each call of its
+ * parent (ng->local[k] times; its parent's calls known: parents come first) and its layers once
+ * per call: each of its own layers has one node per call (a shared layer's call, or an operation
+ * node made anew at each call under the same inner name). That its call c lies in its parent's
+ * call c / local[k] is call_edges's check (of the parent's calls: none reads another call's). */
+static bool nest_calls_ok(const kc_model *m, kc__nesting *ng, int k) {
+    int p = m->nests[k - 1].parent, pc = p > 0 ? ng->calls[p] : 1;
+    if (ng->calls[k] < 1) /* it holds nested models only: its calls as read */
+        ng->calls[k] = pc * (m->nests[k - 1].calls > 0 ? m->nests[k - 1].calls : 1);
+    if (ng->calls[k] % pc != 0 || ng->calls[k] > ng->max_calls) return false;
+    ng->local[k] = ng->calls[k] / pc;
     if (ng->calls[k] == 1) return true;
-    if (m->nests[k - 1].parent != 0) return false;
-    for (int j = 0; j < ng->n; j++)
-        if (m->nests[j].parent == k) return false;
     for (int i = 0; i < m->n_layers; i++) { /* each layer: one node per call */
         if (nest_of(m, i) != k || kc__nest_call(m, i) != 0) continue;
         int n = 0;
@@ -151,11 +164,12 @@ static bool nest_alloc(const kc_model *m, kc__nesting *ng) {
         if (c > ng->max_calls) ng->max_calls = c;
     }
     size_t cells = ((size_t)ng->n + 1) * (size_t)ng->max_calls * KC_NEST_MAX_IO;
+    ng->local = calloc((size_t)ng->n + 1, sizeof *ng->local);
     ng->in = calloc((size_t)ng->n + 1, sizeof *ng->in);
     ng->out = calloc((size_t)ng->n + 1, sizeof *ng->out);
     ng->call_in = calloc(cells, sizeof *ng->call_in);
     ng->call_out = calloc(cells, sizeof *ng->call_out);
-    return ng->in && ng->out && ng->call_in && ng->call_out;
+    return ng->local && ng->in && ng->out && ng->call_in && ng->call_out;
 }
 
 /* Node of call c of the layer of nested model k named `inner` there, or -1. */
@@ -168,7 +182,7 @@ static int call_node(const kc_model *m, int k, const char *inner, int c) {
 /* The ends of call c of nested model k with several inputs or outputs: input i where its
  * layer in_user[i] reads it (distinct outer nodes), output j its layer out_name[j]'s output;
  * false when the graph reads or gives anything else at that call. */
-static bool multi_ends(const kc_model *m, int k, int c, int *in, int *out) {
+static bool multi_ends(const kc_model *m, const kc__nesting *ng, int k, int c, int *in, int *out) {
     const kc__nest *nt = &m->nests[k - 1];
     for (int i = 0; i < nt->n_in; i++) {
         int u = call_node(m, k, nt->in_user[i], c);
@@ -178,20 +192,19 @@ static bool multi_ends(const kc_model *m, int k, int c, int *in, int *out) {
     }
     for (int j = 0; j < nt->n_out; j++)
         if ((out[j] = call_node(m, k, nt->out_name[j], c)) < 0) return false;
-    return call_edges(m, k, c, in, nt->n_in, out, nt->n_out, false);
+    return call_edges(m, ng, k, c, in, nt->n_in, out, nt->n_out, false);
 }
 
 /* Every call of nested model k: its ends (ng->call_in / call_out; ng->in / out: call 0's first). */
 static bool nest_all_ends(const kc_model *m, kc__nesting *ng, int k) {
-    if (ng->calls[k] < 1) ng->calls[k] = 1; /* it holds nested models only */
     bool multi = kc__nest_n_in(m, k) > 1 || kc__nest_n_out(m, k) > 1;
     for (int c = 0; c < ng->calls[k]; c++) {
         int *in = KC__NEST_IO(ng, call_in, k, c), *out = KC__NEST_IO(ng, call_out, k, c);
-        if (multi ? !multi_ends(m, k, c, in, out) : !nest_ends(m, k, c, in, out)) return false;
+        if (multi ? !multi_ends(m, ng, k, c, in, out) : !nest_ends(m, ng, k, c, in, out)) return false;
     }
     ng->in[k] = KC__NEST_IO(ng, call_in, k, 0)[0];
     ng->out[k] = KC__NEST_IO(ng, call_out, k, 0)[0];
-    return nest_calls_ok(m, ng, k) && (!multi || !m->nests[k - 1].sequential);
+    return !multi || !m->nests[k - 1].sequential;
 }
 
 /* A Sequential nested model (k > 0) must be a chain from its input to its output; so must the
@@ -225,11 +238,12 @@ kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng) {
         /* a later call: of a layer of the model, or of a nested model called again */
         if (ok && l->shares >= 0) ok = nest_of(m, i) == 0 || ng->calls[nest_of(m, i)] > 1;
     }
-    for (int k = 1; k <= ng->n && ok; k++) {
+    for (int k = 1; k <= ng->n && ok; k++) { /* the calls first: the ends see calls through the nesting */
         int p = m->nests[k - 1].parent;
-        ok = p >= 0 && p < k && !m->nests[k - 1].multi && nest_all_ends(m, ng, k) &&
-             (!m->nests[k - 1].sequential || nest_chain(m, ng, k, items));
+        ok = p >= 0 && p < k && !m->nests[k - 1].multi && nest_calls_ok(m, ng, k);
     }
+    for (int k = 1; k <= ng->n && ok; k++)
+        ok = nest_all_ends(m, ng, k) && (!m->nests[k - 1].sequential || nest_chain(m, ng, k, items));
     ng->sequential = ok && m->keras_sequential && nest_chain(m, ng, 0, items);
     free(items);
     ng->on = ok;
@@ -253,9 +267,10 @@ void kc__nesting_free(kc__nesting *ng) {
     free(ng->in);
     free(ng->out);
     free(ng->calls);
+    free(ng->local);
     free(ng->call_in);
     free(ng->call_out);
-    ng->calls = ng->call_in = ng->call_out = NULL;
+    ng->calls = ng->local = ng->call_in = ng->call_out = NULL;
     kc__korder_free(&ng->order);
     ng->in = ng->out = NULL;
 }

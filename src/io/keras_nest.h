@@ -15,6 +15,8 @@ typedef struct kc__nesting {
     int n;
     int *in, *out;           /* (n + 1), index 0 unused: where its first call reads and gives */
     int *calls;              /* (n + 1): how many times each is called (a siamese network's base: 2) */
+    int *local;              /* (n + 1): how many times each is called in one call of its parent
+                                (calls[k] / calls[parent]); its call c lies in its parent's call c / local[k] */
     int max_calls;
     int *call_in, *call_out; /* call c of nested model k reads call_in[.. + i] at its input i and gives
                                 call_out[.. + j] as its output j: KC__NEST_IO(ng, call_in, k, c)[i] */
@@ -28,10 +30,11 @@ typedef struct kc__nesting {
 static inline int kc__nest_n_in(const kc_model *m, int k) { return m->nests[k - 1].n_in > 1 ? m->nests[k - 1].n_in : 1; }
 static inline int kc__nest_n_out(const kc_model *m, int k) { return m->nests[k - 1].n_out > 1 ? m->nests[k - 1].n_out : 1; }
 
-/* Whether the model keeps its nesting: it has nested models, each called on one tensor and
- * read through one output at each call; one called several times (its layers shared layers,
- * called once per call) holds no nested model and sits in the model itself (a graph changed
- * since, where that no longer holds, is saved flat, as before). ng->order is filled either way. */
+/* Whether the model keeps its nesting: it has nested models, each called on its inputs and
+ * read through its outputs at each call; one called several times (its layers shared layers,
+ * called once per call) is called the same number of times in each call of its parent, each
+ * call within one call of its parent (a graph changed since, where that no longer holds, is
+ * saved flat, as before). ng->order is filled either way. */
 kc_status kc__nesting_init(const kc_model *m, kc__nesting *ng);
 void kc__nesting_free(kc__nesting *ng);
 
@@ -44,6 +47,10 @@ int kc__nest_child(const kc_model *m, int node, int scope);
  * node (made anew at each call of its nested model, with the same inner name), how many layers
  * of that nested model before it have its inner name; 0 for a layer of the model itself. */
 int kc__nest_call(const kc_model *m, int node);
+
+/* Which call of nested model k (holding node's layer, or an ancestor of the nested model
+ * holding it) node belongs to: its own nested model's call, divided through the nesting. */
+int kc__nest_call_in(const kc_model *m, const kc__nesting *ng, int node, int k);
 
 /* The entries of `scope` in the model's layer order (a nested model where its first layer
  * comes): items[i] >= 0 a layer (node id, first calls only), < 0 the nested model -items[i];

@@ -38,6 +38,7 @@ typedef struct kc__nest {
     bool sequential;         /* Sequential, else Functional */
     int parent;              /* 1-based index of the nested model holding it, 0: the model */
     int training;            /* its call's training argument: -1 none, 0 False, 1 True */
+    int calls;               /* its inbound nodes: how many times each call of its parent calls it */
     char input[KC_NAME_MAX]; /* the name of its InputLayer (the first, where it has several) */
     bool multi;              /* several inputs or outputs that cannot be written back: saved flat */
     /* its inputs and outputs, in Keras's order (keras_nest.c finds them at each call): input i
