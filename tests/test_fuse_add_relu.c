@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include "backend/cpu/cpu.h"
+#include "model/device.h"
 #include "model/model.h"
 #include "model_pair.h"
 
@@ -105,6 +106,9 @@ static void fused(const kc_model *m, char *names, size_t n) {
         if (!l->fwd_absorbed) continue;
         assert_true(m->layers[l->in[0]]->relu_after);
         assert_true(m->plan.y_off[i] == m->plan.y_off[l->in[0]]);
+        char line[1536]; /* the placement log says where its forward went */
+        kc__placement_describe(m->be, l, B, 0, line, sizeof line);
+        assert_non_null(strstr(line, "no forward kernel (the Add before it applies it"));
         snprintf(names + strlen(names), n - strlen(names), "%s ", m->layers[l->in[0]]->name);
     }
 }

@@ -110,7 +110,12 @@ const char *kc__placement_describe(kc_backend *be, const kc_layer *l, int batch,
         snprintf(kernel, sizeof kernel, "no kernel (the batch norm before it applies it, one pass for both)");
     else if (!be)
         snprintf(kernel, sizeof kernel, "no backend yet");
-    else
+    else if (l->fwd_absorbed) { /* an Add + ReLU (fuse.c): the Add computes it, its backward runs */
+        char bwd[640];
+        kernel_words(be, l, batch, ws_bytes ? ws_bytes : ws, bwd, sizeof bwd);
+        snprintf(kernel, sizeof kernel, "no forward kernel (the Add before it applies it, one pass for both); "
+                 "backward: %s", bwd);
+    } else
         kernel_words(be, l, batch, ws_bytes ? ws_bytes : ws, kernel, sizeof kernel);
     snprintf(buf, n, "placement: %s (%s) on %s: %s; workspace %s", l->name, l->ops->class_name, dev, kernel,
              bytes_text(ws, wsb, sizeof wsb));
