@@ -13,9 +13,9 @@ out=$("$kerac" summary --batch-size 128)
 for row in "parameters" "gradients" "optimizer state" "activations kept for backward" \
            "activation gradients" "workspace" "arena: the three above after reuse" "device total (peak)" \
            "host: loader ring"; do
-  echo "$out" | grep -q "$row" || fail "summary --batch-size: no '$row' row"
+  echo "$out" | grep -q "$row" || { echo "$out"; fail "summary --batch-size: no '$row' row"; }
 done
-echo "$out" | grep -q "batch size 128, optimizer adam, on cpu" || fail "summary: no header line"
+echo "$out" | grep -q "batch size 128, optimizer adam, on cpu" || { echo "$out"; fail "summary: no header line"; }
 small=$("$kerac" summary --batch-size 32 | awk '/device total/ {print $4, $5}')
 big=$("$kerac" summary --batch-size 256 | awk '/device total/ {print $4, $5}')
 [ "$small" != "$big" ] || fail "the plan does not grow with the batch ($small vs $big)"
