@@ -75,6 +75,7 @@ int bench_fit_timed(const char *prog, kc_model *m, kc_dataset *data, int batch, 
     /* a window: epochs of every full batch until the callback stops the fit */
     kc_status s = kc_fit(m, data, &(kc_fit_opts){.epochs = window ? 1 << 20 : 1, .batch_size = batch,
                                                  .steps_per_epoch = window ? per_pass : warmup + steps,
+                                                 .prefetch = bench_env_int("BENCH_PREFETCH", 0),
                                                  .callbacks = cbs, .num_callbacks = 1}, hist);
     if (s != KC_STATUS_OK) return bench_fail(prog, "kc_fit", s);
     if (t->seen != t->last + 1 || t->timed < 1 || t->t_end <= t->t_start) {

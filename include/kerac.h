@@ -1233,7 +1233,9 @@ typedef struct kc_fit_opts {
     const kc_dataset *validation_data; /* takes precedence over validation_split */
     int shuffle;              /* KC_DEFAULT = True */
     uint64_t seed;            /* 0: the model's seed */
-    int prefetch;             /* batches prepared ahead by the loader thread (default 2) */
+    int prefetch;             /* batches prepared ahead by the loader thread (default 2);
+                                 KC_PREFETCH_NONE: no loader thread, the training thread gathers
+                                 each batch before its step */
     kc_callback *const *callbacks;
     int num_callbacks;
     int64_t steps_per_epoch;  /* 0: the whole dataset */
@@ -1323,6 +1325,7 @@ typedef struct kc_fit_opts {
 } kc_fit_opts;
 
 #define KC_BATCH_SIZE_AUTO (-1)
+#define KC_PREFETCH_NONE (-1)
 
 KC_API kc_status kc_fit(kc_model *m, const kc_dataset *train, const kc_fit_opts *opts, kc_history **out);
 

@@ -779,8 +779,8 @@ static void test_loader_epoch(void **state) {
     kc__rng_seed(&r, 42);
     kc__shuffle_i64(&r, order, 103);
     assert_true(order[0] != 0 || order[1] != 1 || order[2] != 2);
-    const int prefetch[] = {1, 4};
-    for (int p = 0; p < 2; p++) {
+    const int prefetch[] = {0, 1, 4}; /* 0: no thread, kc__loader_next gathers */
+    for (int p = 0; p < 3; p++) {
         run_epoch(d, order, 103, 10, prefetch[p]); /* last batch of 3 */
         run_epoch(d, order, 103, 103, prefetch[p]); /* one batch */
         run_epoch(d, order, 103, 200, prefetch[p]); /* one short batch */
@@ -811,7 +811,7 @@ static void test_loader_destroy_mid_epoch(void **state) {
     (void)state;
     kc_dataset *d = counting_dataset(103, 0);
     for (int it = 0; it < 30; it++) {
-        int prefetch = it % 2 ? 4 : 1;
+        int prefetch = it % 3 == 2 ? 0 : it % 2 ? 4 : 1;
         kc_loader *l = NULL;
         assert_int_equal(kc__loader_create(d, NULL, 103, 4, prefetch, &l), KC_STATUS_OK);
         const kc_batch *b = NULL;
@@ -833,7 +833,7 @@ static void test_loader_errors(void **state) {
     assert_int_equal(kc__loader_create(d, NULL, 50, 0, 2, &l), KC_STATUS_INVALID_ARGUMENT);
     assert_null(l);
     assert_non_null(strstr(kc_last_error(), "batch_size"));
-    assert_int_equal(kc__loader_create(d, NULL, 50, 8, 0, &l), KC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kc__loader_create(d, NULL, 50, 8, -1, &l), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "prefetch"));
     assert_int_equal(kc__loader_create(d, NULL, 51, 8, 2, &l), KC_STATUS_INVALID_ARGUMENT);
     assert_int_equal(kc__loader_create(d, (int64_t[]){0, 50}, 2, 8, 2, &l), KC_STATUS_INVALID_ARGUMENT);
@@ -842,7 +842,7 @@ static void test_loader_errors(void **state) {
 
     /* an error in the thread reaches the consumer after the good batches before it */
     kc__dataset_set_fault(d, 30);
-    for (int prefetch = 1; prefetch <= 4; prefetch += 3) {
+    for (int prefetch = 0; prefetch <= 4; prefetch += prefetch ? 3 : 1) { /* 0, 1, 4 */
         assert_int_equal(kc__loader_create(d, NULL, 50, 8, prefetch, &l), KC_STATUS_OK);
         const kc_batch *b = NULL;
         for (int k = 0; k < 3; k++) {
@@ -852,7 +852,9 @@ static void test_loader_errors(void **state) {
         assert_int_equal(kc__loader_next(l, &b), KC_STATUS_IO);
         assert_null(b);
         assert_non_null(strstr(kc_last_error(), "example 30"));
+        kc__fail(KC_STATUS_INTERNAL, "something else since"); /* the message is the loader's own */
         assert_int_equal(kc__loader_next(l, &b), KC_STATUS_IO); /* and stays failed */
+        assert_non_null(strstr(kc_last_error(), "example 30"));
         kc__loader_destroy(l);
     }
     kc__dataset_set_fault(d, -1);

@@ -180,6 +180,32 @@ static void test_fit_learns_and_history(void **state) {
     kc_dataset_destroy(d);
 }
 
+/* KC_PREFETCH_NONE: no loader thread, the training thread gathers each batch; the same
+ * batches in the same order, so the same losses to the bit as with the loader thread. */
+static void test_fit_prefetch_none(void **state) {
+    kc_dataset *d = blobs(300, 4, 3);
+    double loss[2][3];
+    for (int v = 0; v < 2; v++) {
+        kc_model *m = mlp(4, "softmax");
+        assert_int_equal(kc_compile(m, NULL), KC_STATUS_OK);
+        kc_history *h = NULL;
+        assert_int_equal(kc_fit(m, d, &(kc_fit_opts){.epochs = 3, .batch_size = 16, .seed = 5,
+                                                     .prefetch = v ? KC_PREFETCH_NONE : 0}, &h),
+                         KC_STATUS_OK);
+        for (int e = 0; e < 3; e++) loss[v][e] = kc_history_epoch(h, e)->loss;
+        kc_history_destroy(h);
+        kc_model_destroy(m);
+    }
+    for (int e = 0; e < 3; e++)
+        if (loss[0][e] != loss[1][e]) fail_msg("epoch %d: loss %.9g with the loader thread, %.9g without", e, loss[0][e], loss[1][e]);
+    kc_model *m = mlp(4, "softmax");
+    assert_int_equal(kc_compile(m, NULL), KC_STATUS_OK);
+    assert_int_equal(kc_fit(m, d, &(kc_fit_opts){.prefetch = -2}, NULL), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "KC_PREFETCH_NONE"));
+    kc_model_destroy(m);
+    kc_dataset_destroy(d);
+}
+
 static void test_binary_and_regression_losses(void **state) {
     kc_dataset *d = blobs(400, 2, 4);
     const char *losses[] = {"binary_crossentropy", "mean_squared_error", "mean_absolute_error"};
@@ -486,6 +512,7 @@ int main(void) {
         cmocka_unit_test(test_compile_errors),
         cmocka_unit_test(test_data_mismatch),
         cmocka_unit_test(test_fit_learns_and_history),
+        cmocka_unit_test(test_fit_prefetch_none),
         cmocka_unit_test(test_binary_and_regression_losses),
         cmocka_unit_test(test_predict_matches_evaluate),
         cmocka_unit_test(test_reproducible_with_seed),

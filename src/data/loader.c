@@ -8,7 +8,10 @@
  *
  * Counters (under mu): produced = batches filled, consumed = batches handed out, and the
  * consumer holds batch consumed - 1 until its next call. Slots in use = produced -
- * released, where released = consumed - holding; the producer waits while all are in use. */
+ * released, where released = consumed - holding; the producer waits while all are in use.
+ *
+ * prefetch 0 starts no thread: kc__loader_next gathers each batch itself into the one slot
+ * (the consumer's thread does the work, as PyTorch's DataLoader with num_workers=0). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -49,6 +52,27 @@ struct kc_loader {
     kc__trace *trace;        /* kc__loader_set_trace; read atomically by the producer */
 };
 
+/* Gathers batch b into slot k and describes it there; the trace gets a "load batch" span
+ * on the calling thread (named once, through *named). */
+static kc_status fill(kc_loader *l, int64_t b, int k, bool *named) {
+    int64_t first = b * l->batch_size;
+    int n = (int)KC_MIN((int64_t)l->batch_size, l->count - first);
+    float *x = l->x + (size_t)k * (size_t)l->batch_size * (size_t)l->example_size; /* (n, example) */
+    int32_t *y = l->y + (size_t)k * (size_t)l->batch_size;                         /* (n) */
+    float *t = l->t ? l->t + (size_t)k * (size_t)l->batch_size * (size_t)l->t_size : NULL; /* (n, t_size) */
+    kc__trace *tr = __atomic_load_n(&l->trace, __ATOMIC_ACQUIRE);
+    double t0 = kc__trace_is_open(tr) ? kc__now() : 0;
+    kc_status s = kc__dataset_gather(l->d, l->order + first, 0, n, x, y);
+    if (s == KC_STATUS_OK && t) s = kc__dataset_gather_targets(l->d, l->order + first, 0, n, t);
+    if (t0 > 0) {
+        if (!*named && l->thread_started) kc__trace_name_thread(tr, "loader");
+        *named = true;
+        kc__trace_add(tr, "load batch", "data", t0, kc__now(), b);
+    }
+    if (s == KC_STATUS_OK) l->slots[k] = (kc_batch){.x = x, .y = y, .t = t, .t_size = l->t_size, .n = n, .index = b};
+    return s;
+}
+
 static void *producer(void *arg) {
     kc_loader *l = arg;
     bool named = false; /* this thread's trace track */
@@ -62,20 +86,7 @@ static void *producer(void *arg) {
 
         /* slot b % nslots is free: the consumer has released every batch before b - nslots + 1 */
         int k = (int)(b % l->nslots);
-        int64_t first = b * l->batch_size;
-        int n = (int)KC_MIN((int64_t)l->batch_size, l->count - first);
-        float *x = l->x + (size_t)k * (size_t)l->batch_size * (size_t)l->example_size; /* (n, example) */
-        int32_t *y = l->y + (size_t)k * (size_t)l->batch_size;                         /* (n) */
-        kc__trace *tr = __atomic_load_n(&l->trace, __ATOMIC_ACQUIRE);
-        double t0 = kc__trace_is_open(tr) ? kc__now() : 0;
-        float *t = l->t ? l->t + (size_t)k * (size_t)l->batch_size * (size_t)l->t_size : NULL; /* (n, t_size) */
-        kc_status s = kc__dataset_gather(l->d, l->order + first, 0, n, x, y);
-        if (s == KC_STATUS_OK && t) s = kc__dataset_gather_targets(l->d, l->order + first, 0, n, t);
-        if (t0 > 0) {
-            if (!named) kc__trace_name_thread(tr, "loader");
-            named = true;
-            kc__trace_add(tr, "load batch", "data", t0, kc__now(), b);
-        }
+        kc_status s = fill(l, b, k, &named);
 
         pthread_mutex_lock(&l->mu);
         if (s != KC_STATUS_OK) {
@@ -85,7 +96,6 @@ static void *producer(void *arg) {
             pthread_mutex_unlock(&l->mu);
             return NULL;
         }
-        l->slots[k] = (kc_batch){.x = x, .y = y, .t = t, .t_size = l->t_size, .n = n, .index = b};
         l->produced++;
         pthread_cond_broadcast(&l->can_take);
         pthread_mutex_unlock(&l->mu);
@@ -100,8 +110,8 @@ kc_status kc__loader_create(const kc_dataset *d, const int64_t *order, int64_t c
     if (!d) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loader: the dataset is NULL");
     if (batch_size < 1)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loader: batch_size = %d; it must be >= 1", batch_size);
-    if (prefetch < 1 || prefetch > 1024)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loader: prefetch = %d; it must be 1..1024", prefetch);
+    if (prefetch < 0 || prefetch > 1024)
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loader: prefetch = %d; it must be 0..1024", prefetch);
     const int64_t size = kc_dataset_size(d);
     if (count < 0 || (!order && count > size))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loader: count = %lld examples of dataset %s with %lld",
@@ -144,6 +154,10 @@ kc_status kc__loader_create(const kc_dataset *d, const int64_t *order, int64_t c
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->can_fill, NULL);
     pthread_cond_init(&l->can_take, NULL);
+    if (prefetch == 0) { /* no thread: kc__loader_next gathers each batch itself */
+        *out = l;
+        return KC_STATUS_OK;
+    }
     int rc = pthread_create(&l->thread, NULL, producer, l);
     if (rc != 0) {
         kc__loader_destroy(l);
@@ -158,6 +172,24 @@ kc_status kc__loader_next(kc_loader *l, const kc_batch **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loader: out is NULL");
     *out = NULL;
     if (!l) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "loader: the loader is NULL");
+    if (!l->thread_started) { /* prefetch 0: gather here, into the one slot; the time counts as waiting */
+        l->holding = false;
+        if (l->error != KC_STATUS_OK) return kc__fail(l->error, "%s", l->error_msg);
+        if (l->consumed == l->nbatches) return KC_STATUS_OK;
+        double t0 = kc__now();
+        bool named = true;
+        kc_status s = fill(l, l->consumed, 0, &named);
+        l->wait_seconds += kc__now() - t0;
+        if (s != KC_STATUS_OK) { /* kept: a later call says it again */
+            l->error = s;
+            snprintf(l->error_msg, sizeof l->error_msg, "%s", kc_last_error());
+            return s;
+        }
+        *out = &l->slots[0];
+        l->consumed++;
+        l->holding = true;
+        return KC_STATUS_OK;
+    }
     pthread_mutex_lock(&l->mu);
     if (l->holding) { /* give the previous batch's slot back to the producer */
         l->holding = false;

@@ -18,14 +18,16 @@ typedef struct kc_batch {
 typedef struct kc_loader kc_loader;
 
 /* Gather d's examples order[0..count) into batches of batch_size (the last one short),
- * prefetch (>= 1) batches ahead. order is copied; NULL means 0..count-1. */
+ * prefetch (>= 1) batches ahead on a thread of its own, or (prefetch 0) on the caller's
+ * thread inside kc__loader_next. order is copied; NULL means 0..count-1. */
 kc_status kc__loader_create(const kc_dataset *d, const int64_t *order, int64_t count, int batch_size,
                             int prefetch, kc_loader **out);
 /* Wait for the next batch; *out is NULL after the last one. The batch stays valid until
  * the next call to kc__loader_next or kc__loader_destroy. An I/O error in the thread is
  * returned here. */
 kc_status kc__loader_next(kc_loader *l, const kc_batch **out);
-/* Seconds the consumer spent waiting in kc__loader_next (input-bound diagnostics). */
+/* Seconds the consumer spent waiting in kc__loader_next, gathering included with prefetch 0
+ * (input-bound diagnostics). */
 double kc__loader_wait_seconds(const kc_loader *l);
 /* Spans of the loader thread's work ("load batch") go to t while it is open (NULL: none). */
 struct kc__trace;

@@ -392,10 +392,10 @@ static kc_status fit_options(fit_run *r, const kc_fit_opts *opts) {
     if (o.prefetch == 0) o.prefetch = 2;
     if (o.grad_accum == 0) o.grad_accum = 1;
     if (o.max_batch_size == 0) o.max_batch_size = 4096;
-    if (o.epochs < 0 || (o.batch_size < 0 && o.batch_size != KC_BATCH_SIZE_AUTO) || o.prefetch < 0 ||
+    if (o.epochs < 0 || (o.batch_size < 0 && o.batch_size != KC_BATCH_SIZE_AUTO) || o.prefetch < KC_PREFETCH_NONE ||
         o.steps_per_epoch < 0 || o.grad_accum < 0 || o.max_batch_size < 0)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: epochs (%d), batch_size (%d), prefetch (%d), grad_accum "
-                        "(%d), max_batch_size and steps_per_epoch must not be negative",
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: epochs (%d), batch_size (%d), prefetch (%d; KC_PREFETCH_NONE "
+                        "for none), grad_accum (%d), max_batch_size and steps_per_epoch must not be negative",
                         o.epochs, o.batch_size, o.prefetch, o.grad_accum);
     if (o.batch_size > 0 && o.grad_accum > o.batch_size)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "fit: grad_accum %d is more than the batch size %d; each of the "
@@ -521,7 +521,8 @@ static kc_status run_steps(fit_run *r, epoch_run *e, double *waited) {
     kc_model *m = r->m;
     int64_t skip = KC_MIN(r->per_epoch, e->step * r->bs);
     kc_loader *ld = NULL;
-    kc_status s = kc__loader_create(r->trp, r->ord + skip, r->per_epoch - skip, r->bs, r->o.prefetch, &ld);
+    kc_status s = kc__loader_create(r->trp, r->ord + skip, r->per_epoch - skip, r->bs,
+                                      r->o.prefetch == KC_PREFETCH_NONE ? 0 : r->o.prefetch, &ld);
     if (s == KC_STATUS_OK && m->trace) kc__loader_set_trace(ld, m->trace);
     const kc_batch *b = NULL;
     int slot = -1, rows = 0;
