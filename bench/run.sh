@@ -23,6 +23,9 @@
 #                     "nchw" alone is the plain PyTorch model)
 #   BUILD_DIR         where to build bench_train (default <repo>/build-bench)
 #   BENCH_BIN         a bench_train binary to use as-is (skips the build)
+#   PROBE_SECONDS     after each round, bench/vcpu_probe measures each CPU's FMA rate for that
+#                     long (default 1; 0: not): what the machine gave that moment (bench/RESULTS.md,
+#                     "Why kerac's rounds spread"); it is built beside bench_train
 #   --record          append a dated row (git rev-parse --short HEAD) to bench/RESULTS.md
 #   --no-build        use $BUILD_DIR/bench/bench_train without rebuilding
 #
@@ -60,7 +63,13 @@ if [ -n "${BENCH_BIN:-}" ]; then
     KERAC_BIN="$BENCH_BIN"
 else
     KERAC_BIN="$BUILD_DIR/bench/bench_train"
-    [ "$BUILD" = 0 ] || bench_build bench_train
+    [ "$BUILD" = 0 ] || { bench_build bench_train; bench_build vcpu_probe; }
+fi
+PROBE_SECONDS="${PROBE_SECONDS:-1}"
+PROBE_BIN="$(dirname "$KERAC_BIN")/vcpu_probe"
+if [ "$PROBE_SECONDS" != 0 ] && [ ! -x "$PROBE_BIN" ]; then
+    echo "run.sh: no $PROBE_BIN (cmake --build <build> --target vcpu_probe); rounds run without the CPU probe" >&2
+    PROBE_SECONDS=0
 fi
 [ -x "$KERAC_BIN" ] || { echo "run.sh: $KERAC_BIN is not an executable (build it, or set BENCH_BIN)" >&2; exit 1; }
 
@@ -83,6 +92,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for layout in $TORCH_LAYOUTS; do
         bench_run_one "pytorch-$layout" env "${TORCH_ENV[@]}" BENCH_TORCH_LAYOUT="$layout" "$PY" "$HERE/torch_cnn.py"
     done
+    if [ "$PROBE_SECONDS" != 0 ]; then
+        line="$("$PROBE_BIN" "$PROBE_SECONDS" "$THREADS")" || { echo "run.sh: $PROBE_BIN failed" >&2; exit 1; }
+        printf '%s\n' "$line" >> "$RAW.probe"
+        echo "  vcpu_probe: $line" >&2
+    fi
 done
 LOAD_AFTER="$(bench_load)"
 
@@ -95,6 +109,10 @@ RESULTS="$HERE/RESULTS.md" "$PY" - <<'EOF'
 import json, os, statistics, time
 
 rows = [json.loads(l) for l in open(os.environ["RAW"]) if l.strip()]
+# bench/vcpu_probe after each round: the CPUs' summed FMA rate and the share of it an even
+# split between the threads gets (the slowest CPU's rate x threads), window by window
+probes = [json.loads(l) for l in open(os.environ["RAW"] + ".probe") if l.strip()] \
+    if os.path.exists(os.environ["RAW"] + ".probe") else []
 def key(r):
     return "kerac" if r["impl"] == "kerac" else "pytorch-" + r.get("layout", "nchw")
 groups = {}
@@ -173,7 +191,14 @@ summary = {
     "train_step_spread": {k: round(inside(k), 3) for k in groups},
     "infer_batch_spread": {k: round(inside(k, "infer_batch_rate"), 3) for k in groups},
     "infer_spread": {k: round(spread(k, "infer_images_per_second"), 3) for k in groups},
+    "vcpu_probe": {"fma_sum_gflops": [p["sum_gflops"]["median"] for p in probes],
+                   "static_share": [p["static_share"] for p in probes]} if probes else None,
 }
+if probes:
+    s = summary["vcpu_probe"]
+    print(f"machine (bench/vcpu_probe after each round): the CPUs' FMA rate summed "
+          f"{min(s['fma_sum_gflops']):.0f}-{max(s['fma_sum_gflops']):.0f} GFLOP/s, an even split's share "
+          f"{min(s['static_share']):.2f}-{max(s['static_share']):.2f}")
 print(json.dumps(summary))
 
 if os.environ["RECORD"] == "1":
@@ -190,7 +215,7 @@ if os.environ["RECORD"] == "1":
         ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
-        cpu=f"{os.environ['WINDOW_DESC']}; CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels; CPU_ISA={os.environ['CPU_ISA']}: ran {summary['ran']})")
+        cpu=f"{os.environ['WINDOW_DESC']}; CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels; CPU_ISA={os.environ['CPU_ISA']}: ran {summary['ran']})" + (f"; CPUs' FMA {min(summary['vcpu_probe']['fma_sum_gflops']):.0f}-{max(summary['vcpu_probe']['fma_sum_gflops']):.0f} GFLOP/s over the rounds, even-split share {min(summary['vcpu_probe']['static_share']):.2f}-{max(summary['vcpu_probe']['static_share']):.2f}" if probes else ""))
     # into the workload's table: after its last row (the file has other sections after it)
     text = open(os.environ["RESULTS"]).read().split("\n")
     table = "| date (B) | commit | rounds | kerac train" if B else "| date | commit | rounds | kerac train"

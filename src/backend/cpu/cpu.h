@@ -99,6 +99,22 @@ static inline int kc__cpu_team(void) {
         }                                                                                                         \
     } while (0)
 #define KC_CPU_PAR_FOR(cond, clauses, ...) KC_CPU_PAR_FOR_TEAM(cond, kc__num_threads(), clauses, __VA_ARGS__)
+/* The schedule of a parallel loop of n iterations that write disjoint outputs (no
+ * reduction, no per-thread scratch): KC_CPU_BALANCE_CHUNKS chunks per thread, taken as the
+ * threads come free. A virtual CPU runs at times far slower than its twin (another guest on
+ * its core: 24-51 GFLOP/s of FMA each, varying independently every 50-500 ms; bench/RESULTS.md,
+ * "Why kerac's rounds spread"); under schedule(static) the whole team waits for the slow one
+ * at the end of every loop. The result is the same whichever thread runs an iteration. */
+#define KC_CPU_BALANCE_CHUNKS 8
+/* 1 unless KERAC_CPU_BALANCE=0 (read once; the measuring switch): then every balanced loop,
+ * GEMM split and Winograd pass hands each thread one equal share, as schedule(static). */
+int kc__cpu_balance(void);
+static inline long kc__cpu_chunk(int64_t n) {
+    const int64_t t = KC_MAX(1, kc__num_threads());
+    const int64_t c = kc__cpu_balance() ? n / ((int64_t)KC_CPU_BALANCE_CHUNKS * t) : (n + t - 1) / t;
+    return (long)KC_MAX((int64_t)1, c);
+}
+#define KC_CPU_BALANCED(n) schedule(dynamic, kc__cpu_chunk(n))
 
 /* ---- memory and the table (cpu_backend.c) */
 /* The instruction sets this build has kernels for, as kc_cpu_isa (kerac.h), and their names. */

@@ -16,7 +16,7 @@
 /* Elementwise loop over i < n, in parallel when n is large. */
 #define EW_LOOP(body)                                                                                             \
     do {                                                                                                          \
-        KC_CPU_PAR_FOR(par, schedule(static), for (int64_t i = 0; i < n; i++) { body; });                        \
+        KC_CPU_PAR_FOR(par, KC_CPU_BALANCED(n), for (int64_t i = 0; i < n; i++) { body; });                      \
     } while (0)
 
 static const char *act_name(kc_act k) {
@@ -97,7 +97,7 @@ kc_status kc__cpu_act_forward(kc_backend *be, kc_act_params a, const float *x, f
     case KC_ACT_LOG_SOFTMAX:
     case KC_ACT_SOFTMAX: {
         const int64_t rows = n / cols;
-        KC_CPU_PAR_FOR(par, schedule(static), for (int64_t r = 0; r < rows; r++) {
+        KC_CPU_PAR_FOR(par, KC_CPU_BALANCED(rows), for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * cols;
             float *yr = y + r * cols; /* (cols) */
             float m = xr[0];
@@ -130,7 +130,7 @@ static kc_status softmax_backward(int is_log, const float *y, const float *dy, f
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu act_backward (%s): needs the forward output y",
                         is_log ? "log_softmax" : "softmax");
     const int64_t rows = n / cols;
-    KC_CPU_PAR_FOR(par, schedule(static), for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(par, KC_CPU_BALANCED(rows), for (int64_t r = 0; r < rows; r++) {
         const float *yr = y + r * cols, *gr = dy + r * cols;
         float *o = dx + r * cols; /* (cols) */
         double s = 0.0;

@@ -78,7 +78,7 @@ kc_status kc__cpu_depthwise_forward(kc_backend *be, const kc_conv2d_desc *d, con
     const int64_t rows = (int64_t)d->n * d->oh;
     const size_t row = (size_t)d->ow * d->f;
     const int cv = kc__cpu_dw3_channels(d, 0);
-    KC_CPU_PAR_FOR(kc__cpu_par(rows * (int64_t)row * d->kh * d->kw), schedule(static),
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * (int64_t)row * d->kh * d->kw), KC_CPU_BALANCED(rows),
     for (int64_t i = 0; i < rows; i++) {
         const int n = (int)(i / d->oh), oy = (int)(i % d->oh);
         if (cv > 0) kc__cpu_dw3_forward_row(d, x, w, b, y + (size_t)i * row, n, oy, cv);
@@ -131,7 +131,7 @@ kc_status kc__cpu_depthwise_backward_data(kc_backend *be, const kc_conv2d_desc *
     const int64_t rows = (int64_t)d->n * d->h;
     const size_t row = (size_t)d->w * d->c;
     const int cv = kc__cpu_dw3_channels(d, 1);
-    KC_CPU_PAR_FOR(kc__cpu_par(rows * (int64_t)d->w * d->f * d->kh * d->kw), schedule(static),
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * (int64_t)d->w * d->f * d->kh * d->kw), KC_CPU_BALANCED(rows),
     for (int64_t i = 0; i < rows; i++) {
         const int n = (int)(i / d->h), iy = (int)(i % d->h);
         if (cv > 0) kc__cpu_dw3_backward_data_row(d, dy, w, dx + (size_t)i * row, n, iy, cv);
@@ -198,7 +198,7 @@ kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc
     const int bs = KC_MAX(1, KC_MIN(DW_BLOCK, DW_TILE / taps));
     const int fast = cv / vw, blocks = fast + (d->f - cv + bs - 1) / bs;
     const int64_t work = (int64_t)d->n * d->oh * d->ow * d->f * taps;
-    KC_CPU_PAR_FOR(kc__cpu_par(work) && blocks > 1, schedule(static), for (int bi = 0; bi < blocks; bi++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(work) && blocks > 1, KC_CPU_BALANCED(blocks), for (int bi = 0; bi < blocks; bi++) {
         if (bi < fast) {
             kc__cpu_dw3_filter_chunk(d, x, dy, dw, db, bi * vw);
         } else {

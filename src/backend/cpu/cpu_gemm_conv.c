@@ -31,10 +31,10 @@
  * 256 columns of C) that split ran 1.1-2.9x slower on 2 threads than slices of C computed by
  * one call per thread; on wider or shorter ones its shared packing was as fast or faster
  * (0.3-1.0x): bench_conv_gemm, bench/RESULTS.md (branch resnet-2t). So there (m or k at least
- * KC_CPU_GEMM_SPLIT_DIM, n at most KC_CPU_GEMM_SPLIT_COLS) each thread computes a fixed slice
- * of C with one OpenBLAS call (OpenBLAS runs single-threaded inside a parallel region): by
- * rows when C has at least as many rows as columns (each thread packs all of op(B)), else by
- * columns in multiples of 16. Each element of C comes from one single-threaded call with
+ * KC_CPU_GEMM_SPLIT_DIM, n at most KC_CPU_GEMM_SPLIT_COLS) the threads compute slices of C
+ * with one OpenBLAS call each (OpenBLAS runs single-threaded inside a parallel region): by
+ * rows when C has at least as many rows as columns (each slice packs all of op(B)), else by
+ * columns in multiples of 16; a few slices per thread, taken as the threads come free. Each element of C comes from one single-threaded call with
  * OpenBLAS's fixed blocking along K, so the result does not depend on the split or the
  * thread count. A backend with cpu_gemm_split = 0 (kc_device_opts.cpu_gemm_split = KC_FALSE,
  * KERAC_CPU_GEMM_SPLIT=0) leaves every GEMM to OpenBLAS's threading (the reference this path
@@ -42,6 +42,8 @@
 #define KC_CPU_GEMM_SPLIT_DIM 4096
 #define KC_CPU_GEMM_SPLIT_COLS 256
 #define KC_CPU_GEMM_SPLIT_MIN ((int64_t)1 << 21) /* multiply-adds below which one call runs */
+#define KC_CPU_GEMM_SLICES 4       /* slices per thread (kc__cpu_sgemm) */
+#define KC_CPU_GEMM_SLICE_ROWS 256 /* rows a slice has at least */
 
 int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k) {
 #ifdef _OPENMP
@@ -65,23 +67,23 @@ void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n,
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    const int by_rows = m >= n;
-#pragma omp parallel num_threads(nt)
-    {
-        int t = 0, used = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        used = omp_get_num_threads();
-#endif
-        if (by_rows) { /* rows [r0, r1) of C and op(A) */
-            const int r0 = (int)((int64_t)m * t / used), r1 = (int)((int64_t)m * (t + 1) / used);
-            if (r1 > r0)
-                cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, n, k, alpha, a + (trans_a ? (size_t)r0 : (size_t)r0 * lda),
-                            lda, b, ldb, beta, c + (size_t)r0 * ldc, ldc);
+    /* KC_CPU_GEMM_SLICES slices per thread (of at least KC_CPU_GEMM_SLICE_ROWS rows, or 64
+     * columns), handed out as the threads come free: a thread whose core runs slower for a
+     * while (a virtual CPU sharing its core with another guest) computes fewer of them
+     * instead of holding the other at the end of the call. Each slice packs the whole other
+     * operand again: k x <= 256 against >= 256 rows, or m x k against >= 64 columns. */
+    const int by_rows = m >= n, units = by_rows ? m : (n + 15) / 16;
+    const int slices = !kc__cpu_balance() ? nt
+                       : KC_MAX(nt, KC_MIN(KC_CPU_GEMM_SLICES * nt, by_rows ? units / KC_CPU_GEMM_SLICE_ROWS : units / 4));
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int sl = 0; sl < slices; sl++) {
+        const int u0 = (int)((int64_t)units * sl / slices), u1 = (int)((int64_t)units * (sl + 1) / slices);
+        if (by_rows) { /* rows [u0, u1) of C and op(A) */
+            if (u1 > u0)
+                cblas_sgemm(CblasRowMajor, ta, tb, u1 - u0, n, k, alpha, a + (trans_a ? (size_t)u0 : (size_t)u0 * lda),
+                            lda, b, ldb, beta, c + (size_t)u0 * ldc, ldc);
         } else { /* columns [c0, c1) of C and op(B), in blocks of 16 */
-            const int blocks = (n + 15) / 16;
-            const int c0 = KC_MIN(n, 16 * (int)((int64_t)blocks * t / used));
-            const int c1 = KC_MIN(n, 16 * (int)((int64_t)blocks * (t + 1) / used));
+            const int c0 = KC_MIN(n, 16 * u0), c1 = KC_MIN(n, 16 * u1);
             if (c1 > c0)
                 cblas_sgemm(CblasRowMajor, ta, tb, m, c1 - c0, k, alpha, a, lda,
                             b + (trans_b ? (size_t)c0 * ldb : (size_t)c0), ldb, beta, c + c0, ldc);
@@ -244,7 +246,7 @@ static void im2col_row(const kc_conv2d_desc *d, const float *xi, int oy, float *
 static void im2col(const kc_conv2d_desc *d, const float *x, int nb, float *col) {
     const size_t kdim = (size_t)d->kh * d->kw * d->c;
     const int64_t rows = (int64_t)nb * d->oh; /* (image, output row) pairs */
-    KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * (int64_t)kdim), schedule(static), for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * (int64_t)kdim), KC_CPU_BALANCED(rows), for (int64_t r = 0; r < rows; r++) {
         const int img = (int)(r / d->oh), oy = (int)(r % d->oh);
         im2col_row(d, x + (size_t)img * d->h * d->w * d->c, oy, col + (size_t)r * d->ow * kdim);
     });
@@ -289,7 +291,7 @@ static void col2im_row(const kc_conv2d_desc *d, const float *dcol, float *dx, in
 static void col2im(const kc_conv2d_desc *d, const float *dcol, int nb, float *dx) {
     const int64_t rows = (int64_t)nb * d->h; /* (image, input row) pairs: row r of dx */
     const int64_t work = (int64_t)nb * d->oh * d->ow * d->kh * d->kw * d->c;
-    KC_CPU_PAR_FOR(kc__cpu_par(work), schedule(static), for (int64_t r = 0; r < rows; r++) col2im_row(d, dcol, dx, r););
+    KC_CPU_PAR_FOR(kc__cpu_par(work), KC_CPU_BALANCED(rows), for (int64_t r = 0; r < rows; r++) col2im_row(d, dcol, dx, r););
 }
 
 /* The direct kernels work on blocks of 16 filters held as DN vectors of DV floats, DV the
@@ -430,7 +432,7 @@ static void conv_direct_forward(const kc_conv2d_desc *d, const float *x, const f
     int img_off[KC_CPU_DIRECT_K];
     direct_offsets(d, img_off);
     const int64_t rows = (int64_t)d->n * d->oh;
-    KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * d->f), schedule(static),
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * d->ow * d->f), KC_CPU_BALANCED(rows),
                    for (int64_t r = 0; r < rows; r++) direct_row(d, x, w, b, y, r, img_off););
 }
 
@@ -530,7 +532,7 @@ static kc_status check_workspace(kc_backend *be, const kc_conv2d_desc *d, const 
  * chunk's output), instead of separate passes over the whole output. */
 static void bias_relu(float *y, const float *b, int64_t rows, int f, bool relu) {
     if (!b && !relu) return;
-    KC_CPU_PAR_FOR(kc__cpu_par(rows * f), schedule(static), for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * f), KC_CPU_BALANCED(rows), for (int64_t r = 0; r < rows; r++) {
         float *yr = y + r * f;
         if (b)
             for (int j = 0; j < f; j++) yr[j] += b[j];

@@ -42,7 +42,7 @@ kc_status kc__cpu_pool2d_forward(kc_backend *be, const kc_pool2d_desc *d, const 
     const int h = d->h, w = d->w, c = d->c, oh = d->oh, ow = d->ow;
     const int is_max = d->kind == KC_POOL_MAX;
     const int64_t rows = (int64_t)d->n * oh; /* (image, output row) */
-    KC_CPU_PAR_FOR(kc__cpu_par(rows * ow * c * (int64_t)d->kh * d->kw), schedule(static),
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * ow * c * (int64_t)d->kh * d->kw), KC_CPU_BALANCED(rows),
     for (int64_t r = 0; r < rows; r++) {
         const int img = (int)(r / oh), oy = (int)(r % oh);
         int ky0, ky1;
@@ -112,7 +112,7 @@ kc_status kc__cpu_pool2d_backward(kc_backend *be, const kc_pool2d_desc *d, const
     const int h = d->h, w = d->w, c = d->c, oh = d->oh, ow = d->ow;
     const size_t img_in = (size_t)h * w * c, img_out = (size_t)oh * ow * c;
     const int32_t lim = (int32_t)((int64_t)d->n * h * w * c);
-    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)d->n * (int64_t)(img_in + img_out)), schedule(static),
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)d->n * (int64_t)(img_in + img_out)), KC_CPU_BALANCED(d->n),
     for (int img = 0; img < d->n; img++) {
         float *dxi = dx + (size_t)img * img_in; /* (H, W, C) */
         memset(dxi, 0, img_in * sizeof(float));
@@ -156,7 +156,7 @@ kc_status kc__cpu_global_avg_pool_forward(kc_backend *be, const float *x, float 
     if (n == 0 || c == 0) return KC_STATUS_OK;
     if (!x || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu global_avg_pool_forward: NULL x or y");
     const double inv = 1.0 / hw;
-    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)n * hw * c), schedule(static), for (int img = 0; img < n; img++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)n * hw * c), KC_CPU_BALANCED(n), for (int img = 0; img < n; img++) {
         const float *xi = x + (size_t)img * hw * c; /* (HW, C) */
         for (int c0 = 0; c0 < c; c0 += KC_CPU_RED_COLS) {
             const int cb = KC_MIN(KC_CPU_RED_COLS, c - c0);
@@ -178,7 +178,7 @@ kc_status kc__cpu_global_avg_pool_backward(kc_backend *be, const float *dy, floa
     if (!dy || !dx) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu global_avg_pool_backward: NULL dy or dx");
     const float inv = 1.0f / (float)hw;
     const int64_t rows = (int64_t)n * hw;
-    KC_CPU_PAR_FOR(kc__cpu_par(rows * c), schedule(static), for (int64_t r = 0; r < rows; r++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * c), KC_CPU_BALANCED(rows), for (int64_t r = 0; r < rows; r++) {
         const float *g = dy + (r / hw) * c; /* (C) */
         float *o = dx + r * c;
         for (int j = 0; j < c; j++) o[j] = g[j] * inv;

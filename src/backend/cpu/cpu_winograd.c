@@ -475,7 +475,13 @@ typedef struct wg_split {
 
 /* tc at most tc_max (the workspace's), in chunks of equal size whose count is a multiple of
  * the threads, so that each thread gets the same number of tiles: with few chunks a plain
- * split is lopsided (288 tiles in chunks of 128: 256 tiles on one thread, 32 on the other) */
+ * split is lopsided (288 tiles in chunks of 128: 256 tiles on one thread, 32 on the other).
+ * At least WG_CHUNKS_PER_THREAD chunks per thread where chunks of WG_MIN_TILES tiles allow:
+ * forward and backward-data hand them out as the threads come free (winograd_run), so that
+ * a thread whose core runs slower for a while (a virtual CPU sharing its core with another
+ * guest) takes fewer of them instead of holding the others at the end of the pass. */
+#define WG_CHUNKS_PER_THREAD 4
+#define WG_MIN_TILES 32
 static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t ws_bytes) {
     wg_split sp = {.total = (int64_t)g->n * g->th * g->tw};
     const int64_t tc_max = winograd_chunk(d, m);
@@ -483,6 +489,8 @@ static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t w
     const int par = kc__cpu_par(sp.total * (m + 2) * (m + 2) * (int64_t)(d->c + d->f));
     sp.threads = par ? nt : 1;
     int64_t chunks = (sp.total + tc_max - 1) / tc_max;
+    if (sp.threads > 1 && kc__cpu_balance())
+        chunks = KC_MAX(chunks, KC_MIN((int64_t)WG_CHUNKS_PER_THREAD * sp.threads, sp.total / WG_MIN_TILES));
     chunks = (chunks + sp.threads - 1) / sp.threads * sp.threads;
     sp.tc = KC_MAX(1, (sp.total + chunks - 1) / chunks);
     sp.chunks = (sp.total + sp.tc - 1) / sp.tc;
@@ -511,7 +519,8 @@ static void winograd_run(const wg_geom *g, int f, const wg_split *sp, const floa
 #pragma omp parallel num_threads(sp->threads)
         {
             float *v = vm + (size_t)thread_id() * slot;
-#pragma omp for schedule(static)
+            /* each chunk writes its own tiles of y: any thread may run any chunk */
+#pragma omp for schedule(dynamic, 1)
             for (int64_t k = 0; k < sp->chunks; k++) run_chunk(g, f, sp, x, u, bias, relu, y, v, k);
         }
     } else {

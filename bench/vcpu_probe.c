@@ -1,0 +1,179 @@
+/* vcpu_probe: how fast each CPU runs, window by window, while all of them run at once.
+ *
+ * One thread per CPU (the first THREADS CPUs this process may use, pinned), each running a
+ * register-only FMA loop (AVX-512, else AVX2+FMA, else scalar) and counting its rate in
+ * windows of WINDOW_MS milliseconds for SECONDS seconds. On a dedicated machine every CPU
+ * runs at the same rate in every window. On a virtual machine each virtual CPU may share its
+ * physical core with another guest's thread now and then, and its rate drops for that
+ * window, independently of the others. A parallel loop split evenly between the threads
+ * (schedule(static)) then runs at the slowest thread's rate: the probe reports how much of
+ * the CPUs' summed rate that leaves ("static share": the mean over windows of
+ * threads * min / sum) and how the per-window rates spread.
+ *
+ *   vcpu_probe [SECONDS (2)] [THREADS (all allowed CPUs, at most 64)] [WINDOW_MS (50)]
+ *
+ * Prints one JSON line (bench/run.sh records it beside its rounds). No kerac code: this
+ * measures the machine, not the library. */
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_THREADS = 64, MAX_WINDOWS = 4096, REPS = 256 };
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* REPS x 8 independent FMA chains over registers; returns flops done */
+__attribute__((target("avx512f"))) static double fma_avx512(float *sink) {
+    __m512 x[8], m = _mm512_set1_ps(0.9999999f), a = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 8; i++) x[i] = _mm512_set1_ps(1.0f + (float)i * 1e-7f);
+    for (int r = 0; r < REPS; r++)
+        for (int i = 0; i < 8; i++) x[i] = _mm512_fmadd_ps(x[i], m, a);
+    for (int i = 1; i < 8; i++) x[0] = _mm512_add_ps(x[0], x[i]);
+    *sink += _mm512_reduce_add_ps(x[0]);
+    return (double)REPS * 8 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) static double fma_avx2(float *sink) {
+    __m256 x[8], m = _mm256_set1_ps(0.9999999f), a = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 8; i++) x[i] = _mm256_set1_ps(1.0f + (float)i * 1e-7f);
+    for (int r = 0; r < REPS; r++)
+        for (int i = 0; i < 8; i++) x[i] = _mm256_fmadd_ps(x[i], m, a);
+    for (int i = 1; i < 8; i++) x[0] = _mm256_add_ps(x[0], x[i]);
+    float v[8];
+    _mm256_storeu_ps(v, x[0]);
+    *sink += v[0];
+    return (double)REPS * 8 * 8 * 2;
+}
+
+static double fma_scalar(float *sink) {
+    float x[8];
+    for (int i = 0; i < 8; i++) x[i] = 1.0f + (float)i * 1e-7f;
+    for (int r = 0; r < REPS; r++)
+        for (int i = 0; i < 8; i++) x[i] = x[i] * 0.9999999f + 1e-7f;
+    *sink += x[0] + x[7];
+    return (double)REPS * 8 * 2;
+}
+
+typedef struct probe {
+    int cpu, windows;
+    double window_s, t_start;
+    double (*kernel)(float *);
+    double rate[MAX_WINDOWS]; /* GFLOP/s per window */
+    float sink;
+} probe;
+
+static void *run(void *arg) {
+    probe *p = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(p->cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    for (int w = 0; w < p->windows; w++) {
+        /* windows on a common clock, so that window w means the same moment on every CPU */
+        const double t0 = p->t_start + w * p->window_s, t1 = t0 + p->window_s;
+        while (now() < t0) p->kernel(&p->sink);
+        double flops = 0, t;
+        do flops += p->kernel(&p->sink);
+        while ((t = now()) < t1);
+        p->rate[w] = flops / (t - t0) * 1e-9;
+    }
+    return NULL;
+}
+
+static int cmp(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(double *v, int n, double q) { /* v sorted */
+    return v[(int)(q * (n - 1) + 0.5)];
+}
+
+int main(int argc, char **argv) {
+    const double seconds = argc > 1 ? atof(argv[1]) : 2.0;
+    int threads = argc > 2 ? atoi(argv[2]) : 0;
+    const double window_ms = argc > 3 ? atof(argv[3]) : 50.0;
+    if (seconds <= 0 || window_ms <= 0 || threads < 0) {
+        fprintf(stderr, "usage: vcpu_probe [SECONDS (2)] [THREADS (all allowed CPUs)] [WINDOW_MS (50)]\n");
+        return 2;
+    }
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        perror("vcpu_probe: sched_getaffinity");
+        return 1;
+    }
+    int cpus[MAX_THREADS], ncpu = 0;
+    for (int c = 0; c < CPU_SETSIZE && ncpu < MAX_THREADS; c++)
+        if (CPU_ISSET(c, &allowed)) cpus[ncpu++] = c;
+    if (threads == 0 || threads > ncpu) threads = ncpu;
+    int windows = (int)(seconds * 1000.0 / window_ms);
+    if (windows < 1) windows = 1;
+    if (windows > MAX_WINDOWS) windows = MAX_WINDOWS;
+
+    __builtin_cpu_init();
+    const char *isa = __builtin_cpu_supports("avx512f") ? "avx512"
+                      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2" : "scalar";
+    double (*kernel)(float *) = !strcmp(isa, "avx512") ? fma_avx512 : !strcmp(isa, "avx2") ? fma_avx2 : fma_scalar;
+
+    probe *p = calloc((size_t)threads, sizeof *p);
+    pthread_t *th = calloc((size_t)threads, sizeof *th);
+    if (!p || !th) {
+        fprintf(stderr, "vcpu_probe: out of memory\n");
+        return 1;
+    }
+    const double start = now() + 0.05; /* every thread started and pinned by then */
+    for (int t = 0; t < threads; t++) {
+        p[t] = (probe){.cpu = cpus[t], .windows = windows, .window_s = window_ms * 1e-3, .t_start = start,
+                       .kernel = kernel};
+        if (pthread_create(&th[t], NULL, run, &p[t]) != 0) {
+            fprintf(stderr, "vcpu_probe: cannot start thread %d\n", t);
+            return 1;
+        }
+    }
+    for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+
+    /* per window: the sum over CPUs and threads * the slowest (what an even split gets) */
+    double *sum = calloc((size_t)windows, sizeof(double)), *low = calloc((size_t)windows, sizeof(double));
+    double *sorted = calloc((size_t)windows, sizeof(double));
+    if (!sum || !low || !sorted) return 1;
+    double total_sum = 0, total_low = 0;
+    for (int w = 0; w < windows; w++) {
+        double mn = p[0].rate[w];
+        for (int t = 0; t < threads; t++) {
+            sum[w] += p[t].rate[w];
+            if (p[t].rate[w] < mn) mn = p[t].rate[w];
+        }
+        low[w] = threads * mn;
+        total_sum += sum[w];
+        total_low += low[w];
+    }
+    printf("{\"probe\": \"vcpu_fma\", \"isa\": \"%s\", \"threads\": %d, \"window_ms\": %.0f, \"windows\": %d, "
+           "\"per_cpu\": [", isa, threads, window_ms, windows);
+    double best = 0;
+    for (int t = 0; t < threads; t++) {
+        memcpy(sorted, p[t].rate, (size_t)windows * sizeof(double));
+        qsort(sorted, (size_t)windows, sizeof(double), cmp);
+        if (sorted[windows - 1] > best) best = sorted[windows - 1];
+        printf("%s{\"cpu\": %d, \"p10\": %.1f, \"median\": %.1f, \"p90\": %.1f}", t ? ", " : "", p[t].cpu,
+               pct(sorted, windows, 0.1), pct(sorted, windows, 0.5), pct(sorted, windows, 0.9));
+    }
+    memcpy(sorted, sum, (size_t)windows * sizeof(double));
+    qsort(sorted, (size_t)windows, sizeof(double), cmp);
+    printf("], \"sum_gflops\": {\"p10\": %.1f, \"median\": %.1f, \"p90\": %.1f}, \"best_cpu_gflops\": %.1f, "
+           "\"sum_of_best\": %.1f, \"static_share\": %.3f}\n",
+           pct(sorted, windows, 0.1), pct(sorted, windows, 0.5), pct(sorted, windows, 0.9), best, best * threads,
+           total_low / total_sum);
+    float sink = 0;
+    for (int t = 0; t < threads; t++) sink += p[t].sink;
+    free(p), free(th), free(sum), free(low), free(sorted);
+    return sink == 12345.0f ? 3 : 0; /* keeps the loops */
+}
