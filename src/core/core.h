@@ -77,6 +77,10 @@ double kc__now(void); /* monotonic seconds */
  * else KERAC_NUM_THREADS's, else OpenMP's default (omp_get_max_threads at first use, which
  * honours OMP_NUM_THREADS). Regions name it (num_threads clause). */
 int kc__num_threads(void);
+/* 1 unless KERAC_CPU_BALANCE=0 (read once, beside KERAC_NUM_THREADS: both are the threads'
+ * settings, process-wide): whether the CPU kernels hand out work in chunks as threads come
+ * free (cpu.h, KC_CPU_BALANCED) or in one equal share per thread, as schedule(static). */
+int kc__threads_balance(void);
 /* Sets the calling thread's OpenMP count (omp_set_num_threads) to kc__num_threads when it
  * differs, outside parallel regions: OpenBLAS's OpenMP build sizes its team from it at each
  * call. */

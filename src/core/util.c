@@ -132,6 +132,17 @@ void kc__threads_sync(void) {
 
 int kc_get_num_threads(void) { return kc__num_threads(); }
 
+int kc__threads_balance(void) {
+    static int cached = -1; /* a benign race: every thread reads the same environment */
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("KERAC_CPU_BALANCE");
+        v = !(e && !strcmp(e, "0"));
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 bool kc__streq(const char *a, const char *b) {
     if (!a || !b) return a == b;
     return strcmp(a, b) == 0;

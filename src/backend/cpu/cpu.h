@@ -106,9 +106,9 @@ static inline int kc__cpu_team(void) {
  * "Why kerac's rounds spread"); under schedule(static) the whole team waits for the slow one
  * at the end of every loop. The result is the same whichever thread runs an iteration. */
 #define KC_CPU_BALANCE_CHUNKS 8
-/* 1 unless KERAC_CPU_BALANCE=0 (read once; the measuring switch): then every balanced loop,
- * GEMM split and Winograd pass hands each thread one equal share, as schedule(static). */
-int kc__cpu_balance(void);
+/* kc__threads_balance() (core.h) 0, KERAC_CPU_BALANCE=0, the measuring switch: every
+ * balanced loop, GEMM split and Winograd pass hands each thread one equal share. */
+#define kc__cpu_balance kc__threads_balance
 static inline long kc__cpu_chunk(int64_t n) {
     const int64_t t = KC_MAX(1, kc__num_threads());
     const int64_t c = kc__cpu_balance() ? n / ((int64_t)KC_CPU_BALANCE_CHUNKS * t) : (n + t - 1) / t;

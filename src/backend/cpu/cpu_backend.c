@@ -10,17 +10,6 @@
 
 #include "cpu.h"
 
-int kc__cpu_balance(void) {
-    static int cached = -1; /* a benign race: every thread reads the same environment */
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("KERAC_CPU_BALANCE");
-        v = !(e && !strcmp(e, "0"));
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-
 /* ---- memory
  * Every block carries a 64-byte header holding its size, so that the backend knows the
  * bytes it holds (memory_stats) and can enforce a limit (set_memory_limit, the CPU side
