@@ -191,14 +191,19 @@ summary = {
     "train_step_spread": {k: round(inside(k), 3) for k in groups},
     "infer_batch_spread": {k: round(inside(k, "infer_batch_rate"), 3) for k in groups},
     "infer_spread": {k: round(spread(k, "infer_images_per_second"), 3) for k in groups},
-    "vcpu_probe": {"fma_sum_gflops": [p["sum_gflops"]["median"] for p in probes],
-                   "static_share": [p["static_share"] for p in probes]} if probes else None,
+    # per round: the CPUs' summed median rate and an even split's share of it (FMA, L2 loads)
+    "vcpu_probe": {k: {"sum_median": [p[k]["sum"]["median"] for p in probes],
+                       "static_share": [p[k]["static_share"] for p in probes]}
+                   for k in ("fma_gflops", "l2_read_gbs")} if probes else None,
 }
-if probes:
+def probe_desc():
     s = summary["vcpu_probe"]
-    print(f"machine (bench/vcpu_probe after each round): the CPUs' FMA rate summed "
-          f"{min(s['fma_sum_gflops']):.0f}-{max(s['fma_sum_gflops']):.0f} GFLOP/s, an even split's share "
-          f"{min(s['static_share']):.2f}-{max(s['static_share']):.2f}")
+    rng = lambda v, f: f"{min(v):{f}}-{max(v):{f}}"
+    return (f"CPUs' FMA {rng(s['fma_gflops']['sum_median'], '.0f')} GFLOP/s (even split "
+            f"{rng(s['fma_gflops']['static_share'], '.2f')}), L2 loads {rng(s['l2_read_gbs']['sum_median'], '.0f')} "
+            f"GB/s (even split {rng(s['l2_read_gbs']['static_share'], '.2f')}) over the rounds")
+if probes:
+    print("machine (bench/vcpu_probe after each round): " + probe_desc())
 print(json.dumps(summary))
 
 if os.environ["RECORD"] == "1":
@@ -215,7 +220,7 @@ if os.environ["RECORD"] == "1":
         ki=cell("kerac", i), pi=cell("pytorch-nchw", i), ci=cell("pytorch-channels_last", i),
         ri=summary["ratio_vs_best_pytorch"]["infer"],
         load=f"{os.environ['LOAD_BEFORE']} / {os.environ['LOAD_AFTER']}",
-        cpu=f"{os.environ['WINDOW_DESC']}; CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels; CPU_ISA={os.environ['CPU_ISA']}: ran {summary['ran']})" + (f"; CPUs' FMA {min(summary['vcpu_probe']['fma_sum_gflops']):.0f}-{max(summary['vcpu_probe']['fma_sum_gflops']):.0f} GFLOP/s over the rounds, even-split share {min(summary['vcpu_probe']['static_share']):.2f}-{max(summary['vcpu_probe']['static_share']):.2f}" if probes else ""))
+        cpu=f"{os.environ['WINDOW_DESC']}; CORETYPE={os.environ['CORETYPE']} L2={os.environ['L2SIZE']} {os.environ['WAIT_DESC']}; {summary['cpu']} (kerac {'/'.join(summary['kerac_cpu_isa'])} kernels; CPU_ISA={os.environ['CPU_ISA']}: ran {summary['ran']})" + ("; " + probe_desc() if probes else ""))
     # into the workload's table: after its last row (the file has other sections after it)
     text = open(os.environ["RESULTS"]).read().split("\n")
     table = "| date (B) | commit | rounds | kerac train" if B else "| date | commit | rounds | kerac train"

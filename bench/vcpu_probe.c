@@ -36,7 +36,8 @@ __attribute__((target("avx512f"))) static double fma_avx512(float *sink) {
     __m512 x[8], m = _mm512_set1_ps(0.9999999f), a = _mm512_set1_ps(1e-7f);
     for (int i = 0; i < 8; i++) x[i] = _mm512_set1_ps(1.0f + (float)i * 1e-7f);
     for (int r = 0; r < REPS; r++)
-        for (int i = 0; i < 8; i++) x[i] = _mm512_fmadd_ps(x[i], m, a);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) x[i] = _mm512_fmadd_ps(x[i], m, a); /* unrolled: x stays in registers */
     for (int i = 1; i < 8; i++) x[0] = _mm512_add_ps(x[0], x[i]);
     *sink += _mm512_reduce_add_ps(x[0]);
     return (double)REPS * 8 * 16 * 2;
@@ -46,6 +47,7 @@ __attribute__((target("avx2,fma"))) static double fma_avx2(float *sink) {
     __m256 x[8], m = _mm256_set1_ps(0.9999999f), a = _mm256_set1_ps(1e-7f);
     for (int i = 0; i < 8; i++) x[i] = _mm256_set1_ps(1.0f + (float)i * 1e-7f);
     for (int r = 0; r < REPS; r++)
+#pragma GCC unroll 8
         for (int i = 0; i < 8; i++) x[i] = _mm256_fmadd_ps(x[i], m, a);
     for (int i = 1; i < 8; i++) x[0] = _mm256_add_ps(x[0], x[i]);
     float v[8];
@@ -58,16 +60,34 @@ static double fma_scalar(float *sink) {
     float x[8];
     for (int i = 0; i < 8; i++) x[i] = 1.0f + (float)i * 1e-7f;
     for (int r = 0; r < REPS; r++)
+#pragma GCC unroll 8
         for (int i = 0; i < 8; i++) x[i] = x[i] * 0.9999999f + 1e-7f;
     *sink += x[0] + x[7];
     return (double)REPS * 8 * 2;
+}
+
+/* Reads buf (L2_FLOATS floats, in the core's L2 cache) into 8 vector sums; returns bytes
+ * read: the load side of the core, which memory-bound kernels (batch norm, depthwise,
+ * pooling) lean on. */
+typedef float v8f __attribute__((vector_size(32)));
+enum { L2_FLOATS = 128 * 1024 }; /* 512 KiB */
+static double read_l2(const float *buf, float *sink) {
+    v8f acc[8] = {{0}};
+    const v8f *v = (const v8f *)buf;
+    for (int i = 0; i < L2_FLOATS / 8; i += 8)
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) acc[j] += v[i + j];
+    for (int j = 1; j < 8; j++) acc[0] += acc[j];
+    *sink += acc[0][0];
+    return (double)L2_FLOATS * sizeof(float);
 }
 
 typedef struct probe {
     int cpu, windows;
     double window_s, t_start;
     double (*kernel)(float *);
-    double rate[MAX_WINDOWS]; /* GFLOP/s per window */
+    const float *buf;        /* NULL: the FMA kernel; else read_l2 over it */
+    double rate[MAX_WINDOWS]; /* G per second per window: FLOP (FMA) or bytes (L2) */
     float sink;
 } probe;
 
@@ -80,9 +100,9 @@ static void *run(void *arg) {
     for (int w = 0; w < p->windows; w++) {
         /* windows on a common clock, so that window w means the same moment on every CPU */
         const double t0 = p->t_start + w * p->window_s, t1 = t0 + p->window_s;
-        while (now() < t0) p->kernel(&p->sink);
+        while (now() < t0) p->buf ? read_l2(p->buf, &p->sink) : p->kernel(&p->sink);
         double flops = 0, t;
-        do flops += p->kernel(&p->sink);
+        do flops += p->buf ? read_l2(p->buf, &p->sink) : p->kernel(&p->sink);
         while ((t = now()) < t1);
         p->rate[w] = flops / (t - t0) * 1e-9;
     }
@@ -96,6 +116,55 @@ static int cmp(const void *a, const void *b) {
 
 static double pct(double *v, int n, double q) { /* v sorted */
     return v[(int)(q * (n - 1) + 0.5)];
+}
+
+/* Runs one phase: a thread per CPU, windows starting 50 ms from now on a common clock. */
+static int phase_run(probe *p, pthread_t *th, int threads, const int *cpus, int windows, double window_ms,
+                     double (*kernel)(float *), const float *bufs) {
+    const double start = now() + 0.05; /* every thread started and pinned by then */
+    for (int t = 0; t < threads; t++) {
+        p[t] = (probe){.cpu = cpus[t], .windows = windows, .window_s = window_ms * 1e-3, .t_start = start,
+                       .kernel = kernel, .buf = bufs ? bufs + (size_t)t * L2_FLOATS : NULL};
+        if (pthread_create(&th[t], NULL, run, &p[t]) != 0) {
+            for (int u = 0; u < t; u++) pthread_join(th[u], NULL);
+            return -1;
+        }
+    }
+    for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+    return 0;
+}
+
+/* Prints , "name": {per_cpu, sum, best, static_share}: per window the sum over the CPUs and
+ * threads x the slowest (what an even split between the threads gets). */
+static int report(const char *name, const probe *p, int threads, int windows) {
+    double *sum = calloc((size_t)windows, sizeof(double)), *sorted = calloc((size_t)windows, sizeof(double));
+    if (!sum || !sorted) return 0;
+    double total_sum = 0, total_low = 0, best = 0;
+    for (int w = 0; w < windows; w++) {
+        double mn = p[0].rate[w];
+        for (int t = 0; t < threads; t++) {
+            sum[w] += p[t].rate[w];
+            if (p[t].rate[w] < mn) mn = p[t].rate[w];
+        }
+        total_sum += sum[w];
+        total_low += threads * mn;
+    }
+    printf(", \"%s\": {\"per_cpu\": [", name);
+    for (int t = 0; t < threads; t++) {
+        memcpy(sorted, p[t].rate, (size_t)windows * sizeof(double));
+        qsort(sorted, (size_t)windows, sizeof(double), cmp);
+        if (sorted[windows - 1] > best) best = sorted[windows - 1];
+        printf("%s{\"cpu\": %d, \"p10\": %.1f, \"median\": %.1f, \"p90\": %.1f}", t ? ", " : "", p[t].cpu,
+               pct(sorted, windows, 0.1), pct(sorted, windows, 0.5), pct(sorted, windows, 0.9));
+    }
+    memcpy(sorted, sum, (size_t)windows * sizeof(double));
+    qsort(sorted, (size_t)windows, sizeof(double), cmp);
+    printf("], \"sum\": {\"p10\": %.1f, \"median\": %.1f, \"p90\": %.1f}, \"best_cpu\": %.1f, "
+           "\"static_share\": %.3f}",
+           pct(sorted, windows, 0.1), pct(sorted, windows, 0.5), pct(sorted, windows, 0.9), best,
+           total_sum > 0 ? total_low / total_sum : 0.0);
+    free(sum), free(sorted);
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -124,56 +193,28 @@ int main(int argc, char **argv) {
                       : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2" : "scalar";
     double (*kernel)(float *) = !strcmp(isa, "avx512") ? fma_avx512 : !strcmp(isa, "avx2") ? fma_avx2 : fma_scalar;
 
-    probe *p = calloc((size_t)threads, sizeof *p);
-    pthread_t *th = calloc((size_t)threads, sizeof *th);
-    if (!p || !th) {
+    float *bufs = aligned_alloc(64, (size_t)threads * L2_FLOATS * sizeof(float));
+    if (!bufs) {
         fprintf(stderr, "vcpu_probe: out of memory\n");
         return 1;
     }
-    const double start = now() + 0.05; /* every thread started and pinned by then */
-    for (int t = 0; t < threads; t++) {
-        p[t] = (probe){.cpu = cpus[t], .windows = windows, .window_s = window_ms * 1e-3, .t_start = start,
-                       .kernel = kernel};
-        if (pthread_create(&th[t], NULL, run, &p[t]) != 0) {
-            fprintf(stderr, "vcpu_probe: cannot start thread %d\n", t);
+    for (size_t i = 0; i < (size_t)threads * L2_FLOATS; i++) bufs[i] = (float)(i % 7) * 1e-3f;
+    printf("{\"probe\": \"vcpu\", \"isa\": \"%s\", \"threads\": %d, \"window_ms\": %.0f, \"windows\": %d", isa,
+           threads, window_ms, windows);
+    float sink = 0;
+    /* the FMA units (GFLOP/s), then the loads from L2 (GB/s), each for SECONDS */
+    for (int phase = 0; phase < 2; phase++) {
+        probe *p = calloc((size_t)threads, sizeof *p);
+        pthread_t *th = calloc((size_t)threads, sizeof *th);
+        if (!p || !th || phase_run(p, th, threads, cpus, windows, window_ms, kernel, phase ? bufs : NULL) != 0) {
+            fprintf(stderr, "vcpu_probe: out of memory or no thread\n");
             return 1;
         }
+        if (!report(phase ? "l2_read_gbs" : "fma_gflops", p, threads, windows)) return 1;
+        for (int t = 0; t < threads; t++) sink += p[t].sink;
+        free(p), free(th);
     }
-    for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
-
-    /* per window: the sum over CPUs and threads * the slowest (what an even split gets) */
-    double *sum = calloc((size_t)windows, sizeof(double)), *low = calloc((size_t)windows, sizeof(double));
-    double *sorted = calloc((size_t)windows, sizeof(double));
-    if (!sum || !low || !sorted) return 1;
-    double total_sum = 0, total_low = 0;
-    for (int w = 0; w < windows; w++) {
-        double mn = p[0].rate[w];
-        for (int t = 0; t < threads; t++) {
-            sum[w] += p[t].rate[w];
-            if (p[t].rate[w] < mn) mn = p[t].rate[w];
-        }
-        low[w] = threads * mn;
-        total_sum += sum[w];
-        total_low += low[w];
-    }
-    printf("{\"probe\": \"vcpu_fma\", \"isa\": \"%s\", \"threads\": %d, \"window_ms\": %.0f, \"windows\": %d, "
-           "\"per_cpu\": [", isa, threads, window_ms, windows);
-    double best = 0;
-    for (int t = 0; t < threads; t++) {
-        memcpy(sorted, p[t].rate, (size_t)windows * sizeof(double));
-        qsort(sorted, (size_t)windows, sizeof(double), cmp);
-        if (sorted[windows - 1] > best) best = sorted[windows - 1];
-        printf("%s{\"cpu\": %d, \"p10\": %.1f, \"median\": %.1f, \"p90\": %.1f}", t ? ", " : "", p[t].cpu,
-               pct(sorted, windows, 0.1), pct(sorted, windows, 0.5), pct(sorted, windows, 0.9));
-    }
-    memcpy(sorted, sum, (size_t)windows * sizeof(double));
-    qsort(sorted, (size_t)windows, sizeof(double), cmp);
-    printf("], \"sum_gflops\": {\"p10\": %.1f, \"median\": %.1f, \"p90\": %.1f}, \"best_cpu_gflops\": %.1f, "
-           "\"sum_of_best\": %.1f, \"static_share\": %.3f}\n",
-           pct(sorted, windows, 0.1), pct(sorted, windows, 0.5), pct(sorted, windows, 0.9), best, best * threads,
-           total_low / total_sum);
-    float sink = 0;
-    for (int t = 0; t < threads; t++) sink += p[t].sink;
-    free(p), free(th), free(sum), free(low), free(sorted);
+    printf("}\n");
+    free(bufs);
     return sink == 12345.0f ? 3 : 0; /* keeps the loops */
 }

@@ -101,10 +101,11 @@ static inline int kc__cpu_team(void) {
 #define KC_CPU_PAR_FOR(cond, clauses, ...) KC_CPU_PAR_FOR_TEAM(cond, kc__num_threads(), clauses, __VA_ARGS__)
 /* The schedule of a parallel loop of n iterations that write disjoint outputs (no
  * reduction, no per-thread scratch): KC_CPU_BALANCE_CHUNKS chunks per thread, taken as the
- * threads come free. A virtual CPU runs at times far slower than its twin (another guest on
- * its core: 24-51 GFLOP/s of FMA each, varying independently every 50-500 ms; bench/RESULTS.md,
- * "Why kerac's rounds spread"); under schedule(static) the whole team waits for the slow one
- * at the end of every loop. The result is the same whichever thread runs an iteration. */
+ * threads come free. A virtual CPU runs at times slower than its twin (another guest on its
+ * physical core; each one's rate moves by itself window by window: bench/vcpu_probe,
+ * bench/RESULTS.md "Why kerac's rounds spread"); under schedule(static) the whole team waits
+ * for the slow one at the end of every loop. The result is the same whichever thread runs an
+ * iteration. */
 #define KC_CPU_BALANCE_CHUNKS 8
 /* kc__threads_balance() (core.h) 0, KERAC_CPU_BALANCE=0, the measuring switch: every
  * balanced loop, GEMM split and Winograd pass hands each thread one equal share. */
