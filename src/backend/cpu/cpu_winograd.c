@@ -111,10 +111,21 @@ static size_t slot_floats(const kc_conv2d_desc *d, int m) {
     return e * (size_t)winograd_chunk(d, m) * (d->c + d->f) + e * d->c * d->f;
 }
 
+/* backward_filter's partial sums per thread: WG_FILTER_GROUPS groups of chunks each with a
+ * partial S of its own (E c f floats), taken as the threads come free and added in group
+ * order, while S is at most WG_FILTER_GROUP_BYTES; else one per thread (and one with
+ * KERAC_CPU_BALANCE=0). The groups beyond the slots' own S follow the slots. */
+#define WG_FILTER_GROUPS 4
+#define WG_FILTER_GROUP_BYTES ((size_t)1 << 20)
+static int filter_groups(size_t cf) {
+    return kc__cpu_balance() && cf * sizeof(float) <= WG_FILTER_GROUP_BYTES ? WG_FILTER_GROUPS : 1;
+}
+
 size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     const int m = wg_tile(be, d);
     const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slots = (size_t)KC_MAX(1, KC_MIN(kc__num_threads(), 64));
-    return (u + slots * slot_floats(d, m)) * sizeof(float);
+    const size_t extra = slots > 1 ? slots * (size_t)(filter_groups(u) - 1) * u : 0;
+    return (u + slots * slot_floats(d, m) + extra) * sizeof(float);
 }
 
 /* The threads a pass runs on: the team, at most one per 16 tiles and per slot the workspace
@@ -583,30 +594,41 @@ kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc 
     float *s = ws, *vm = s + cf;
     const wg_geom g = geom(m, d->n, d->h, d->w, c, d->oh, d->ow, d->pad_top, d->pad_left);
     const wg_split sp = split(d, m, &g, ws_bytes);
-    /* each thread sums its chunks' V[e]^T G[e] into its slot's S, zeroed first; the slots are
-     * then added in thread order (reproducible for a given thread count) */
-    int used = 1; /* the team OpenMP gave */
+    /* groups of consecutive chunks, each summing its chunks' V[e]^T G[e] into a partial S of
+     * its own (zeroed first), whichever thread runs it; the partials are then added in group
+     * order: reproducible for a given thread count. A thread's scratch is its slot's V and M;
+     * group j < threads sums into slot j's S, the others into the partials after the slots
+     * (when the workspace holds them: filter_groups, kc__cpu_winograd_workspace). */
+    int64_t groups = 1;
+    if (sp.threads > 1) {
+        groups = (int64_t)sp.threads * filter_groups(cf);
+        const size_t room = ws_bytes / sizeof(float) - cf - (size_t)sp.threads * slot;
+        if ((size_t)(groups - sp.threads) * cf > room) groups = sp.threads;
+    }
+    float *const extra = vm + (size_t)sp.threads * slot;
+#define WG_PART(j) ((j) < sp.threads ? vm + (size_t)(j) * slot + slot - cf : extra + (size_t)((j) - sp.threads) * cf)
     if (sp.threads > 1) { /* one thread: no OpenMP region (libgomp mallocs a one-thread team) */
 #pragma omp parallel num_threads(sp.threads)
         {
             float *v = vm + (size_t)thread_id() * slot;
-#ifdef _OPENMP
-#pragma omp master
-            used = omp_get_num_threads();
-#endif
-            memset(v + slot - cf, 0, cf * sizeof(float));
-#pragma omp for schedule(static)
-            for (int64_t k = 0; k < sp.chunks; k++) grad_chunk(&g, f, &sp, x, dy, v, v + slot - cf, k);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t j = 0; j < groups; j++) {
+                float *part = WG_PART(j);
+                memset(part, 0, cf * sizeof(float));
+                for (int64_t k = sp.chunks * j / groups; k < sp.chunks * (j + 1) / groups; k++)
+                    grad_chunk(&g, f, &sp, x, dy, v, part, k);
+            }
         }
     } else {
         memset(vm + slot - cf, 0, cf * sizeof(float));
         for (int64_t k = 0; k < sp.chunks; k++) grad_chunk(&g, f, &sp, x, dy, vm, vm + slot - cf, k);
     }
-    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)cf * used), schedule(static), for (int64_t i = 0; i < (int64_t)cf; i++) {
+    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)cf * groups), KC_CPU_BALANCED((int64_t)cf), for (int64_t i = 0; i < (int64_t)cf; i++) {
         float sum = 0.0f;
-        for (int t = 0; t < used; t++) sum += vm[(size_t)t * slot + slot - cf + (size_t)i];
+        for (int64_t j = 0; j < groups; j++) sum += WG_PART(j)[i];
         s[i] = sum;
     });
+#undef WG_PART
     filter_grad_transform(m, s, c, f, dw);
     return KC_STATUS_OK;
 }
