@@ -34,9 +34,9 @@
  * KC_CPU_GEMM_SPLIT_DIM, n at most KC_CPU_GEMM_SPLIT_COLS) the threads compute slices of C
  * with one OpenBLAS call each (OpenBLAS runs single-threaded inside a parallel region): by
  * rows when C has at least as many rows as columns (each slice packs all of op(B)), else by
- * columns in multiples of 16; a few slices per thread, taken as the threads come free. Each element of C comes from one single-threaded call with
- * OpenBLAS's fixed blocking along K, so the result does not depend on the split or the
- * thread count. A backend with cpu_gemm_split = 0 (kc_device_opts.cpu_gemm_split = KC_FALSE,
+ * columns in multiples of 16; a few slices per thread, taken as the threads come free.
+ * Each element of C comes from one single-threaded call with OpenBLAS's fixed blocking
+ * along K, so the result does not depend on the split or the thread count. A backend with cpu_gemm_split = 0 (kc_device_opts.cpu_gemm_split = KC_FALSE,
  * KERAC_CPU_GEMM_SPLIT=0) leaves every GEMM to OpenBLAS's threading (the reference this path
  * is tested and measured against). */
 #define KC_CPU_GEMM_SPLIT_DIM 4096
