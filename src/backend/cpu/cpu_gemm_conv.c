@@ -483,36 +483,37 @@ static void direct_dw_rows(const kc_conv2d_desc *d, const float *x, const float 
     }
 }
 
-/* dW (K, F) = sum over output pixels of patch (K) x dy (F): per-thread partial sums in
- * the workspace, combined in a fixed order (reproducible for a given thread count). */
+/* dW (K, F) = sum over output pixels of patch (K) x dy (F): nparts partial sums in the
+ * workspace, part j over the output rows [rows j / nparts, rows (j + 1) / nparts) whichever
+ * thread runs it (taken as threads come free), combined in part order: reproducible for a
+ * given thread count. */
 static void conv_direct_backward_filter(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
                                         float *partial, int nparts) {
     const int64_t rows = (int64_t)d->n * d->oh;
     const size_t kf = (size_t)d->kh * d->kw * d->c * d->f;
     int img_off[KC_CPU_DIRECT_K];
     direct_offsets(d, img_off);
-#pragma omp parallel num_threads(nparts) if (nparts > 1)
-    {
-        int t = 0, nt = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
-        float *part = partial + (size_t)t * kf; /* (K, F) */
+    const int team = KC_MIN(kc__num_threads(), nparts);
+    KC_CPU_PAR_FOR_TEAM(team > 1, team, schedule(dynamic, 1), for (int j = 0; j < nparts; j++) {
+        float *part = partial + (size_t)j * kf; /* (K, F) */
         memset(part, 0, kf * sizeof(float));
-        direct_dw_rows(d, x, dy, rows * t / nt, rows * (t + 1) / nt, img_off, part);
-    }
+        direct_dw_rows(d, x, dy, rows * j / nparts, rows * (j + 1) / nparts, img_off, part);
+    });
     for (size_t i = 0; i < kf; i++) {
         float s = 0.0f;
-        for (int t = 0; t < nparts; t++) s += partial[(size_t)t * kf + i];
+        for (int j = 0; j < nparts; j++) s += partial[(size_t)j * kf + i];
         dw[i] = s;
     }
 }
 
+/* The parts of the filter gradient: KC_CPU_DIRECT_GROUPS per thread (one with
+ * KERAC_CPU_BALANCE=0), at most 64; one when the work is too small to share. */
+#define KC_CPU_DIRECT_GROUPS 4
 static int direct_parts(const kc_conv2d_desc *d) {
     int64_t work = (int64_t)d->n * d->oh * d->ow * d->f;
     int nt = kc__cpu_par(work) ? kc__num_threads() : 1;
-    return KC_MAX(1, KC_MIN(nt, 64));
+    const int per = nt > 1 && kc__cpu_balance() ? KC_CPU_DIRECT_GROUPS : 1;
+    return KC_MAX(1, KC_MIN(nt * per, 64));
 }
 
 /* A kernel that needs scratch memory got none, or less than conv2d_workspace asks. */
