@@ -194,14 +194,17 @@ summary = {
     # per round: the CPUs' summed median rate and an even split's share of it (FMA, L2 loads)
     "vcpu_probe": {k: {"sum_median": [p[k]["sum"]["median"] for p in probes],
                        "static_share": [p[k]["static_share"] for p in probes]}
-                   for k in ("fma_gflops", "l2_read_gbs")} if probes else None,
+                   for k in ("fma_gflops", "l2_read_gbs", "mem_read_gbs") if k in probes[0]} if probes else None,
 }
 def probe_desc():
     s = summary["vcpu_probe"]
     rng = lambda v, f: f"{min(v):{f}}-{max(v):{f}}"
     return (f"CPUs' FMA {rng(s['fma_gflops']['sum_median'], '.0f')} GFLOP/s (even split "
             f"{rng(s['fma_gflops']['static_share'], '.2f')}), L2 loads {rng(s['l2_read_gbs']['sum_median'], '.0f')} "
-            f"GB/s (even split {rng(s['l2_read_gbs']['static_share'], '.2f')}) over the rounds")
+            f"GB/s (even split {rng(s['l2_read_gbs']['static_share'], '.2f')})"
+            + (f", memory loads {rng(s['mem_read_gbs']['sum_median'], '.0f')} GB/s (even split "
+               f"{rng(s['mem_read_gbs']['static_share'], '.2f')})" if "mem_read_gbs" in s else "")
+            + " over the rounds")
 if probes:
     print("machine (bench/vcpu_probe after each round): " + probe_desc())
 print(json.dumps(summary))

@@ -1,8 +1,9 @@
 /* vcpu_probe: how fast each CPU runs, window by window, while all of them run at once.
  *
  * One thread per CPU (the first THREADS CPUs this process may use, pinned), each running a
- * register-only FMA loop (AVX-512, else AVX2+FMA, else scalar) and counting its rate in
- * windows of WINDOW_MS milliseconds for SECONDS seconds. On a dedicated machine every CPU
+ * register-only FMA loop (AVX-512, else AVX2+FMA, else scalar), then loads from a buffer in
+ * its L2 cache, then loads from a 64 MiB buffer (memory), and counting its rate in windows
+ * of WINDOW_MS milliseconds for SECONDS seconds each. On a dedicated machine every CPU
  * runs at the same rate in every window. On a virtual machine each virtual CPU may share its
  * physical core with another guest's thread now and then, and its rate drops for that
  * window, independently of the others. A parallel loop split evenly between the threads
@@ -66,19 +67,21 @@ static double fma_scalar(float *sink) {
     return (double)REPS * 8 * 2;
 }
 
-/* Reads buf (L2_FLOATS floats, in the core's L2 cache) into 8 vector sums; returns bytes
- * read: the load side of the core, which memory-bound kernels (batch norm, depthwise,
- * pooling) lean on. */
+/* Reads L2_FLOATS floats of buf from *at on (wrapping at its end: a buffer in the core's L2
+ * cache, or one of MEM_FLOATS that only memory holds) into 8 vector sums; returns bytes
+ * read: the load side of the core and the memory, which memory-bound kernels (batch norm,
+ * depthwise, pooling, Winograd's transforms) lean on. */
 typedef float v8f __attribute__((vector_size(32)));
-enum { L2_FLOATS = 128 * 1024 }; /* 512 KiB */
-static double read_l2(const float *buf, float *sink) {
+enum { L2_FLOATS = 128 * 1024, MEM_FLOATS = 16 * 1024 * 1024 }; /* 512 KiB; 64 MiB */
+static double read_buf(const float *buf, size_t floats, size_t *at, float *sink) {
     v8f acc[8] = {{0}};
-    const v8f *v = (const v8f *)buf;
+    const v8f *v = (const v8f *)(buf + *at);
     for (int i = 0; i < L2_FLOATS / 8; i += 8)
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) acc[j] += v[i + j];
     for (int j = 1; j < 8; j++) acc[0] += acc[j];
     *sink += acc[0][0];
+    *at = (*at + L2_FLOATS) % floats;
     return (double)L2_FLOATS * sizeof(float);
 }
 
@@ -86,7 +89,8 @@ typedef struct probe {
     int cpu, windows;
     double window_s, t_start;
     double (*kernel)(float *);
-    const float *buf;        /* NULL: the FMA kernel; else read_l2 over it */
+    const float *buf;        /* NULL: the FMA kernel; else read_buf over its floats */
+    size_t floats, at;
     double rate[MAX_WINDOWS]; /* G per second per window: FLOP (FMA) or bytes (L2) */
     float sink;
 } probe;
@@ -100,9 +104,9 @@ static void *run(void *arg) {
     for (int w = 0; w < p->windows; w++) {
         /* windows on a common clock, so that window w means the same moment on every CPU */
         const double t0 = p->t_start + w * p->window_s, t1 = t0 + p->window_s;
-        while (now() < t0) p->buf ? read_l2(p->buf, &p->sink) : p->kernel(&p->sink);
+        while (now() < t0) p->buf ? read_buf(p->buf, p->floats, &p->at, &p->sink) : p->kernel(&p->sink);
         double flops = 0, t;
-        do flops += p->buf ? read_l2(p->buf, &p->sink) : p->kernel(&p->sink);
+        do flops += p->buf ? read_buf(p->buf, p->floats, &p->at, &p->sink) : p->kernel(&p->sink);
         while ((t = now()) < t1);
         p->rate[w] = flops / (t - t0) * 1e-9;
     }
@@ -120,11 +124,11 @@ static double pct(double *v, int n, double q) { /* v sorted */
 
 /* Runs one phase: a thread per CPU, windows starting 50 ms from now on a common clock. */
 static int phase_run(probe *p, pthread_t *th, int threads, const int *cpus, int windows, double window_ms,
-                     double (*kernel)(float *), const float *bufs) {
+                     double (*kernel)(float *), const float *bufs, size_t floats) {
     const double start = now() + 0.05; /* every thread started and pinned by then */
     for (int t = 0; t < threads; t++) {
         p[t] = (probe){.cpu = cpus[t], .windows = windows, .window_s = window_ms * 1e-3, .t_start = start,
-                       .kernel = kernel, .buf = bufs ? bufs + (size_t)t * L2_FLOATS : NULL};
+                       .kernel = kernel, .buf = bufs ? bufs + (size_t)t * floats : NULL, .floats = floats};
         if (pthread_create(&th[t], NULL, run, &p[t]) != 0) {
             for (int u = 0; u < t; u++) pthread_join(th[u], NULL);
             return -1;
@@ -193,24 +197,27 @@ int main(int argc, char **argv) {
                       : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2" : "scalar";
     double (*kernel)(float *) = !strcmp(isa, "avx512") ? fma_avx512 : !strcmp(isa, "avx2") ? fma_avx2 : fma_scalar;
 
-    float *bufs = aligned_alloc(64, (size_t)threads * L2_FLOATS * sizeof(float));
+    float *bufs = aligned_alloc(64, (size_t)threads * MEM_FLOATS * sizeof(float));
     if (!bufs) {
         fprintf(stderr, "vcpu_probe: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < (size_t)threads * L2_FLOATS; i++) bufs[i] = (float)(i % 7) * 1e-3f;
+    for (size_t i = 0; i < (size_t)threads * MEM_FLOATS; i++) bufs[i] = (float)(i % 7) * 1e-3f;
     printf("{\"probe\": \"vcpu\", \"isa\": \"%s\", \"threads\": %d, \"window_ms\": %.0f, \"windows\": %d", isa,
            threads, window_ms, windows);
     float sink = 0;
-    /* the FMA units (GFLOP/s), then the loads from L2 (GB/s), each for SECONDS */
-    for (int phase = 0; phase < 2; phase++) {
+    /* the FMA units (GFLOP/s), the loads from L2 (GB/s), the loads from memory (GB/s), each for SECONDS */
+    static const char *const names[3] = {"fma_gflops", "l2_read_gbs", "mem_read_gbs"};
+    static const size_t floats[3] = {0, L2_FLOATS, MEM_FLOATS};
+    for (int phase = 0; phase < 3; phase++) {
         probe *p = calloc((size_t)threads, sizeof *p);
         pthread_t *th = calloc((size_t)threads, sizeof *th);
-        if (!p || !th || phase_run(p, th, threads, cpus, windows, window_ms, kernel, phase ? bufs : NULL) != 0) {
+        if (!p || !th ||
+            phase_run(p, th, threads, cpus, windows, window_ms, kernel, phase ? bufs : NULL, floats[phase]) != 0) {
             fprintf(stderr, "vcpu_probe: out of memory or no thread\n");
             return 1;
         }
-        if (!report(phase ? "l2_read_gbs" : "fma_gflops", p, threads, windows)) return 1;
+        if (!report(names[phase], p, threads, windows)) return 1;
         for (int t = 0; t < threads; t++) sink += p[t].sink;
         free(p), free(th);
     }

@@ -181,6 +181,15 @@ static void bn_pass(const bn_job *b, int64_t r0, int64_t r1) {
     }
 }
 
+/* The pass over every row, inside the team's region (or on this thread alone): in chunks
+ * taken as threads come free (KC_CPU_BALANCED's size; one per thread with
+ * KERAC_CPU_BALANCE=0). Each row's output depends on that row only. */
+static void bn_pass_balanced(const bn_job *b) {
+    const int64_t rows = b->k.rows, chunk = kc__cpu_chunk(rows), chunks = (rows + chunk - 1) / chunk;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t q = 0; q < chunks; q++) bn_pass(b, q * chunk, KC_MIN(rows, (q + 1) * chunk));
+}
+
 /* Thread t of tn's part of the job: its sums (into d1, d2, published in part[t]), the coefficients of its
  * channels from every thread's sums, its rows' pass. Barriers between (none when tn == 1). */
 static void bn_team(const bn_job *b, int t, int tn, const double **part, double *d1, double *d2) {
@@ -202,7 +211,7 @@ static void bn_team(const bn_job *b, int t, int tn, const double **part, double 
         bn_coef(b, j, s1, s2);
     }
 #pragma omp barrier
-    bn_pass(b, r_lo, r_hi);
+    bn_pass_balanced(b);
 }
 
 /* Runs a job on the team (one parallel region), or on this thread when it is small. */
@@ -234,14 +243,7 @@ static void bn_apply(const float *x, float *y, bn_cols k, const float *sub, cons
                      bn_relu rl) {
     const bn_job b = {.x = x, .out = y, .k = k, .rl = rl, .c1 = (float *)sub, .c2 = (float *)mul, .c3 = (float *)add};
 #pragma omp parallel num_threads(kc__num_threads()) if (kc__cpu_par(k.rows * k.cb) && kc__cpu_team())
-    {
-        int t = 0, tn = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        tn = omp_get_num_threads();
-#endif
-        bn_pass(&b, k.rows * t / tn, k.rows * (t + 1) / tn);
-    }
+    bn_pass_balanced(&b);
 }
 
 static kc_status bn_forward_train(const float *x, float *y, int64_t rows, int c, const float *gamma,
