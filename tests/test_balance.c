@@ -19,15 +19,9 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "child_run.h"
 #include "kerac.h"
-
-extern char **environ;
 
 enum { N = 64, H = 24, C = 3, BATCH = 32 };
 
@@ -91,38 +85,10 @@ static int child(const char *mode) {
 
 /* Runs the child (mode) with KERAC_NUM_THREADS=3 and KERAC_CPU_BALANCE=balance; its hashes. */
 static void run_child(const char *mode, int balance, uint64_t *predict, uint64_t *weights) {
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        size_t n = 0, k = 0;
-        while (environ[n]) n++;
-        char **env = calloc(n + 4, sizeof *env);
-        for (size_t i = 0; env && i < n; i++)
-            if (strncmp(environ[i], "KERAC_NUM_THREADS=", 18) && strncmp(environ[i], "KERAC_CPU_BALANCE=", 18) &&
-                strncmp(environ[i], "OMP_NUM_THREADS=", 16))
-                env[k++] = environ[i];
-        if (env) {
-            env[k++] = "KERAC_NUM_THREADS=3";
-            env[k++] = balance ? "KERAC_CPU_BALANCE=1" : "KERAC_CPU_BALANCE=0";
-        }
-        dup2(fd[1], 1);
-        close(fd[0]);
-        char *argv[] = {"test_balance", "--child", (char *)mode, NULL};
-        if (env) execve("/proc/self/exe", argv, env);
-        _exit(127);
-    }
-    close(fd[1]);
-    char line[128] = "";
-    FILE *f = fdopen(fd[0], "r");
-    assert_non_null(f);
-    if (!fgets(line, sizeof line, f)) line[0] = '\0';
-    fclose(f);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    char line[128];
+    child_run("test_balance", mode, (const char *[]){"KERAC_NUM_THREADS", "KERAC_CPU_BALANCE", "OMP_NUM_THREADS", NULL},
+              (const char *[]){"KERAC_NUM_THREADS=3", balance ? "KERAC_CPU_BALANCE=1" : "KERAC_CPU_BALANCE=0", NULL},
+              line, sizeof line);
     assert_int_equal(sscanf(line, "predict=%" SCNx64 " weights=%" SCNx64, predict, weights), 2);
     print_message("  %s, KERAC_CPU_BALANCE=%d: %s", mode, balance, line);
 }

@@ -18,16 +18,10 @@
 #include <cmocka.h>
 
 #include <dirent.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "child_run.h"
 #include "kerac.h"
 #include "kerac_backend.h"
-
-extern char **environ;
 
 static int task_count(void) {
     DIR *d = opendir("/proc/self/task");
@@ -81,34 +75,9 @@ static int child(int set_threads) {
 /* Runs the child with the environment minus OMP_NUM_THREADS and KERAC_NUM_THREADS plus
  * set[] ("NAME=VALUE", NULL-terminated); *threads and *tasks from its line. */
 static void run_child(const char *const *set, const char *set_threads, int *threads, int *tasks) {
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        size_t n = 0, k = 0;
-        while (environ[n]) n++;
-        char **env = calloc(n + 8, sizeof *env);
-        for (size_t i = 0; env && i < n; i++)
-            if (strncmp(environ[i], "OMP_NUM_THREADS=", 16) && strncmp(environ[i], "KERAC_NUM_THREADS=", 18))
-                env[k++] = environ[i];
-        for (size_t i = 0; env && set[i]; i++) env[k++] = (char *)set[i];
-        dup2(fd[1], 1);
-        close(fd[0]);
-        char *argv[] = {"test_threads_env", "--child", (char *)set_threads, NULL};
-        if (env) execve("/proc/self/exe", argv, env);
-        _exit(127);
-    }
-    close(fd[1]);
-    char line[128] = "";
-    FILE *f = fdopen(fd[0], "r");
-    assert_non_null(f);
-    if (!fgets(line, sizeof line, f)) line[0] = '\0';
-    fclose(f);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    char line[128];
+    child_run("test_threads_env", set_threads, (const char *[]){"OMP_NUM_THREADS", "KERAC_NUM_THREADS", NULL}, set,
+              line, sizeof line);
     assert_int_equal(sscanf(line, "threads=%d tasks=%d", threads, tasks), 2);
 }
 
