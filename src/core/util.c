@@ -132,13 +132,14 @@ void kc__threads_sync(void) {
 
 int kc_get_num_threads(void) { return kc__num_threads(); }
 
+/* KERAC_CPU_BALANCE, read once: -1 not read yet (every thread reads the same environment) */
+static _Atomic int g_balance = -1;
+
 int kc__threads_balance(void) {
-    static int cached = -1; /* a benign race: every thread reads the same environment */
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    int v = g_balance;
     if (v < 0) {
         const char *e = getenv("KERAC_CPU_BALANCE");
-        v = !(e && !strcmp(e, "0"));
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+        g_balance = v = !(e && !strcmp(e, "0"));
     }
     return v;
 }

@@ -53,7 +53,7 @@ struct kc_loader {
 };
 
 /* Gathers batch b into slot k and describes it there; the trace gets a "load batch" span
- * on the calling thread (named once, through *named). */
+ * on the calling thread, which it names "loader" unless *named (then or already). */
 static kc_status fill(kc_loader *l, int64_t b, int k, bool *named) {
     int64_t first = b * l->batch_size;
     int n = (int)KC_MIN((int64_t)l->batch_size, l->count - first);
@@ -65,7 +65,7 @@ static kc_status fill(kc_loader *l, int64_t b, int k, bool *named) {
     kc_status s = kc__dataset_gather(l->d, l->order + first, 0, n, x, y);
     if (s == KC_STATUS_OK && t) s = kc__dataset_gather_targets(l->d, l->order + first, 0, n, t);
     if (t0 > 0) {
-        if (!*named && l->thread_started) kc__trace_name_thread(tr, "loader");
+        if (!*named) kc__trace_name_thread(tr, "loader");
         *named = true;
         kc__trace_add(tr, "load batch", "data", t0, kc__now(), b);
     }
