@@ -1,10 +1,11 @@
 /* bench_conv.c — the CPU backend's convolution kernels shape by shape, one against the
- * others in one process: Winograd F(2x2,3x3), Winograd F(4x4,3x3) and im2col + GEMM (the
- * same backend created with cpu_winograd_tile 2, 4 and cpu_winograd off), each pass
- * (forward, backward-data, backward-filter) timed alternately 2, 4, im2col, 2, 4, ... and
- * reported as medians and their ratios (speedup: im2col / F(2x2), speedup4: im2col /
- * F(4x4), f4_vs_f2: F(2x2) / F(4x4)), with the multiply-add rate of the im2col path as
- * GFLOP/s (and each Winograd's in direct-convolution FLOP, its "effective" rate).
+ * others in one process: Winograd F(2x2,3x3), F(3x3,3x3), F(4x4,3x3) and im2col + GEMM (the
+ * same backend created with cpu_winograd_tile 2, 3, 4 and cpu_winograd off), each pass
+ * (forward, backward-data, backward-filter) timed alternately 2, 3, 4, im2col, 2, ... and
+ * reported as medians and their ratios (speedup: im2col / F(2x2), speedup3: im2col /
+ * F(3x3), speedup4: im2col / F(4x4), f4_vs_f2: F(2x2) / F(4x4)), with the multiply-add rate
+ * of the im2col path as GFLOP/s (and each Winograd's in direct-convolution FLOP, its
+ * "effective" rate); "chosen" names the kernel the default backend picks for the shape.
  * Alternating in one process keeps the ratios meaningful on a shared, loaded machine, where
  * absolute times are noise. Output: one JSON line per shape and pass.
  *
@@ -25,7 +26,7 @@
 #include "kerac_backend.h"
 #include "bench_util.h"
 
-enum { NB = 3 }; /* the kernels compared: F(2x2), F(4x4), im2col */
+enum { NB = 4 }; /* the kernels compared: F(2x2), F(3x3), F(4x4), im2col */
 
 typedef struct shape {
     const char *name;
@@ -48,7 +49,14 @@ static const shape k_shapes[] = {
     {"ResNet50 stage5 (3x3, 512->512)", 32, 3, 3, 512, 512, 1},
     {"ResNet50 stage5 at 160x160 (5x5, 512->512)", 32, 5, 5, 512, 512, 1},
     {"ResNet50 stage5 at 224x224 (7x7, 512->512)", 32, 7, 7, 512, 512, 1},
+    {"ResNet50 stage4 at 224x224 (14x14, 256->256)", 32, 14, 14, 256, 256, 1},
+    {"ResNet50 stage4 at 160x160 (10x10, 256->256)", 32, 10, 10, 256, 256, 1},
     {"small (16x16, 16->16, same)", 64, 16, 16, 16, 16, 1},
+    {"batch 2 (8x8, 64->64)", 2, 8, 8, 64, 64, 1},
+    {"batch 2 (8x8, 256->256)", 2, 8, 8, 256, 256, 1},
+    {"batch 8 (6x6, 256->256)", 8, 6, 6, 256, 256, 1},
+    {"batch 8 (3x3, 512->512)", 8, 3, 3, 512, 512, 1},
+    {"batch 128 (3x3, 512->512)", 128, 3, 3, 512, 512, 1},
 };
 
 /* one pass of one kernel: 0 forward, 1 backward-data, 2 backward-filter; seconds */
@@ -74,13 +82,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_conv: %s\n", kc_last_error());
         return 1;
     }
-    kc_device_opts opt[NB] = {o, o, o};
-    opt[0].cpu_winograd = opt[1].cpu_winograd = KC_TRUE;
-    opt[0].cpu_winograd_tile = 2;
-    opt[1].cpu_winograd_tile = 4;
-    opt[2].cpu_winograd = KC_FALSE;
-    kc_backend *be[NB] = {NULL, NULL, NULL}; /* 0: F(2x2), 1: F(4x4), 2: im2col */
-    for (int b = 0; b < NB; b++)
+    kc_device_opts opt[NB + 1] = {o, o, o, o, o}; /* the last: the default, to name its choice */
+    for (int b = 0; b < 3; b++) opt[b].cpu_winograd = KC_TRUE, opt[b].cpu_winograd_tile = 2 + b;
+    opt[3].cpu_winograd = KC_FALSE;
+    kc_backend *be[NB + 1] = {NULL}; /* 0: F(2x2), 1: F(3x3), 2: F(4x4), 3: im2col, 4: default */
+    for (int b = 0; b <= NB; b++)
         if (kc_backend_cpu_create_ex(&opt[b], &be[b]) != KC_STATUS_OK) {
             fprintf(stderr, "bench_conv: %s\n", kc_last_error());
             return 1;
@@ -104,6 +110,10 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nx; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
         for (size_t i = 0; i < nw; i++) w[i] = (float)(i % 7) * 0.05f - 0.15f;
         const double flop = 2.0 * (double)ny * 9.0 * d.c;
+        char chosen[256] = "?"; /* the default backend's placement label */
+        if (be[NB]->describe(be[NB], KC_OP_CONV2D, &d, be[NB]->conv2d_workspace(be[NB], &d), chosen, sizeof chosen) !=
+            KC_STATUS_OK)
+            snprintf(chosen, sizeof chosen, "?");
         for (int pass = 0; pass < 3; pass++) {
             double *t[NB], med[NB];
             for (int b = 0; b < NB; b++) {
@@ -113,18 +123,21 @@ int main(int argc, char **argv) {
             for (int r = 0; r < reps; r++)
                 for (int b = 0; b < NB; b++) t[b][r] = run(be[b], &d, pass, x, w, y, ws[b], wsb[b]);
             for (int b = 0; b < NB; b++) med[b] = bench_median(t[b], reps);
-            printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"winograd_ms\":%.3f,\"winograd4_ms\":%.3f,"
-                   "\"im2col_ms\":%.3f,\"speedup\":%.3f,\"speedup4\":%.3f,\"f4_vs_f2\":%.3f,\"im2col_gflops\":%.1f,"
-                   "\"winograd_effective_gflops\":%.1f,\"winograd4_effective_gflops\":%.1f,\"reps\":%d,\"clock\":\"%s\"}\n",
-                   s->name, pass_name[pass], kc_backend_cpu_isa(be[0]), 1e3 * med[0], 1e3 * med[1], 1e3 * med[2],
-                   med[2] / med[0], med[2] / med[1], med[0] / med[1], flop / med[2] * 1e-9, flop / med[0] * 1e-9,
-                   flop / med[1] * 1e-9, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu");
+            printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"chosen\":\"%s\",\"winograd_ms\":%.3f,"
+                   "\"winograd3_ms\":%.3f,\"winograd4_ms\":%.3f,\"im2col_ms\":%.3f,\"speedup\":%.3f,\"speedup3\":%.3f,"
+                   "\"speedup4\":%.3f,\"f4_vs_f2\":%.3f,\"im2col_gflops\":%.1f,\"winograd_effective_gflops\":%.1f,"
+                   "\"winograd3_effective_gflops\":%.1f,\"winograd4_effective_gflops\":%.1f,\"reps\":%d,"
+                   "\"clock\":\"%s\"}\n",
+                   s->name, pass_name[pass], kc_backend_cpu_isa(be[0]), chosen,
+                   1e3 * med[0], 1e3 * med[1], 1e3 * med[2], 1e3 * med[3], med[3] / med[0], med[3] / med[1],
+                   med[3] / med[2], med[0] / med[2], flop / med[3] * 1e-9, flop / med[0] * 1e-9, flop / med[1] * 1e-9,
+                   flop / med[2] * 1e-9, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu");
             fflush(stdout);
             for (int b = 0; b < NB; b++) free(t[b]);
         }
         free(x), free(w), free(y);
         for (int b = 0; b < NB; b++) free(ws[b]);
     }
-    for (int b = 0; b < NB; b++) kc_backend_destroy(be[b]);
+    for (int b = 0; b <= NB; b++) kc_backend_destroy(be[b]);
     return 0;
 }

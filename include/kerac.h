@@ -580,7 +580,7 @@ typedef struct kc_device_opts {
                                    * GEMM instead; default: Winograd where it applies and wins
                                    * (enough channels); KC_TRUE: at any channel count */
     /* speed-b: Winograd's output tile */
-    int cpu_winograd_tile;        /* 2: F(2x2,3x3) only, 4: F(4x4,3x3) only; 0: chosen per shape */
+    int cpu_winograd_tile;        /* 2, 3, 4: F(2x2,3x3), F(3x3,3x3), F(4x4,3x3) only; 0: per shape */
     /* workload A: the CPU's direct convolutions */
     int cpu_conv_blocked;         /* KC_FALSE: no register-blocked direct convolutions (stride 1, at
                                    * most 32 channels in and 64 out), im2col + GEMM instead */
@@ -621,7 +621,7 @@ typedef struct kc_device_opts {
  * KERAC_CUDNN_BENCHMARK, KERAC_DETERMINISTIC, KERAC_TF32 (1/true/yes/on), KERAC_CPU_ISA
  * (auto, baseline, avx2, avx512: the CPU kernels, kc_cpu_isa), KERAC_CPU_WINOGRAD (0: off, 1: at
  * any channel count),
- * KERAC_CPU_WINOGRAD_TILE (auto, 2 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
+ * KERAC_CPU_WINOGRAD_TILE (auto, 2, 3 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
  * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off),
  * KERAC_CPU_FOLD_PAD (0: off), KERAC_CPU_INFER_TILE (0: off), KERAC_CPU_GEMM_SPLIT (0: off),
  * KERAC_CPU_CONV_DX_ADD (0: off), KERAC_CPU_FUSE_ADD_RELU (0: off); an unset

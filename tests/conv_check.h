@@ -29,9 +29,10 @@ typedef struct passes {
 
 /* forward (with b), backward-data and backward-filter (with db) on be, in a workspace of
  * the size conv2d_workspace asks */
-static void run_passes(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w, const float *b,
-                       const float *dy, passes *out) {
-    const size_t ws_bytes = be->conv2d_workspace(be, d), kf = (size_t)d->kh * d->kw * d->c * d->f;
+/* the three passes with a workspace of ws_bytes */
+static void run_passes_ws(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, const float *x, const float *w,
+                          const float *b, const float *dy, passes *out) {
+    const size_t kf = (size_t)d->kh * d->kw * d->c * d->f;
     void *ws = malloc(ws_bytes ? ws_bytes : 1);
     out->y = malloc((size_t)d->n * d->oh * d->ow * d->f * sizeof(float));
     out->dx = malloc((size_t)d->n * d->h * d->w * d->c * sizeof(float));
@@ -42,6 +43,12 @@ static void run_passes(kc_backend *be, const kc_conv2d_desc *d, const float *x, 
     assert_int_equal(be->conv2d_backward_data(be, d, dy, w, out->dx, ws, ws_bytes), KC_STATUS_OK);
     assert_int_equal(be->conv2d_backward_filter(be, d, x, dy, out->dw, out->db, ws, ws_bytes), KC_STATUS_OK);
     free(ws);
+}
+
+/* the three passes with the workspace the backend asks for d */
+static void run_passes(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w, const float *b,
+                       const float *dy, passes *out) {
+    run_passes_ws(be, d, be->conv2d_workspace(be, d), x, w, b, dy, out);
 }
 
 static void free_passes(passes *p) {

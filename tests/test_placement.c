@@ -89,6 +89,7 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
     const struct {
         kc_conv2d_desc d;
         ran_kernel want;
+        int tile; /* the Winograd tile the label names (0: none) */
     } cases[] = {
         {conv(4, 12, 12, 1, 32, 3, 1, 0), RAN_DIRECT}, /* the default CNN's first layer */
         {conv(4, 12, 12, 1, 24, 3, 1, 0), RAN_IM2COL}, /* small patch, 24 filters: not the direct kernel */
@@ -101,9 +102,14 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
         {conv(4, 12, 12, 1, 300, 3, 1, 0), RAN_IM2COL},
         {conv(4, 12, 12, 1, 256, 3, 1, 0), RAN_DIRECT},
         {conv(4, 12, 12, 1, 512, 3, 1, 0), RAN_DIRECT}, /* the old label said im2col past 256 filters */
-        {conv(2, 8, 8, 64, 64, 3, 1, 1), RAN_IM2COL}, /* Winograd: 3x3 stride 1, >= 64 channels */
-        {conv(2, 12, 12, 32, 32, 3, 1, 1), RAN_IM2COL}, /* Winograd F(4x4): 8x8 outputs or more, >= 32 */
-        {conv(2, 6, 6, 32, 32, 3, 1, 1), RAN_IM2COL},   /* 6x6 outputs, 32 channels: not Winograd */
+        /* Winograd (3x3 stride 1) by cost (cpu.h, KC_CPU_WINOGRAD_U_TILES): */
+        {conv(32, 8, 8, 64, 64, 3, 1, 1), RAN_IM2COL, 4},   /* 4 F(4x4) tiles an image */
+        {conv(32, 12, 12, 32, 32, 3, 1, 1), RAN_IM2COL, 4}, /* F(4x4) from 32 channels */
+        {conv(32, 6, 6, 32, 32, 3, 1, 1), RAN_IM2COL, 3},   /* 6x6 outputs: 4 F(3x3) tiles, 4 F(4x4) wasting 44 % */
+        {conv(32, 6, 6, 16, 32, 3, 1, 1), RAN_IM2COL, 0},   /* 16 channels: too narrow */
+        {conv(2, 8, 8, 64, 64, 3, 1, 1), RAN_IM2COL, 0},    /* 2 images: transforming U costs more */
+        {conv(32, 3, 3, 512, 512, 3, 1, 1), RAN_IM2COL, 0}, /* one F(3x3) tile an image: U dominates */
+        {conv(128, 3, 3, 512, 512, 3, 1, 1), RAN_IM2COL, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const kc_conv2d_desc *d = &cases[i].d;
@@ -117,10 +123,10 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
             fail_msg("case %zu: the label says \"%s\" but the kernel that runs is %s", i, label,
                      ran == RAN_1X1 ? "the 1x1 GEMM" : ran == RAN_DIRECT ? "the direct kernel" : "im2col + GEMM");
         assert_int_equal(ran, cases[i].want);
-        const int min_c = d->oh >= KC_CPU_WINOGRAD4_MIN_HW && d->ow >= KC_CPU_WINOGRAD4_MIN_HW ? KC_CPU_WINOGRAD4_MIN_C
-                                                                                          : KC_CPU_WINOGRAD_MIN_C;
-        bool wino = d->kh == 3 && d->sh == 1 && d->c >= min_c && d->f >= min_c;
-        assert_int_equal(strstr(label, "cpu winograd") != NULL, wino);
+        char want_label[32];
+        snprintf(want_label, sizeof want_label, "cpu winograd F(%dx%d,3x3)", cases[i].tile, cases[i].tile);
+        assert_int_equal(strstr(label, "cpu winograd") != NULL, cases[i].tile != 0);
+        if (cases[i].tile) EXPECT_IN(label, want_label);
     }
     /* a call with too little workspace would fail: so does its description */
     kc_conv2d_desc d = conv(4, 12, 12, 8, 16, 3, 1, 0);

@@ -41,16 +41,16 @@ static kc_status env_cpu_isa(int *out) {
     return kc__fail(KC_STATUS_INVALID_ARGUMENT, "KERAC_CPU_ISA: '%.40s' is not one of auto, baseline, avx2, avx512", v);
 }
 
-/* KERAC_CPU_WINOGRAD_TILE: auto (or unset, or 0), 2, 4 */
+/* KERAC_CPU_WINOGRAD_TILE: auto (or unset, or 0), 2, 3, 4 */
 static kc_status env_winograd_tile(int *out) {
     const char *v = getenv("KERAC_CPU_WINOGRAD_TILE");
     *out = 0;
     if (!v || !*v || !strcasecmp(v, "auto") || !strcmp(v, "0")) return KC_STATUS_OK;
-    if (!strcmp(v, "2") || !strcmp(v, "4")) {
+    if (!strcmp(v, "2") || !strcmp(v, "3") || !strcmp(v, "4")) {
         *out = v[0] - '0';
         return KC_STATUS_OK;
     }
-    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "KERAC_CPU_WINOGRAD_TILE: '%.40s' is not one of auto, 2, 4", v);
+    return kc__fail(KC_STATUS_INVALID_ARGUMENT, "KERAC_CPU_WINOGRAD_TILE: '%.40s' is not one of auto, 2, 3, 4", v);
 }
 
 kc_status kc_device_opts_default(kc_device_opts *out) {

@@ -37,7 +37,7 @@ static const env_doc kerac_vars[] = {
     {"KERAC_CPU_CONV_BLOCKED", "0: no register-blocked direct convolutions on the CPU (im2col + GEMM)"},
     {"KERAC_CPU_HUGEPAGES", "0: no transparent huge pages asked for the CPU's large blocks (the arena)"},
     /* the other variables kerac reads (device options, the dataset folder) */
-    {"KERAC_CPU_WINOGRAD_TILE", "Winograd's output tile on the CPU: auto, 2 or 4"},
+    {"KERAC_CPU_WINOGRAD_TILE", "Winograd's output tile on the CPU: auto, 2, 3 or 4"},
     {"KERAC_CUDNN_GROUPED", "0: grouped and depthwise convolutions on the GPU by kerac's own kernels, not cuDNN"},
     {"KERAC_CPU_FUSE_BN_RELU", "0: a BatchNormalization and the ReLU after it as two passes on the CPU"},
     {"KERAC_CPU_FOLD_PAD", "0: a ZeroPadding2D before a DepthwiseConv2D writes its padded copy on the CPU"},

@@ -124,7 +124,7 @@ const char *kc__cpu_isa_label(int isa); /* "baseline", "avx2", "avx512" */
 /* kc_device_opts.cpu_winograd: 0 off (KC_FALSE), 1 where it wins (the default), 2 wherever it
  * runs, at any channel count (KC_TRUE) */
 int kc__cpu_winograd_enabled(const kc_backend *be);
-int kc__cpu_winograd_tile(const kc_backend *be);    /* kc_device_opts.cpu_winograd_tile: 0, 2, 4 */
+int kc__cpu_winograd_tile(const kc_backend *be);    /* kc_device_opts.cpu_winograd_tile: 0, 2, 3, 4 */
 kc_status kc__cpu_alloc(kc_backend *be, size_t bytes, void **out);
 void kc__cpu_free(kc_backend *be, void *p);
 kc_status kc__cpu_to_device(kc_backend *be, void *dst, const void *src, size_t bytes);
@@ -187,49 +187,54 @@ void kc__cpu_blocked_forward(const kc_conv2d_desc *d, const float *x, const floa
 void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
                                      void *ws);
 
-/* ---- cpu_winograd.c: Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 stride-1 convolutions with
- * "valid" or "same" padding and at least KC_CPU_WINOGRAD_MIN_C (F(2x2)) or
- * KC_CPU_WINOGRAD4_MIN_C (F(4x4)) input and output channels, unless the
- * backend was created without it. The conv2d entries of cpu_gemm_conv.c hand such a
- * convolution to these. Where it wins (bench/bench_conv, one thread, CPU time, Winograd
- * against im2col alternately; bench/RESULTS.md): 1.2-1.8x at 64 to 256 channels on 6x6 to
- * 32x32 images, all three passes; 0.72-0.97x for workload A's 32 -> 64 on 13x13, and
- * 0.86-1.2x at 16 -> 16: hence 64 for F(2x2). */
+/* ---- cpu_winograd.c: Winograd F(2x2,3x3), F(3x3,3x3) and F(4x4,3x3) for 3x3 stride-1
+ * convolutions with "valid" or "same" padding, unless the backend was created without it.
+ * The conv2d entries of cpu_gemm_conv.c hand such a convolution to these where the tile
+ * chosen below costs less than im2col + GEMM. Channels: at least KC_CPU_WINOGRAD_MIN_C in and
+ * out for F(2x2), KC_CPU_WINOGRAD4_MIN_C for F(3x3) and F(4x4). Measured (bench/bench_conv,
+ * one thread, CPU time, Winograd against im2col alternately; bench/RESULTS.md): F(2x2)
+ * 1.2-1.8x im2col at 64 to 256 channels on 6x6 to 32x32 images, all three passes, 0.72-0.97x
+ * for workload A's 32 -> 64 on 13x13 and 0.86-1.2x at 16 -> 16: hence 64; F(4x4) 1.4-2.4x
+ * im2col from 32 channels on 8x8 to 32x32 outputs, 0.9-1.15x at 16. */
 #ifndef KC_CPU_WINOGRAD_MIN_C
 #define KC_CPU_WINOGRAD_MIN_C 64
-#endif
-/* F(4x4,3x3) (fewer multiply-adds, larger transforms and error) where the output is at least
- * KC_CPU_WINOGRAD4_MIN_HW on each side, from KC_CPU_WINOGRAD4_MIN_C channels in and out;
- * F(2x2,3x3) elsewhere; kc_device_opts.cpu_winograd_tile forces one. Measured (bench_conv,
- * one thread, CPU time; bench/RESULTS.md, "Workload B"): F(4x4) 1.4-2.4x im2col from 32
- * channels on 8x8 to 32x32 outputs (1.1-1.8x F(2x2)), 0.9-1.15x at 16 channels, and 0.63x
- * F(2x2) on 6x6 outputs (a 4x4 tile wastes 44 % there). */
-#ifndef KC_CPU_WINOGRAD4_MIN_HW
-#define KC_CPU_WINOGRAD4_MIN_HW 8
 #endif
 #ifndef KC_CPU_WINOGRAD4_MIN_C
 #define KC_CPU_WINOGRAD4_MIN_C 32
 #endif
-/* And only where the tile it runs saves at least this factor of multiply-adds, counting the
- * outputs a partial tile wastes: 9 OH OW against (m + 2)^2 per m x m tile, tiles ceil(OH / m)
- * ceil(OW / m). Small odd maps waste most: F(2x2) on 3x3 outputs saves 1.27x, on 5x5 1.56x,
- * on 7x7 1.72x, on 6x6 (and 4x4, 8x8) 2.25x. Measured (bench_conv, 512 -> 512 at batch 32,
- * one thread, CPU time, im2col time / F(2x2) time per pass fwd / bwd-data / bwd-filter;
- * bench/RESULTS.md, "ResNet50 convolutions"): 3x3 outputs (ResNet50's stage 5 at 96x96)
- * 1.0 / 0.75 / 0.75, 5x5 1.35 / 1.12 / 1.1, 7x7 1.6 / 1.4 / 1.4; 256 -> 256 on 6x6 1.5. */
+/* The tile: the cheapest of F(2x2), F(3x3), F(4x4) in GEMM rows per (input, output) channel
+ * pair, E (tiles + KC_CPU_WINOGRAD_U_TILES) for E = (m + 2)^2 entries per tile, against
+ * im2col's 9 n oh ow. Partial tiles at the edges count whole (F(4x4) on 6x6 outputs computes
+ * 8x8), and each pass transforms the kernel into U (E C F floats, written and read again by
+ * the GEMMs): the same memory traffic as KC_CPU_WINOGRAD_U_TILES more rows of tiles. Fitted
+ * to bench_conv (2 threads, wall clock, 7-15 alternations; bench/RESULTS.md, "F(3x3,3x3)"):
+ * 512 -> 512 on 3x3 outputs at batch 32 (1 F(3x3) tile per image, U 26 MB) ran im2col 1.2x
+ * faster than F(3x3) although F(3x3) has 3.2x fewer multiply-adds; at batch 128 F(3x3) was
+ * 1.6x faster. The cost picks F(4x4) from 7x7 outputs up (ResNet50's stages 2 and 3),
+ * F(3x3) on 6x6 (stage 4: 1.15x F(2x2)) and 5x5, and im2col on stage 5's 3x3 maps at batch
+ * 32 and on small batches of wide layers. */
+#ifndef KC_CPU_WINOGRAD_U_TILES
+#define KC_CPU_WINOGRAD_U_TILES 70
+#endif
+/* Winograd only where im2col's cost is at least this factor of the tile's (just above 1:
+ * the cost already counts what the transforms add) */
 #ifndef KC_CPU_WINOGRAD_MIN_SAVING
-#define KC_CPU_WINOGRAD_MIN_SAVING 1.5
+#define KC_CPU_WINOGRAD_MIN_SAVING 1.1
 #endif
 int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d);
-/* The output tile the convolution runs with (2 or 4), 0 when Winograd does not apply. */
+/* The output tile the convolution runs with (2, 3 or 4), 0 when Winograd does not apply. */
 int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d);
-size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d);
-kc_status kc__cpu_winograd_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                   const float *b, float *y, void *ws, size_t ws_bytes);
-kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                         float *dx, void *ws, size_t ws_bytes);
-kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                           float *dw, void *ws, size_t ws_bytes);
+/* Whether Winograd can run d at some batch (turned on; 3x3, stride 1, "valid" or "same"):
+ * the kernel chosen then depends on the batch (kc__cpu_conv2d_workspace). */
+int kc__cpu_winograd_may_apply(kc_backend *be, const kc_conv2d_desc *d);
+/* The workspace of tile m for d. */
+size_t kc__cpu_winograd_workspace(const kc_conv2d_desc *d, int m);
+kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *x, const float *w, const float *b,
+                                   float *y, void *ws, size_t ws_bytes);
+kc_status kc__cpu_winograd_backward_data(const kc_conv2d_desc *d, int m, const float *dy, const float *w, float *dx,
+                                         void *ws, size_t ws_bytes);
+kc_status kc__cpu_winograd_backward_filter(const kc_conv2d_desc *d, int m, const float *x, const float *dy, float *dw,
+                                           void *ws, size_t ws_bytes);
 
 /* The kernel taps [*a, *b) of a direct convolution (depthwise, grouped) that land inside an
  * input of length `in` for output position o. */

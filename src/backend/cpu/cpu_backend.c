@@ -340,9 +340,10 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     int isa = KC_CPU_ISA_BASELINE;
     KC_TRY(choose_isa(opts ? opts->cpu_isa : KC_CPU_ISA_AUTO, &isa));
     const int wg_tile = opts ? opts->cpu_winograd_tile : 0;
-    if (wg_tile != 0 && wg_tile != 2 && wg_tile != 4)
+    if (wg_tile != 0 && (wg_tile < 2 || wg_tile > 4))
         return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                        "kc_device_opts.cpu_winograd_tile = %d: use 2 (F(2x2,3x3)), 4 (F(4x4,3x3)) or 0 (by shape)",
+                        "kc_device_opts.cpu_winograd_tile = %d: use 2 (F(2x2,3x3)), 3 (F(3x3,3x3)), "
+                        "4 (F(4x4,3x3)) or 0 (by shape)",
                         wg_tile);
     kc_backend *be = calloc(1, sizeof *be);
     if (!be) return kc__fail(KC_STATUS_OUT_OF_MEMORY, "out of host memory creating the cpu backend");

@@ -177,9 +177,8 @@ kc_cpu_conv_kernel kc__cpu_conv_kernel(kc_backend *be, const kc_conv2d_desc *d) 
     return KC_CPU_CONV_IM2COL;
 }
 
-size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
-    if (!d || d->n <= 0 || d->oh <= 0 || d->ow <= 0 || d->kh <= 0 || d->kw <= 0 || d->c <= 0) return 0;
-    if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_workspace(be, d);
+/* The workspace of the kernels other than Winograd (kc__cpu_conv_kernel's). */
+static size_t gemm_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(be, d);
     if (kernel == KC_CPU_CONV_1X1) return 0;
     size_t k = (size_t)d->kh * (size_t)d->kw * (size_t)d->c;
@@ -190,6 +189,24 @@ size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
     }
     if (kernel == KC_CPU_CONV_BLOCKED) return KC_MAX(col, kc__cpu_blocked_workspace(d)); /* col: backward-data */
     return col;
+}
+
+/* The workspace of the kernel d's own batch runs. */
+static size_t choice_workspace(kc_backend *be, const kc_conv2d_desc *d) {
+    const int wg = kc__cpu_winograd_tile_of(be, d);
+    return wg ? kc__cpu_winograd_workspace(d, wg) : gemm_workspace(be, d);
+}
+
+/* A model plans one workspace at its largest batch and runs smaller ones in it (an epoch's
+ * last). Winograd's cost, and so the kernel, depends on the batch (cpu.h): where it may run,
+ * the workspace is the largest that any batch up to d's asks. */
+size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d) {
+    if (!d || d->n <= 0 || d->oh <= 0 || d->ow <= 0 || d->kh <= 0 || d->kw <= 0 || d->c <= 0) return 0;
+    size_t need = choice_workspace(be, d);
+    if (!kc__cpu_winograd_may_apply(be, d)) return need;
+    kc_conv2d_desc e = *d;
+    for (e.n = 1; e.n < d->n; e.n++) need = KC_MAX(need, choice_workspace(be, &e));
+    return need;
 }
 
 /* Copy n floats; short runs (few input channels) inline instead of a memcpy call. */
@@ -549,7 +566,11 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
                                  const float *b, float *y, void *ws, size_t ws_bytes) {
     KC_TRY(conv_check(d, "conv2d_forward"));
     if (!x || !w || !y) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_forward: NULL x, kernel or y");
-    if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_forward(be, d, x, w, b, y, ws, ws_bytes);
+    const int wg = kc__cpu_winograd_tile_of(be, d);
+    if (wg) {
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_forward"));
+        return kc__cpu_winograd_forward(d, wg, x, w, b, y, ws, ws_bytes);
+    }
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
     const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(be, d);
@@ -590,10 +611,14 @@ kc_status kc__cpu_conv2d_backward_data(kc_backend *be, const kc_conv2d_desc *d, 
     KC_TRY(conv_check(d, "conv2d_backward_data"));
     if (!dy || !w || !dx)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: NULL dy, kernel or dx");
-    if (d->accumulate && !kc__cpu_conv2d_dx_adds(be, d))
+    const int wg = kc__cpu_winograd_tile_of(be, d);
+    if (d->accumulate && wg)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu conv2d_backward_data: accumulate is not supported on the "
                         "Winograd path; ask conv2d_dx_adds first, or write into a buffer of your own and add");
-    if (kc__cpu_winograd_applies(be, d)) return kc__cpu_winograd_backward_data(be, d, dy, w, dx, ws, ws_bytes);
+    if (wg) {
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_data"));
+        return kc__cpu_winograd_backward_data(d, wg, dy, w, dx, ws, ws_bytes);
+    }
     const int f = d->f;
     if (kc__cpu_conv_kernel(be, d) == KC_CPU_CONV_1X1) { /* the direct kernel's backward-data is the im2col one */
         /* dx (N*H*W, C) (+)= dy (N*H*W, F) x W^T, W (C, F) */
@@ -629,8 +654,10 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
     const int f = d->f;
     const int64_t rows_all = (int64_t)d->n * d->oh * d->ow;
     const kc_cpu_conv_kernel kernel = kc__cpu_conv_kernel(be, d);
-    if (kc__cpu_winograd_applies(be, d)) {
-        KC_TRY(kc__cpu_winograd_backward_filter(be, d, x, dy, dw, ws, ws_bytes));
+    const int wg = kc__cpu_winograd_tile_of(be, d);
+    if (wg) {
+        KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
+        KC_TRY(kc__cpu_winograd_backward_filter(d, wg, x, dy, dw, ws, ws_bytes));
     } else if (kernel == KC_CPU_CONV_DIRECT) {
         KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_backward_filter"));
         conv_direct_backward_filter(d, x, dy, dw, ws, direct_parts(d));

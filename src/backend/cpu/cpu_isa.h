@@ -42,6 +42,7 @@
 #define kc__cpu_blocked_backward_filter KC_CPU_RENAME(kc__cpu_blocked_backward_filter)
 #define kc__cpu_winograd_workspace KC_CPU_RENAME(kc__cpu_winograd_workspace)
 #define kc__cpu_winograd_tile_of KC_CPU_RENAME(kc__cpu_winograd_tile_of)
+#define kc__cpu_winograd_may_apply KC_CPU_RENAME(kc__cpu_winograd_may_apply)
 #define kc__cpu_winograd_forward KC_CPU_RENAME(kc__cpu_winograd_forward)
 #define kc__cpu_winograd_backward_data KC_CPU_RENAME(kc__cpu_winograd_backward_data)
 #define kc__cpu_winograd_backward_filter KC_CPU_RENAME(kc__cpu_winograd_backward_filter)

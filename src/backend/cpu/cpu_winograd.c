@@ -1,10 +1,16 @@
-/* cpu_winograd.c — 3x3 stride-1 convolutions by Winograd F(2x2, 3x3) and F(4x4, 3x3), NHWC / HWIO.
+/* cpu_winograd.c — 3x3 stride-1 convolutions by Winograd F(2x2,3x3), F(3x3,3x3) and F(4x4,3x3),
+ * NHWC / HWIO.
  *
- * Each m x m block of outputs (a tile; m = 2 or 4) comes from an a x a block of inputs,
+ * Each m x m block of outputs (a tile; m = 2, 3 or 4) comes from an a x a block of inputs,
  * a = m + 2. With the transforms of F(m x m, 3x3),
  *     F(2x2): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
  *             G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
  *             A^T = [1 1 1 0; 0 1 -1 -1]
+ *     F(3x3): B^T = [2 -1 -2 1 0; 0 -2 -1 1 0; 0 2 -3 1 0; 0 -1 0 1 0; 0 2 -1 -2 1]
+ *             G   = [1/2 0 0; -1/2 -1/2 -1/2; -1/6 1/6 -1/6; 1/6 1/3 2/3; 0 0 1]
+ *             A^T = [1 1 1 1 0; 0 1 -1 2 0; 0 1 1 4 1]
+ *             (the points 0, 1, -1, 2 and infinity; with -2 or 1/2 for 2 the error in float
+ *             came out the same or larger)
  *     F(4x4): B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
  *                    0 4 0 -5 0 1]
  *             G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
@@ -16,20 +22,22 @@
  *     backward_data:    the forward of dy with the kernel turned by 180 degrees and C, F swapped,
  *                       padding 2 - pad (a stride-1 3x3 convolution's transpose is one)
  *     backward_filter:  S[e] (C, F) = sum over tiles V[e]^T (A g A^T)[e];  dW = G^T S G
- * E products of C x F per m^2 outputs instead of 9 m^2: 2.25 (F(2x2)) or 4 (F(4x4)) times
- * fewer multiply-adds than im2col + GEMM, for the price of the transforms (linear in C + F
- * per tile, about 3x more per tile for F(4x4)) and a larger rounding error (F(4x4)'s
- * coefficients up to 8; test_winograd measures both).
+ * E products of C x F per m^2 outputs instead of 9 m^2: 2.25 (F(2x2)), 3.24 (F(3x3)) or 4
+ * (F(4x4)) times fewer multiply-adds than im2col + GEMM, for the price of the transforms
+ * (linear in C + F per tile, about 3x more per tile for F(4x4) than F(2x2)) and a larger
+ * rounding error (coefficients up to 3 / 4 / 8; test_winograd measures each).
  *
  * Workspace: the E transformed kernels (E C F floats; backward_filter's sums S), then one
  * slot per thread (kc__num_threads when planned): V and M for a chunk of tiles
  * (E Tc (C + F) floats, Tc fixed by C + F: winograd_chunk) and a thread's partial S (E C F),
  * the same for all three passes so one workspace fits them.
- * One OpenMP parallel region per pass and no barrier inside it: each thread runs whole chunks
- * of tiles in its own slot, the input transform, the E GEMMs (each an OpenBLAS call on one
- * thread: OpenBLAS runs single-threaded inside a parallel region) and the output transform
- * (backward_filter: its partial S, the slots added at the end). A barrier or fork/join per
- * chunk costs a time slice whenever the machine is busier than its cores.
+ * One OpenMP parallel region per pass and no barrier inside it: each thread runs whole units
+ * (a chunk of tiles, times a block of output channels: split) in its own slot, the input
+ * transform, its columns of the E GEMMs (each an OpenBLAS call on one thread: OpenBLAS runs
+ * single-threaded inside a parallel region) and of the output transform
+ * (backward_filter: a group of chunks' partial S, added in group order at the end, or its own
+ * columns of S). A barrier or fork/join per unit costs a time slice whenever the machine is
+ * busier than its cores.
  * The transforms are vectorised over channels (ivdep: the blocks they read and write never
  * overlap). */
 #include <string.h>
@@ -53,35 +61,61 @@
 #define WG_CB 64
 static const float wg_zeros[WG_CB];
 
-/* The output tile m (2 or 4) for this convolution: the backend's setting
- * (kc_device_opts.cpu_winograd_tile), else by shape (bench/bench_conv, bench/RESULTS.md). */
+static int64_t tiles_of(int oh, int ow, int n, int m) { return (int64_t)n * ((oh + m - 1) / m) * ((ow + m - 1) / m); }
+
+/* The cost of output tile m in rows of GEMM per (input, output) channel pair (cpu.h,
+ * KC_CPU_WINOGRAD_U_TILES): E (tiles + KC_CPU_WINOGRAD_U_TILES); im2col's is 9 n oh ow. */
+static double wg_cost(const kc_conv2d_desc *d, int m) {
+    return (double)(m + 2) * (m + 2) * ((double)tiles_of(d->oh, d->ow, d->n, m) + KC_CPU_WINOGRAD_U_TILES);
+}
+
+static int wg_min_c(int m) { return m == 2 ? KC_CPU_WINOGRAD_MIN_C : KC_CPU_WINOGRAD4_MIN_C; }
+
+/* The output tile m (2, 3 or 4) for this convolution: the backend's setting
+ * (kc_device_opts.cpu_winograd_tile), else the cheapest by wg_cost among the tiles its
+ * channel counts allow (any, with cpu_winograd = KC_TRUE); 0 when none. Ties go to the
+ * smaller tile (cheaper transforms, smaller error). */
 static int wg_tile(kc_backend *be, const kc_conv2d_desc *d) {
     const int forced = kc__cpu_winograd_tile(be);
-    if (forced == 2 || forced == 4) return forced;
-    return d->oh >= KC_CPU_WINOGRAD4_MIN_HW && d->ow >= KC_CPU_WINOGRAD4_MIN_HW ? 4 : 2;
+    if (forced >= 2 && forced <= 4) return forced;
+    const int any = kc__cpu_winograd_enabled(be) > 1;
+    int best = 0;
+    double best_cost = 0.0;
+    for (int m = 2; m <= 4; m++) {
+        if (!any && (d->c < wg_min_c(m) || d->f < wg_min_c(m))) continue;
+        const double cost = wg_cost(d, m);
+        if (!best || cost < best_cost) best = m, best_cost = cost;
+    }
+    return best;
+}
+
+/* Whether Winograd can run d at all: 3x3, stride 1, no dilation, the padding after equal to
+ * the padding before ("valid", "same"). */
+static int wg_shape_ok(const kc_conv2d_desc *d) {
+    if (d->kh != 3 || d->kw != 3 || d->sh != 1 || d->sw != 1 || d->dh != 1 || d->dw != 1) return 0;
+    return d->pad_top <= 2 && d->pad_left <= 2 && d->oh == d->h + 2 * d->pad_top - 2 &&
+           d->ow == d->w + 2 * d->pad_left - 2;
 }
 
 int kc__cpu_winograd_applies(kc_backend *be, const kc_conv2d_desc *d) {
-    if (!d || !kc__cpu_winograd_enabled(be)) return 0;
-    if (d->kh != 3 || d->kw != 3 || d->sh != 1 || d->sw != 1 || d->dh != 1 || d->dw != 1) return 0;
-    if (d->pad_top > 2 || d->pad_left > 2 || d->oh != d->h + 2 * d->pad_top - 2 || d->ow != d->w + 2 * d->pad_left - 2)
-        return 0; /* the padding after equals the padding before ("valid", "same") */
-    /* the transforms cost O(C + F) per tile against the multiply-adds they save: a win once
-     * both are wide enough (cpu.h, measured with bench/bench_conv); cpu_winograd = KC_TRUE
-     * runs it at any width (to measure where it wins) */
+    if (!d || !kc__cpu_winograd_enabled(be) || !wg_shape_ok(d)) return 0;
+    /* cpu_winograd = KC_TRUE runs it at any width and cost (to measure where it wins) */
     if (kc__cpu_winograd_enabled(be) > 1) return 1;
-    const int m = wg_tile(be, d), min_c = m == 4 ? KC_CPU_WINOGRAD4_MIN_C : KC_CPU_WINOGRAD_MIN_C;
-    /* the multiply-adds saved, partial tiles counted (cpu.h, KC_CPU_WINOGRAD_MIN_SAVING) */
-    const double tiles = (double)((d->oh + m - 1) / m) * ((d->ow + m - 1) / m);
-    const double saving = 9.0 * d->oh * d->ow / (tiles * (m + 2) * (m + 2));
-    return d->c >= min_c && d->f >= min_c && saving >= KC_CPU_WINOGRAD_MIN_SAVING;
+    /* the transforms cost O(C + F) per tile against the multiply-adds they save: a win once
+     * both are wide enough (cpu.h, measured with bench/bench_conv), and where the tile's cost,
+     * partial tiles and U's transform counted, beats im2col's by KC_CPU_WINOGRAD_MIN_SAVING */
+    const int m = wg_tile(be, d);
+    return m && d->c >= wg_min_c(m) && d->f >= wg_min_c(m) &&
+           9.0 * d->n * d->oh * d->ow >= KC_CPU_WINOGRAD_MIN_SAVING * wg_cost(d, m);
 }
 
 int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d) {
     return kc__cpu_winograd_applies(be, d) ? wg_tile(be, d) : 0;
 }
 
-static int64_t tiles_of(int oh, int ow, int n, int m) { return (int64_t)n * ((oh + m - 1) / m) * ((ow + m - 1) / m); }
+int kc__cpu_winograd_may_apply(kc_backend *be, const kc_conv2d_desc *d) {
+    return d && kc__cpu_winograd_enabled(be) && wg_shape_ok(d);
+}
 
 /* tiles per chunk for channel counts c, f (symmetric, so backward-data's swap fits too):
  * WG_CHUNK_BYTES of V and M, and at least 32 tiles and c f / WG_U_TILE_DIV (at most
@@ -121,16 +155,16 @@ static int filter_groups(size_t cf) {
     return kc__cpu_balance() && cf * sizeof(float) <= WG_FILTER_GROUP_BYTES ? WG_FILTER_GROUPS : 1;
 }
 
-size_t kc__cpu_winograd_workspace(kc_backend *be, const kc_conv2d_desc *d) {
-    const int m = wg_tile(be, d);
+size_t kc__cpu_winograd_workspace(const kc_conv2d_desc *d, int m) {
     const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slots = (size_t)KC_MAX(1, KC_MIN(kc__num_threads(), 64));
     const size_t extra = slots > 1 ? slots * (size_t)(filter_groups(u) - 1) * u : 0;
     return (u + slots * slot_floats(d, m) + extra) * sizeof(float);
 }
 
-/* The threads a pass runs on: the team, at most one per 16 tiles and per slot the workspace
- * holds (a workspace planned for fewer threads caps the team instead of overflowing). */
-static int pass_threads(const kc_conv2d_desc *d, int m, size_t ws_bytes, int64_t tiles) {
+/* The threads a pass runs on: the team, at most one per slot the workspace holds (a workspace
+ * planned for fewer threads caps the team instead of overflowing); split() caps it by the
+ * pass's units. */
+static int pass_threads(const kc_conv2d_desc *d, int m, size_t ws_bytes) {
     const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slot = slot_floats(d, m);
     const int64_t slots = (int64_t)((ws_bytes / sizeof(float) - u) / slot);
 #ifdef _OPENMP
@@ -138,20 +172,38 @@ static int pass_threads(const kc_conv2d_desc *d, int m, size_t ws_bytes, int64_t
 #else
     const int64_t team = 1;
 #endif
-    return (int)KC_MAX(1, KC_MIN(KC_MIN(team, slots), tiles / 16));
+    return (int)KC_MAX(1, KC_MIN(team, slots));
 }
 
-/* ---- the one-dimensional transforms of F(2x2) (m = 2: 4 <-> 2 values) and F(4x4) (m = 4:
- * 6 <-> 4); every 2-D transform applies one to the columns, then to the rows. Always
- * inlined with a constant m, so each block below compiles to straight-line code per channel
- * and its channel loop vectorises. */
+/* ---- the one-dimensional transforms of F(2x2) (m = 2: 4 <-> 2 values), F(3x3) (m = 3:
+ * 5 <-> 3) and F(4x4) (m = 4: 6 <-> 4); every 2-D transform applies one to the columns, then
+ * to the rows. Always inlined with a constant m, so each block below compiles to straight-line
+ * code per channel and its channel loop vectorises. */
 #define WG_INLINE static inline __attribute__((always_inline))
 #define WG_UNROLL _Pragma("GCC unroll 8")
+/* fn(m, ...) with m a constant, so that each tile size gets its own straight-line copy */
+#define WG_BY_M(m, fn, ...)                                                                                           \
+    do {                                                                                                              \
+        if ((m) == 4)                                                                                                 \
+            fn(4, __VA_ARGS__);                                                                                       \
+        else if ((m) == 3)                                                                                            \
+            fn(3, __VA_ARGS__);                                                                                       \
+        else                                                                                                          \
+            fn(2, __VA_ARGS__);                                                                                       \
+    } while (0)
 
 /* r (a) = B^T d (a) */
 WG_INLINE void wg_bt(int m, const float *d, float *r) {
     if (m == 2) {
         r[0] = d[0] - d[2], r[1] = d[1] + d[2], r[2] = d[2] - d[1], r[3] = d[1] - d[3];
+        return;
+    }
+    if (m == 3) {
+        r[0] = 2.0f * (d[0] - d[2]) + d[3] - d[1];
+        r[1] = d[3] - d[2] - 2.0f * d[1];
+        r[2] = d[3] - 3.0f * d[2] + 2.0f * d[1];
+        r[3] = d[3] - d[1];
+        r[4] = d[4] - d[2] + 2.0f * (d[1] - d[3]);
         return;
     }
     r[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
@@ -168,6 +220,13 @@ WG_INLINE void wg_at(int m, const float *s, float *o) {
         o[0] = s[0] + s[1] + s[2], o[1] = s[1] - s[2] - s[3];
         return;
     }
+    if (m == 3) {
+        const float p1 = s[1] + s[2];
+        o[0] = s[0] + p1 + s[3];
+        o[1] = s[1] - s[2] + 2.0f * s[3];
+        o[2] = p1 + 4.0f * s[3] + s[4];
+        return;
+    }
     const float p1 = s[1] + s[2], m1 = s[1] - s[2], p3 = s[3] + s[4], m3 = s[3] - s[4];
     o[0] = s[0] + p1 + p3;
     o[1] = m1 + 2.0f * m3;
@@ -181,6 +240,11 @@ WG_INLINE void wg_a(int m, const float *v, float *r) {
         r[0] = v[0], r[1] = v[0] + v[1], r[2] = v[0] - v[1], r[3] = -v[1];
         return;
     }
+    if (m == 3) {
+        const float pe = v[0] + v[2];
+        r[0] = v[0], r[1] = pe + v[1], r[2] = pe - v[1], r[3] = v[0] + 2.0f * v[1] + 4.0f * v[2], r[4] = v[2];
+        return;
+    }
     const float pe = v[0] + v[2], po = v[1] + v[3], qe = v[0] + 4.0f * v[2], qo = 2.0f * v[1] + 8.0f * v[3];
     r[0] = v[0], r[1] = pe + po, r[2] = pe - po, r[3] = qe + qo, r[4] = qe - qo, r[5] = v[3];
 }
@@ -189,6 +253,14 @@ WG_INLINE void wg_a(int m, const float *v, float *r) {
 WG_INLINE void wg_g(int m, const float *g, float *u) {
     if (m == 2) {
         u[0] = g[0], u[1] = 0.5f * (g[0] + g[1] + g[2]), u[2] = 0.5f * (g[0] - g[1] + g[2]), u[3] = g[2];
+        return;
+    }
+    if (m == 3) {
+        u[0] = 0.5f * g[0];
+        u[1] = -0.5f * (g[0] + g[1] + g[2]);
+        u[2] = (g[1] - g[0] - g[2]) * (1.0f / 6.0f);
+        u[3] = (g[0] + 2.0f * g[1] + 4.0f * g[2]) * (1.0f / 6.0f);
+        u[4] = g[2];
         return;
     }
     const float e = g[0] + g[2];
@@ -204,6 +276,12 @@ WG_INLINE void wg_g(int m, const float *g, float *u) {
 WG_INLINE void wg_gt(int m, const float *s, float *t) {
     if (m == 2) {
         t[0] = s[0] + 0.5f * (s[1] + s[2]), t[1] = 0.5f * (s[1] - s[2]), t[2] = 0.5f * (s[1] + s[2]) + s[3];
+        return;
+    }
+    if (m == 3) {
+        t[0] = 0.5f * (s[0] - s[1]) + (s[3] - s[2]) * (1.0f / 6.0f);
+        t[1] = -0.5f * s[1] + s[2] * (1.0f / 6.0f) + s[3] * (1.0f / 3.0f);
+        t[2] = s[4] - 0.5f * s[1] - s[2] * (1.0f / 6.0f) + s[3] * (2.0f / 3.0f);
         return;
     }
     const float p1 = s[1] + s[2], m1 = s[2] - s[1], p3 = s[3] + s[4], m3 = s[3] - s[4];
@@ -258,10 +336,7 @@ static void kernel_rows(int m, const float *w, int c, int f, int r0, int q0, flo
     for (int r = r0; r < KC_MIN(c, r0 + WG_CB); r++) {
         const float *p[9];
         for (int k = 0; k < 9; k++) p[k] = w + ((size_t)k * c + r) * f + q0;
-        if (m == 4)
-            kernel_block(4, p, fb, u + (size_t)r * f + q0, step);
-        else
-            kernel_block(2, p, fb, u + (size_t)r * f + q0, step);
+        WG_BY_M(m, kernel_block, p, fb, u + (size_t)r * f + q0, step);
     }
 }
 
@@ -278,10 +353,7 @@ static void kernel_rows_flipped(int m, const float *w, int c, int f, int r0, int
     for (int i = 0; i < rb; i++) {
         const float *p[9];
         for (int k = 0; k < 9; k++) p[k] = w + ((size_t)(8 - k) * c + r0 + i) * f + q0;
-        if (m == 4)
-            kernel_block(4, p, fb, tmp[i], WG_TB);
-        else
-            kernel_block(2, p, fb, tmp[i], WG_TB);
+        WG_BY_M(m, kernel_block, p, fb, tmp[i], WG_TB);
     }
     for (int e = 0; e < ne; e++)
         for (int q = 0; q < fb; q++) {
@@ -334,10 +406,7 @@ static void filter_grad_transform(int m, const float *s, int c, int f, float *dw
     KC_CPU_PAR_FOR(kc__cpu_par(step * 16), schedule(static), for (int64_t k = 0; k < blocks; k++) {
         const int64_t k0 = k * WG_CB;
         const int kb = (int)KC_MIN(WG_CB, step - k0);
-        if (m == 4)
-            kernel_grad_block(4, s + k0, kb, dw + k0, (size_t)step);
-        else
-            kernel_grad_block(2, s + k0, kb, dw + k0, (size_t)step);
+        WG_BY_M(m, kernel_grad_block, s + k0, kb, dw + k0, (size_t)step);
     });
 }
 
@@ -426,17 +495,15 @@ static void input_tile(const wg_geom *g, const float *x, int64_t tile, int64_t t
     for (int c0 = 0; c0 < c; c0 += WG_CB) {
         for (int k = 0; k < a * a; k++) p[k] = at[k] ? at[k] + c0 : wg_zeros;
         float *o = v + (size_t)t * c + c0;
-        if (m == 4)
-            input_block(4, p, KC_MIN(WG_CB, c - c0), o, vstep);
-        else
-            input_block(2, p, KC_MIN(WG_CB, c - c0), o, vstep);
+        WG_BY_M(m, input_block, p, KC_MIN(WG_CB, c - c0), o, vstep);
     }
 }
 
-/* The m x m outputs of tile `tile` (the parts inside (oh, ow)) from row t of M (mstep = tc F):
- * A^T M A (+ b, ReLU) when out is y, or, grad != 0, row t of G[e] = A dy A^T from them. */
-static void output_tile(const wg_geom *g, float *mm, int64_t tile, int64_t t, size_t mstep, int f, const float *bias,
-                        int relu, float *y, const float *dy) {
+/* The m x m outputs of tile `tile` (the parts inside (oh, ow)) from row t of M (mstep = tc F),
+ * channels [f0, f1) of f: A^T M A (+ b, ReLU) when out is y, or, dy given, row t of
+ * G[e] = A dy A^T from them. */
+static void output_tile(const wg_geom *g, float *mm, int64_t tile, int64_t t, size_t mstep, int f, int f0, int f1,
+                        const float *bias, int relu, float *y, const float *dy) {
     const int m = g->m;
     int img, ty, tx;
     tile_at(g, tile, &img, &ty, &tx);
@@ -448,25 +515,19 @@ static void output_tile(const wg_geom *g, float *mm, int64_t tile, int64_t t, si
             const int oy = m * ty + i, ox = m * tx + j;
             at[i * m + j] = (oy < g->oh && ox < g->ow) ? base + (((size_t)img * g->oh + oy) * g->ow + ox) * f : NULL;
         }
-    for (int q0 = 0; q0 < f; q0 += WG_CB) {
-        const int fb = KC_MIN(WG_CB, f - q0);
+    for (int q0 = f0; q0 < f1; q0 += WG_CB) {
+        const int fb = KC_MIN(WG_CB, f1 - q0);
         float *row = mm + (size_t)t * f + q0;
         if (dy) { /* the gradient's transform: zeros outside */
             const float *p[16];
             for (int k = 0; k < m * m; k++) p[k] = at[k] ? at[k] + q0 : wg_zeros;
-            if (m == 4)
-                grad_block(4, p, fb, row, mstep);
-            else
-                grad_block(2, p, fb, row, mstep);
+            WG_BY_M(m, grad_block, p, fb, row, mstep);
             continue;
         }
         float *o[16];
         for (int k = 0; k < m * m; k++) o[k] = at[k] ? (float *)at[k] + q0 : sink;
         const float *bq = bias ? bias + q0 : NULL;
-        if (m == 4)
-            output_block(4, row, mstep, fb, bq, relu, o);
-        else
-            output_block(2, row, mstep, fb, bq, relu, o);
+        WG_BY_M(m, output_block, row, mstep, fb, bq, relu, o);
     }
 }
 
@@ -478,9 +539,13 @@ static int thread_id(void) {
 #endif
 }
 
-/* A pass split in chunks of tiles: chunk k is tiles [k tc, min((k + 1) tc, total)). */
+/* A pass split into units: chunks of tiles (chunk k: tiles [k tc, min((k + 1) tc, total)))
+ * times blocks of the pass's output channels (block j: [j fb, min((j + 1) fb, f)), fb a
+ * multiple of WG_CB). A unit transforms its chunk's inputs (all C), runs its columns of the E
+ * GEMMs and transforms its columns of the outputs; any thread may run any unit. */
 typedef struct wg_split {
     int64_t total, tc, chunks;
+    int nf, fb; /* column blocks and their width (nf 1: fb = f) */
     int threads;
 } wg_split;
 
@@ -490,144 +555,184 @@ typedef struct wg_split {
  * At least WG_CHUNKS_PER_THREAD chunks per thread where chunks of WG_MIN_TILES tiles allow:
  * forward and backward-data hand them out as the threads come free (winograd_run), so that
  * a thread whose core runs slower for a while (a virtual CPU sharing its core with another
- * guest) takes fewer of them instead of holding the others at the end of the pass. */
+ * guest) takes fewer of them instead of holding the others at the end of the pass.
+ * Where the tiles are too few for that and the layer is wider (F) than it has tiles, the
+ * output channels are split too (at most WG_MAX_COL_BLOCKS blocks): another chunk would read
+ * all of U (E C F) again, another column block only transforms the inputs (E tiles C) again.
+ * ResNet50's stage 5 at 96x96: 32 tiles of F(3x3) at 512 -> 512 channels, 1 chunk x 8 blocks
+ * instead of 2 chunks of 16 tiles that each read U's 26 MB. */
 #define WG_CHUNKS_PER_THREAD 4
 #define WG_MIN_TILES 32
-static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, size_t ws_bytes) {
-    wg_split sp = {.total = (int64_t)g->n * g->th * g->tw};
+#define WG_MAX_COL_BLOCKS 8
+static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, int f, size_t ws_bytes) {
+    wg_split sp = {.total = (int64_t)g->n * g->th * g->tw, .nf = 1, .fb = f};
     const int64_t tc_max = winograd_chunk(d, m);
-    const int nt = pass_threads(d, m, ws_bytes, sp.total);
+    const int nt = pass_threads(d, m, ws_bytes);
     const int par = kc__cpu_par(sp.total * (m + 2) * (m + 2) * (int64_t)(d->c + d->f));
     sp.threads = par ? nt : 1;
     int64_t chunks = (sp.total + tc_max - 1) / tc_max;
-    if (sp.threads > 1 && kc__cpu_balance())
-        chunks = KC_MAX(chunks, KC_MIN((int64_t)WG_CHUNKS_PER_THREAD * sp.threads, sp.total / WG_MIN_TILES));
-    chunks = (chunks + sp.threads - 1) / sp.threads * sp.threads;
+    if (sp.threads > 1) {
+        const int64_t want = kc__cpu_balance() ? (int64_t)WG_CHUNKS_PER_THREAD * sp.threads : sp.threads;
+        chunks = KC_MAX(chunks, KC_MIN(want, sp.total / WG_MIN_TILES));
+        if (chunks < want && f > sp.total) { /* few tiles, wide layer: split the columns */
+            const int blocks = (f + WG_CB - 1) / WG_CB;
+            sp.nf = (int)KC_MIN((int64_t)KC_MIN(blocks, WG_MAX_COL_BLOCKS), (want + chunks - 1) / chunks);
+            sp.fb = (f + sp.nf - 1) / sp.nf;
+            sp.fb = (sp.fb + WG_CB - 1) / WG_CB * WG_CB;
+            sp.nf = (f + sp.fb - 1) / sp.fb;
+        }
+        if (sp.nf == 1) { /* at most one thread per 16 tiles */
+            sp.threads = (int)KC_MAX(1, KC_MIN((int64_t)sp.threads, sp.total / 16));
+            chunks = (chunks + sp.threads - 1) / sp.threads * sp.threads;
+        }
+    }
     sp.tc = KC_MAX(1, (sp.total + chunks - 1) / chunks);
     sp.chunks = (sp.total + sp.tc - 1) / sp.tc;
+    sp.threads = (int)KC_MIN((int64_t)sp.threads, sp.chunks * sp.nf);
     return sp;
 }
 
-/* The forward pass for geometry g: x (n, h, w, c) -> y (n, oh, ow, f) with U already in ws.
- * Each thread runs whole chunks in its own slot of the workspace (vm + thread * slot): the
- * input transform, the E GEMMs (OpenBLAS on one thread inside the parallel region) and the
- * output transform, with no barrier between chunks. */
-static void run_chunk(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *u, const float *bias,
-                      int relu, float *y, float *v, int64_t k) {
+/* Unit (k, j) of a forward pass for geometry g: x (n, h, w, c) -> y (n, oh, ow, f) with U
+ * already in ws: the input transform of chunk k into the thread's slot (v), columns
+ * [f0, f1) of the E GEMMs (OpenBLAS on one thread inside the parallel region) and of the
+ * output transform. */
+static void run_unit(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *u, const float *bias,
+                     int relu, float *y, float *v, int64_t unit) {
     const int c = g->c, ne = (g->m + 2) * (g->m + 2);
-    const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
+    const int64_t k = unit / sp->nf, t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
+    const int f0 = (int)(unit % sp->nf) * sp->fb, f1 = KC_MIN(f, f0 + sp->fb);
     float *mm = v + (size_t)ne * tc * c;
     for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
-    for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f, c, 1.0f, v + (size_t)e * tc * c, c,
-                    u + (size_t)e * c * f, f, 0.0f, mm + (size_t)e * tc * f, f);
-    for (int64_t t = 0; t < tc; t++) output_tile(g, mm, t0 + t, t, (size_t)tc * f, f, bias, relu, y, NULL);
+    for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e], columns [f0, f1) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f1 - f0, c, 1.0f, v + (size_t)e * tc * c, c,
+                    u + (size_t)e * c * f + f0, f, 0.0f, mm + (size_t)e * tc * f + f0, f);
+    for (int64_t t = 0; t < tc; t++)
+        output_tile(g, mm, t0 + t, t, (size_t)tc * f, f, f0, f1, bias, relu, y, NULL);
 }
 
+/* Each thread runs whole units in its own slot of the workspace (vm + thread * slot), taken
+ * as the threads come free, with no barrier between them. */
 static void winograd_run(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *u,
                          const float *bias, int relu, float *y, float *vm, size_t slot) {
+    const int64_t units = sp->chunks * sp->nf;
     if (sp->threads > 1) { /* one thread: no OpenMP region (libgomp mallocs a one-thread team) */
 #pragma omp parallel num_threads(sp->threads)
         {
             float *v = vm + (size_t)thread_id() * slot;
-            /* each chunk writes its own tiles of y: any thread may run any chunk */
+            /* each unit writes its own tiles and columns of y: any thread may run any unit */
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t k = 0; k < sp->chunks; k++) run_chunk(g, f, sp, x, u, bias, relu, y, v, k);
+            for (int64_t k = 0; k < units; k++) run_unit(g, f, sp, x, u, bias, relu, y, v, k);
         }
     } else {
-        for (int64_t k = 0; k < sp->chunks; k++) run_chunk(g, f, sp, x, u, bias, relu, y, vm, k);
+        for (int64_t k = 0; k < units; k++) run_unit(g, f, sp, x, u, bias, relu, y, vm, k);
     }
 }
 
-static kc_status check_ws(kc_backend *be, const kc_conv2d_desc *d, const void *ws, size_t ws_bytes, const char *what) {
-    size_t need = kc__cpu_winograd_workspace(be, d);
+static kc_status check_ws(const kc_conv2d_desc *d, int m, const void *ws, size_t ws_bytes, const char *what) {
+    size_t need = kc__cpu_winograd_workspace(d, m);
     if (ws && ws_bytes >= need) return KC_STATUS_OK;
     return kc__fail(KC_STATUS_INVALID_ARGUMENT,
                     "cpu %s (winograd): a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this "
                     "convolution)", what, ws ? ws_bytes : 0, need);
 }
 
-kc_status kc__cpu_winograd_forward(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *w,
-                                   const float *b, float *y, void *ws, size_t ws_bytes) {
-    KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_forward"));
-    const int m = wg_tile(be, d);
+kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *x, const float *w, const float *b,
+                                   float *y, void *ws, size_t ws_bytes) {
+    KC_TRY(check_ws(d, m, ws, ws_bytes, "conv2d_forward"));
     float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
     filter_transform(m, w, d->c, d->f, 0, u);
     const wg_geom g = geom(m, d->n, d->h, d->w, d->c, d->oh, d->ow, d->pad_top, d->pad_left);
-    const wg_split sp = split(d, m, &g, ws_bytes);
+    const wg_split sp = split(d, m, &g, d->f, ws_bytes);
     winograd_run(&g, d->f, &sp, x, u, b, d->relu != 0, y, vm, slot_floats(d, m));
     return KC_STATUS_OK;
 }
 
-kc_status kc__cpu_winograd_backward_data(kc_backend *be, const kc_conv2d_desc *d, const float *dy, const float *w,
-                                         float *dx, void *ws, size_t ws_bytes) {
-    KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_backward_data"));
-    const int m = wg_tile(be, d);
+kc_status kc__cpu_winograd_backward_data(const kc_conv2d_desc *d, int m, const float *dy, const float *w, float *dx,
+                                         void *ws, size_t ws_bytes) {
+    KC_TRY(check_ws(d, m, ws, ws_bytes, "conv2d_backward_data"));
     float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
     filter_transform(m, w, d->c, d->f, 1, u); /* U[e] (F, C) */
     const wg_geom g = geom(m, d->n, d->oh, d->ow, d->f, d->h, d->w, 2 - d->pad_top, 2 - d->pad_left);
-    const wg_split sp = split(d, m, &g, ws_bytes);
+    const wg_split sp = split(d, m, &g, d->c, ws_bytes);
     winograd_run(&g, d->c, &sp, dy, u, NULL, 0, dx, vm, slot_floats(d, m));
     return KC_STATUS_OK;
 }
 
-/* Chunk k of the filter gradient: S[e] (C, F) in part += V[e]^T G[e] over its tiles. */
-static void grad_chunk(const wg_geom *g, int f, const wg_split *sp, const float *x, const float *dy, float *v,
-                       float *part, int64_t k) {
+/* Chunk k of the filter gradient, columns [f0, f1): S[e] (C, F) in part += V[e]^T G[e] over
+ * its tiles. */
+static void grad_chunk(const wg_geom *g, int f, int f0, int f1, const wg_split *sp, const float *x, const float *dy,
+                       float *v, float *part, int64_t k) {
     const int c = g->c, ne = (g->m + 2) * (g->m + 2);
     const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
     float *gt = v + (size_t)ne * tc * c;
     for (int64_t t = 0; t < tc; t++) {
         input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
-        output_tile(g, gt, t0 + t, t, (size_t)tc * f, f, NULL, 0, NULL, dy);
+        output_tile(g, gt, t0 + t, t, (size_t)tc * f, f, f0, f1, NULL, 0, NULL, dy);
     }
     for (int e = 0; e < ne; e++) /* S[e] (C, F) += V[e]^T G[e] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
-                    gt + (size_t)e * tc * f, f, 1.0f, part + (size_t)e * c * f, f);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f1 - f0, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
+                    gt + (size_t)e * tc * f + f0, f, 1.0f, part + (size_t)e * c * f + f0, f);
 }
 
-kc_status kc__cpu_winograd_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
-                                           float *dw, void *ws, size_t ws_bytes) {
-    KC_TRY(check_ws(be, d, ws, ws_bytes, "conv2d_backward_filter"));
-    const int c = d->c, f = d->f, m = wg_tile(be, d), ne = (m + 2) * (m + 2);
+/* Columns [f0, f1) of the E C rows of S zeroed. */
+static void zero_columns(float *part, int64_t rows, int f, int f0, int f1) {
+    if (f0 == 0 && f1 == f) {
+        memset(part, 0, (size_t)rows * f * sizeof(float));
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) memset(part + r * f + f0, 0, (size_t)(f1 - f0) * sizeof(float));
+}
+
+kc_status kc__cpu_winograd_backward_filter(const kc_conv2d_desc *d, int m, const float *x, const float *dy, float *dw,
+                                           void *ws, size_t ws_bytes) {
+    KC_TRY(check_ws(d, m, ws, ws_bytes, "conv2d_backward_filter"));
+    const int c = d->c, f = d->f, ne = (m + 2) * (m + 2);
     const size_t cf = (size_t)ne * c * f, slot = slot_floats(d, m);
     float *s = ws, *vm = s + cf;
     const wg_geom g = geom(m, d->n, d->h, d->w, c, d->oh, d->ow, d->pad_top, d->pad_left);
-    const wg_split sp = split(d, m, &g, ws_bytes);
+    const wg_split sp = split(d, m, &g, f, ws_bytes);
     /* groups of consecutive chunks, each summing its chunks' V[e]^T G[e] into a partial S of
      * its own (zeroed first), whichever thread runs it; the partials are then added in group
      * order: reproducible for a given thread count. A thread's scratch is its slot's V and M;
      * group j < threads sums into slot j's S, the others into the partials after the slots
-     * (when the workspace holds them: filter_groups, kc__cpu_winograd_workspace). */
+     * (when the workspace holds them: filter_groups, kc__cpu_winograd_workspace). Split by
+     * columns (sp.nf > 1: few tiles, a wide layer), one group: each unit sums all the tiles
+     * into its own columns of S, with no partials to add. */
     int64_t groups = 1;
-    if (sp.threads > 1) {
+    if (sp.threads > 1 && sp.nf == 1) {
         groups = (int64_t)sp.threads * filter_groups(cf);
         const size_t room = ws_bytes / sizeof(float) - cf - (size_t)sp.threads * slot;
         if ((size_t)(groups - sp.threads) * cf > room) groups = sp.threads;
     }
     float *const extra = vm + (size_t)sp.threads * slot;
-#define WG_PART(j) ((j) < sp.threads ? vm + (size_t)(j) * slot + slot - cf : extra + (size_t)((j) - sp.threads) * cf)
+#define WG_PART(j)                                                                                                    \
+    (groups == 1 ? s : (j) < sp.threads ? vm + (size_t)(j) * slot + slot - cf : extra + (size_t)((j) - sp.threads) * cf)
+    const int64_t units = groups * sp.nf;
     if (sp.threads > 1) { /* one thread: no OpenMP region (libgomp mallocs a one-thread team) */
-#pragma omp parallel num_threads(sp.threads)
+#pragma omp parallel num_threads((int)KC_MIN((int64_t)sp.threads, units))
         {
             float *v = vm + (size_t)thread_id() * slot;
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t j = 0; j < groups; j++) {
+            for (int64_t u = 0; u < units; u++) {
+                const int64_t j = u / sp.nf;
+                const int f0 = (int)(u % sp.nf) * sp.fb, f1 = KC_MIN(f, f0 + sp.fb);
                 float *part = WG_PART(j);
-                memset(part, 0, cf * sizeof(float));
+                zero_columns(part, (int64_t)ne * c, f, f0, f1);
                 for (int64_t k = sp.chunks * j / groups; k < sp.chunks * (j + 1) / groups; k++)
-                    grad_chunk(&g, f, &sp, x, dy, v, part, k);
+                    grad_chunk(&g, f, f0, f1, &sp, x, dy, v, part, k);
             }
         }
     } else {
-        memset(vm + slot - cf, 0, cf * sizeof(float));
-        for (int64_t k = 0; k < sp.chunks; k++) grad_chunk(&g, f, &sp, x, dy, vm, vm + slot - cf, k);
+        memset(s, 0, cf * sizeof(float));
+        for (int64_t k = 0; k < sp.chunks; k++) grad_chunk(&g, f, 0, f, &sp, x, dy, vm, s, k);
     }
-    KC_CPU_PAR_FOR(kc__cpu_par((int64_t)cf * groups), KC_CPU_BALANCED((int64_t)cf), for (int64_t i = 0; i < (int64_t)cf; i++) {
-        float sum = 0.0f;
-        for (int64_t j = 0; j < groups; j++) sum += WG_PART(j)[i];
-        s[i] = sum;
-    });
+    if (groups > 1)
+        KC_CPU_PAR_FOR(kc__cpu_par((int64_t)cf * groups), KC_CPU_BALANCED((int64_t)cf),
+                       for (int64_t i = 0; i < (int64_t)cf; i++) {
+                           float sum = 0.0f;
+                           for (int64_t j = 0; j < groups; j++) sum += WG_PART(j)[i];
+                           s[i] = sum;
+                       });
 #undef WG_PART
     filter_grad_transform(m, s, c, f, dw);
     return KC_STATUS_OK;
