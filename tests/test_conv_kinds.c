@@ -352,16 +352,21 @@ static struct {
 } WS;
 
 static size_t ws_ask(const kc_conv2d_desc *d) { return 4096 + (size_t)d->n * d->f * 16; }
-static size_t ws_dw_workspace(kc_backend *be, const kc_conv2d_desc *d) { return (void)be, ws_ask(d); }
+/* depthwise: at least what the CPU asks (its backward-filter's partial sums), handed on to it */
+static size_t ws_dw_ask(const kc_conv2d_desc *d) {
+    return KC_MAX(ws_ask(d), WS.inner->depthwise_workspace(WS.inner, d));
+}
+static size_t ws_dw_workspace(kc_backend *be, const kc_conv2d_desc *d) { return (void)be, ws_dw_ask(d); }
 static size_t ws_gc_workspace(kc_backend *be, const kc_conv2d_desc *d, int groups) {
     return (void)be, (void)groups, ws_ask(d);
 }
 
 static kc_status ws_take(int entry, const kc_conv2d_desc *d, void *ws, size_t ws_bytes) {
     WS.called |= 1u << entry;
-    if (!ws || ws_bytes < ws_ask(d))
+    const size_t ask = entry <= WS_DW_FILTER ? ws_dw_ask(d) : ws_ask(d);
+    if (!ws || ws_bytes < ask)
         return kc__fail(KC_STATUS_INTERNAL, "entry %d got %zu bytes of workspace at %p, asked %zu", entry, ws_bytes,
-                        ws, ws_ask(d));
+                        ws, ask);
     memset(ws, 0x7f, ws_bytes);
     return KC_STATUS_OK;
 }
@@ -378,8 +383,8 @@ static kc_status ws_dw_data(kc_backend *be, const kc_conv2d_desc *d, const float
 }
 static kc_status ws_dw_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy, float *dw,
                               float *db, void *ws, size_t wsb) {
-    KC_TRY(ws_take(WS_DW_FILTER, d, ws, wsb));
-    return WS.inner->depthwise_backward_filter(be, d, x, dy, dw, db, NULL, 0);
+    KC_TRY(ws_take(WS_DW_FILTER, d, ws, wsb)); /* scribbled over: the CPU must not read what is there */
+    return WS.inner->depthwise_backward_filter(be, d, x, dy, dw, db, ws, WS.inner->depthwise_workspace(WS.inner, d));
 }
 static kc_status ws_gc_fwd(kc_backend *be, const kc_conv2d_desc *d, int g, const float *x, const float *w,
                            const float *b, float *y, void *ws, size_t wsb) {

@@ -91,13 +91,25 @@ static void one_case(const char *what, kc_conv2d_desc d, bool bias) {
     for (int i = 0; i < d.f; i++) db[i] = NAN;
     if (B->depthwise_forward(B, &d, x, w, bias ? b : NULL, y, NULL, 0) != KC_STATUS_OK) fail_msg("%s: %s", what, kc_last_error());
     assert_int_equal(B->depthwise_backward_data(B, &d, dy, w, dx, NULL, 0), KC_STATUS_OK);
-    assert_int_equal(B->depthwise_backward_filter(B, &d, x, dy, dw, bias ? db : NULL, NULL, 0), KC_STATUS_OK);
     close_to(what, "y", y, ry, yn);
     close_to(what, "dx", dx, rdx, xn);
-    close_to(what, "dw", dw, rdw, wn);
-    if (bias) close_to(what, "db", db, rdb, d.f);
-    else
-        for (int i = 0; i < d.f; i++) assert_true(isnan(db[i])); /* db NULL: untouched */
+    /* backward-filter with the workspace depthwise_workspace asks (3x3: by groups of rows), with
+     * one group's room, and with none (by blocks of channels) */
+    const size_t wsb = B->depthwise_workspace(B, &d);
+    void *ws = malloc(wsb + 1);
+    assert_non_null(ws);
+    const size_t sizes[3] = {wsb, wsb / (size_t)(KC_MAX(1, kc__num_threads()) * 4), 0};
+    for (int v = 0; v < 3; v++) {
+        for (int64_t i = 0; i < wn; i++) dw[i] = NAN;
+        assert_int_equal(B->depthwise_backward_filter(B, &d, x, dy, dw, bias ? db : NULL, sizes[v] ? ws : NULL,
+                                                      sizes[v]),
+                         KC_STATUS_OK);
+        close_to(what, "dw", dw, rdw, wn);
+        if (bias) close_to(what, "db", db, rdb, d.f);
+        else
+            for (int i = 0; i < d.f; i++) assert_true(isnan(db[i])); /* db NULL: untouched */
+    }
+    free(ws);
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
     free(ry), free(rdx), free(rdw), free(rdb);
 }

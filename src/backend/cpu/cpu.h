@@ -264,6 +264,12 @@ void kc__cpu_dw3_backward_data_row(const kc_conv2d_desc *d, const float *dy, con
                                    int iy, int cv);
 /* dw[., ., k .. k + width) and db[k .. k + width) (db may be NULL) */
 void kc__cpu_dw3_filter_chunk(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw, float *db, int k);
+/* backward_filter by rows: rows [i0, i1) of the output added into part (10 x cv floats: the
+ * nine taps' sums x * dy, then dy's), channels [0, cv) */
+void kc__cpu_dw3_filter_rows(const kc_conv2d_desc *d, const float *x, const float *dy, float *part, int64_t i0,
+                             int64_t i1, int cv);
+/* The workspace of backward_filter by rows: KC_CPU_DW_GROUPS per thread of 10 x cv floats. */
+size_t kc__cpu_depthwise_workspace(kc_backend *be, const kc_conv2d_desc *d);
 
 /* ---- cpu_bcast.c */
 kc_status kc__cpu_binary_forward(kc_backend *be, kc_binop op, const kc_bcast_desc *d, const float *a,

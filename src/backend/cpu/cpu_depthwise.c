@@ -10,9 +10,12 @@
  *   forward          parallel over output rows (n, oy): y row = sum over taps of x pixel * w tap
  *   backward_data    parallel over input rows (n, iy): a gather over the output pixels whose
  *                    windows cover each input pixel, so every thread owns whole rows of dx
- *   backward_filter  parallel over blocks of channels: each thread owns dw[., ., block] and
- *                    db[block]; sums per image in float, across images in double
- * No workspace: the per-thread partial sums are on the stack. */
+ *   backward_filter  3x3 (the fast path's channels): parallel over groups of output rows,
+ *                    each summing into a partial of its own in the workspace (10 x C
+ *                    floats), added in group order in double (kc__cpu_depthwise_workspace);
+ *                    otherwise, and without the workspace: parallel over blocks of channels,
+ *                    each thread owning dw[., ., block] and db[block], sums per image in
+ *                    float, across images in double (partials on the stack). */
 #include <string.h>
 
 #include "cpu.h"
@@ -183,9 +186,43 @@ static void dw_filter_block(const kc_conv2d_desc *d, const float *x, const float
         for (int k = 0; k < nb; k++) db[k0 + k] = (float)btot[k];
 }
 
+/* backward_filter's groups of output rows for the fast path's channels: KC_CPU_DW_GROUPS per
+ * thread, each summing its rows into a partial of its own in the workspace (10 x cv floats),
+ * taken as the threads come free and added in group order. */
+#define KC_CPU_DW_GROUPS 4
+static size_t dw_part_floats(const kc_conv2d_desc *d) { return (size_t)10 * kc__cpu_dw3_channels(d, 0); }
+
+size_t kc__cpu_depthwise_workspace(kc_backend *be, const kc_conv2d_desc *d) {
+    (void)be;
+    if (!d || d->n <= 0 || d->oh <= 0 || d->c <= 0 || d->f != d->c) return 0;
+    return dw_part_floats(d) * KC_CPU_DW_GROUPS * (size_t)KC_MAX(1, KC_MIN(kc__num_threads(), 64)) * sizeof(float);
+}
+
+/* The filter gradient of channels [0, cv) by groups of rows (kc__cpu_dw3_filter_rows). */
+static void dw3_filter_by_rows(const kc_conv2d_desc *d, const float *x, const float *dy, float *dw, float *db,
+                               float *part, int64_t groups, int cv) {
+    const size_t pf = (size_t)10 * cv;
+    const int64_t rows = (int64_t)d->n * d->oh;
+    KC_CPU_PAR_FOR(kc__cpu_par(rows * (int64_t)d->ow * cv * 9) && groups > 1, schedule(dynamic, 1),
+    for (int64_t j = 0; j < groups; j++) {
+        float *pj = part + (size_t)j * pf;
+        memset(pj, 0, pf * sizeof(float));
+        kc__cpu_dw3_filter_rows(d, x, dy, pj, rows * j / groups, rows * (j + 1) / groups, cv);
+    });
+    for (int t = 0; t < 10; t++) /* in group order, in double; dw (3, 3, F): tap t's row is F wide */
+        for (int k = 0; k < cv; k++) {
+            double sum = 0.0;
+            for (int64_t j = 0; j < groups; j++) sum += part[(size_t)j * pf + (size_t)t * cv + k];
+            if (t < 9)
+                dw[(size_t)t * d->f + k] = (float)sum;
+            else if (db)
+                db[k] = (float)sum;
+        }
+}
+
 kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc *d, const float *x, const float *dy,
                                             float *dw, float *db, void *ws, size_t ws_bytes) {
-    (void)be, (void)ws, (void)ws_bytes;
+    (void)be;
     KC_TRY(dw_check(d, "depthwise_backward_filter"));
     if (!x || !dy || !dw)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu depthwise_backward_filter: NULL x, dy or dw");
@@ -193,12 +230,24 @@ kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc
     if (taps > DW_TILE)
         return kc__fail(KC_STATUS_UNSUPPORTED, "cpu depthwise_backward_filter: a %dx%d kernel has more than %d taps",
                         d->kh, d->kw, DW_TILE);
-    /* the fast path's vectors of channels [0, cv), then the general kernel's blocks of the rest */
+    /* the fast path's vectors of channels [0, cv), then the general kernel's blocks of the rest;
+     * the fast path by groups of rows where the workspace holds their partial sums, else by
+     * blocks of channels (each thread then walks the whole of x and dy per block) */
     const int cv = kc__cpu_dw3_channels(d, 0), vw = kc__cpu_dw3_width();
+    const size_t pf = dw_part_floats(d);
+    const int64_t room = ws && pf ? (int64_t)(ws_bytes / (pf * sizeof(float))) : 0;
+    const int64_t groups =
+        KC_MIN(room, (int64_t)KC_MAX(1, kc__num_threads()) * (kc__cpu_balance() ? KC_CPU_DW_GROUPS : 1));
+    int done = 0; /* the fast path's blocks run by rows */
+    if (cv > 0 && groups >= 1) {
+        dw3_filter_by_rows(d, x, dy, dw, db, ws, KC_MIN(groups, (int64_t)d->n * d->oh), cv);
+        done = cv / vw;
+    }
     const int bs = KC_MAX(1, KC_MIN(DW_BLOCK, DW_TILE / taps));
     const int fast = cv / vw, blocks = fast + (d->f - cv + bs - 1) / bs;
     const int64_t work = (int64_t)d->n * d->oh * d->ow * d->f * taps;
-    KC_CPU_PAR_FOR(kc__cpu_par(work) && blocks > 1, KC_CPU_BALANCED(blocks), for (int bi = 0; bi < blocks; bi++) {
+    KC_CPU_PAR_FOR(kc__cpu_par(work) && blocks - done > 1, KC_CPU_BALANCED(blocks),
+                   for (int bi = done; bi < blocks; bi++) {
         if (bi < fast) {
             kc__cpu_dw3_filter_chunk(d, x, dy, dw, db, bi * vw);
         } else {

@@ -75,6 +75,8 @@
 #define kc__cpu_dw3_forward_row KC_CPU_RENAME(kc__cpu_dw3_forward_row)
 #define kc__cpu_dw3_backward_data_row KC_CPU_RENAME(kc__cpu_dw3_backward_data_row)
 #define kc__cpu_dw3_filter_chunk KC_CPU_RENAME(kc__cpu_dw3_filter_chunk)
+#define kc__cpu_dw3_filter_rows KC_CPU_RENAME(kc__cpu_dw3_filter_rows)
+#define kc__cpu_depthwise_workspace KC_CPU_RENAME(kc__cpu_depthwise_workspace)
 #define kc__cpu_pool2d_forward KC_CPU_RENAME(kc__cpu_pool2d_forward)
 #define kc__cpu_pool2d_backward KC_CPU_RENAME(kc__cpu_pool2d_backward)
 #define kc__cpu_global_avg_pool_forward KC_CPU_RENAME(kc__cpu_global_avg_pool_forward)

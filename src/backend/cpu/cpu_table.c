@@ -33,8 +33,8 @@ static kc_status cpu_describe(kc_backend *be, kc_op op, const void *desc, size_t
     return KC_STATUS_OK;
 }
 
-/* The direct depthwise and grouped kernels keep their partial sums on the stack: no workspace. */
-static size_t cpu_dw_workspace(kc_backend *be, const kc_conv2d_desc *d) { return (void)be, (void)d, 0; }
+/* The direct grouped kernels keep their partial sums on the stack: no workspace (depthwise's
+ * backward-filter keeps its groups' partial sums in one: kc__cpu_depthwise_workspace). */
 static size_t cpu_gc_workspace(kc_backend *be, const kc_conv2d_desc *d, int groups) {
     return (void)be, (void)d, (void)groups, 0;
 }
@@ -82,7 +82,7 @@ void kc__cpu_fill_kernels(kc_backend *be) {
     be->optimizer_step = kc__cpu_optimizer_step;
     be->sum_squares = kc__cpu_sum_squares;
 
-    be->depthwise_workspace = cpu_dw_workspace;
+    be->depthwise_workspace = kc__cpu_depthwise_workspace;
     be->depthwise_forward = kc__cpu_depthwise_forward;
     be->depthwise_backward_data = kc__cpu_depthwise_backward_data;
     be->depthwise_backward_filter = kc__cpu_depthwise_backward_filter;
