@@ -12,7 +12,8 @@
 #   bench_run_one LABEL CMD...   runs CMD, keeps its last JSON line in $RAW, echoes it
 #   bench_load                   the 1-minute load average
 #   bench_window_desc            "training 3 s window, inference 2 s window" (or the counts)
-#   bench_commit [PATH...]       HEAD's short hash, "+dirty" when PATHs (all) have changes
+#   bench_commit [PATH...]       HEAD's short hash, "+dirty" when PATHs (all) have changes other
+#                                than the rows recorded in bench/RESULTS.md
 #   BENCH_CPU                    the processor model and its vector instruction sets (exported)
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BENCH_ROOT="$(cd "$BENCH_DIR/.." && pwd)"
@@ -107,10 +108,12 @@ bench_window_desc() { # what each round measures over: windows of wall-clock sec
     echo "training $t, inference $i"
 }
 
-bench_commit() { # pathspec... (none: the whole tree)
+bench_commit() { # pathspec... (none: the whole tree); bench/RESULTS.md, where the rows go, does not count
     local c
     c="$(git -C "$BENCH_ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
-    if [ "$c" != none ] && [ -n "$(git -C "$BENCH_ROOT" status --porcelain -- "$@" 2>/dev/null)" ]; then c="$c+dirty"; fi
+    if [ "$c" != none ] && [ -n "$(git -C "$BENCH_ROOT" status --porcelain -- "${@:-.}" ':!bench/RESULTS.md' 2>/dev/null)" ]; then
+        c="$c+dirty"
+    fi
     echo "$c"
 }
 
