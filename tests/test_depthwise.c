@@ -138,6 +138,9 @@ static void cases(void) {
      * stride and padding MobileNetV2 uses, images smaller than the window, the fused ReLU */
     one_case("fast 3x3 same, 32 channels", desc(2, 9, 8, 32, 1, 3, 3, 1, 1, 1, 1, true), true);
     one_case("fast 3x3 same, 16 + 4 + 3 channels", desc(2, 7, 9, 23, 1, 3, 3, 1, 1, 1, 1, true), true);
+    one_case("fast 3x3 same, strides (2, 1)", desc(2, 9, 8, 32, 1, 3, 3, 2, 1, 1, 1, true), true);
+    one_case("fast 3x3 valid, strides (1, 2), 2-pixel-wide output", desc(2, 7, 5, 32, 1, 3, 3, 1, 2, 1, 1, false), false);
+    one_case("fast 3x3 same on 1x1 and 2x2 maps", desc(3, 1, 2, 48, 1, 3, 3, 1, 1, 1, 1, true), true);
     one_case("fast 3x3 stride 2 valid, 48 channels", desc(2, 11, 10, 48, 1, 3, 3, 2, 2, 1, 1, false), true);
     one_case("fast 3x3 stride 2 same, 16 channels", desc(3, 8, 7, 16, 1, 3, 3, 2, 2, 1, 1, true), true);
     one_case("fast 3x3 stride (1, 2) same, 8 channels", desc(2, 6, 9, 8, 1, 3, 3, 1, 2, 1, 1, true), false);
