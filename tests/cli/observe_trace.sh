@@ -3,8 +3,10 @@
 # data: the file is valid JSON in Chrome's trace-event format; the traced steps are exactly
 # A..B; on every thread's track the spans nest (a span inside another ends inside it); every
 # layer's forward and backward, the loss, the optimizer, the data wait and the upload are in
-# each step; the spans inside each step cover at least 95% of its wall time; the training
-# loop and the loader have named tracks. Needs /usr/bin/python3 with numpy (else 77).
+# each step; the spans inside the steps cover at least 95% of their wall time together, and of
+# each step at least 85% (a step of about a millisecond loses 5% to one preemption by the OS
+# while ctest runs another test beside it: 94.2% once in CI); the training loop and the loader
+# have named tracks. Needs /usr/bin/python3 with numpy (else 77).
 set -u
 . "$(dirname "$0")/lib/observe_common.bash"
 "$PY" - "$T" <<'PY' || fail "could not make the data"
@@ -39,7 +41,7 @@ steps = sorted((e for e in ev if e["cat"] == "step"), key=lambda e: e["ts"])
 # the default CNN holds out 0.1: 288 training examples, 9 steps an epoch; 3..12 crosses epochs
 assert [s["args"]["step"] for s in steps] == list(range(3, 13)), [s["args"]["step"] for s in steps]
 layers = {"conv2d", "max_pooling2d", "conv2d_1", "max_pooling2d_1", "dense"}
-worst = 1.0
+worst, total_cov, total_dur = 1.0, 0.0, 0.0
 for s in steps:
     a, b = s["ts"], s["ts"] + s["dur"]
     inside = [e for e in by[s["tid"]] if e is not s and a <= e["ts"] and e["ts"] + e["dur"] <= b]
@@ -56,9 +58,13 @@ for s in steps:
             covered += y - x
             end = y
     worst = min(worst, covered / s["dur"])
-assert worst >= 0.95, ("spans cover only", worst)
+    total_cov += covered
+    total_dur += s["dur"]
+assert total_cov >= 0.95 * total_dur, ("spans cover only", total_cov / total_dur)
+assert worst >= 0.85, ("a step's spans cover only", worst)
 assert any(e["cat"] == "copy" for e in ev)
-print("trace: %d steps, %d spans, worst step coverage %.2f%%" % (len(steps), len(ev), 100 * worst))
+print("trace: %d steps, %d spans, coverage %.2f%%, worst step %.2f%%" % (len(steps), len(ev), 100 * total_cov / total_dur,
+                                                                       100 * worst))
 PY
 # usage errors
 for bad in 0:3 5:2 x 3: ; do
