@@ -287,7 +287,11 @@ struct kc_backend {
     /* db (cols) = sum over rows of dy (rows, cols) */
     kc_status (*bias_grad)(kc_backend *be, const float *dy, float *db, int64_t rows, int cols);
 
-    /* ---- convolution (NHWC, HWIO): y = conv(x, w) + b (b may be NULL) */
+    /* ---- convolution (NHWC, HWIO): y = conv(x, w) + b (b may be NULL).
+     * conv2d_workspace: the bytes of ws the three calls need for d. A model plans at its
+     * largest batch and runs smaller ones (an epoch's last) in the same ws, so the answer must
+     * cover d with any smaller batch too (the CPU's, whose kernel for a 3x3 convolution depends
+     * on the batch, is the largest any batch up to d's asks). */
     size_t (*conv2d_workspace)(kc_backend *be, const kc_conv2d_desc *d);
     kc_status (*conv2d_forward)(kc_backend *be, const kc_conv2d_desc *d, const float *x,
                                 const float *w, const float *b, float *y, void *ws, size_t ws_bytes);
@@ -428,7 +432,8 @@ struct kc_backend {
      * f = c * M (M: the depth multiplier); the kernel is Keras's (KH, KW, C, M), i.e.
      * (KH, KW, F), and output channel k reads input channel k / M only.
      * depthwise_workspace: the bytes of ws the three calls need for d, as conv2d_workspace
-     * (0: none; the CPU's kernels need none, cuDNN's grouped convolution does).
+     * (0: none; the CPU's 3x3 backward_filter keeps its groups of rows' partial sums there and
+     * runs without it by blocks of channels, more slowly; cuDNN's grouped convolution needs it).
      * forward: y = dwconv(x, w) + b (b may be NULL), then max(0, .) when d->relu;
      * backward_data: dx overwritten; backward_filter: dw and db (may be NULL) overwritten. */
     size_t (*depthwise_workspace)(kc_backend *be, const kc_conv2d_desc *d);
