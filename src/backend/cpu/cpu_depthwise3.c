@@ -71,10 +71,9 @@ static inline const float *dw_tap(const float *row, int ix, int pw, int c, int k
 
 /* The vector of channels [k, k + DW_VW) of pixel ix of a real row, zeros left or right of it
  * (chk 0: ix is inside, no test). */
-WG_DW_INLINE dw_vf dw_col_c(int chk, const float *row, int ix, int pw, int c, int k) {
+WG_DW_INLINE dw_vf dw_col(int chk, const float *row, int ix, int pw, int c, int k) {
     return !chk || (ix >= 0 && ix < pw) ? dw_ld(row + (size_t)ix * c + k) : (dw_vf){0};
 }
-#define dw_col(row, ix, pw, c, k) dw_col_c(chk, row, ix, pw, c, k)
 
 /* A row's window of three columns sliding along the output row at stride 1: each output pixel
  * loads one column, the two others are the previous pixel's, and the columns in the padding
@@ -85,14 +84,13 @@ typedef struct dw_win {
 } dw_win;
 
 WG_DW_INLINE void dw_win_start(dw_win *s, const float *row, int ix0, int pw, int c, int k) {
-    const int chk = 1;
-    s->v0 = dw_col(row, ix0, pw, c, k);
-    s->v1 = dw_col(row, ix0 + 1, pw, c, k);
+    s->v0 = dw_col(1, row, ix0, pw, c, k);
+    s->v1 = dw_col(1, row, ix0 + 1, pw, c, k);
 }
 
 WG_DW_INLINE void dw_win_next(int chk, dw_win *s, const float *row, int ix, int pw, int c, int k, dw_vf *a, dw_vf *b,
                               dw_vf *cc) {
-    *a = s->v0, *b = s->v1, *cc = dw_col(row, ix + 2, pw, c, k);
+    *a = s->v0, *b = s->v1, *cc = dw_col(chk, row, ix + 2, pw, c, k);
     s->v0 = s->v1, s->v1 = *cc;
 }
 
