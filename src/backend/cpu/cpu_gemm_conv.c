@@ -533,16 +533,21 @@ static int direct_parts(const kc_conv2d_desc *d) {
     return KC_MAX(1, KC_MIN(nt * per, 64));
 }
 
-/* A kernel that needs scratch memory got none, or less than conv2d_workspace asks. */
+/* A kernel that needs scratch memory got none, or less than it uses. */
 static kc_status check_workspace(kc_backend *be, const kc_conv2d_desc *d, const void *ws, size_t ws_bytes,
                                  const char *what) {
-    size_t need = kc__cpu_conv2d_workspace(be, d);
+    /* what this call's kernel uses (O(1)); conv2d_workspace, at plan time, also covers the
+     * smaller batches, and asks at least this */
+    size_t need = choice_workspace(be, d);
     if (ws && ws_bytes >= need) return KC_STATUS_OK;
     if (!ws)
-        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu %s: no workspace given (needs %zu bytes from conv2d_workspace)",
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                        "cpu %s: no workspace given (this convolution needs %zu bytes; give it what conv2d_workspace "
+                        "asks)",
                         what, need);
     return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                    "cpu %s: a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this convolution)",
+                    "cpu %s: a workspace of %zu bytes is too small (this convolution needs %zu; give it what "
+                    "conv2d_workspace asks)",
                     what, ws_bytes, need);
 }
 
