@@ -13,6 +13,9 @@
  * cpu_gemm_split at 0 (OpenBLAS's own threading instead of its split of big GEMMs across the
  * threads; on for the conv side, whatever KERAC_CPU_GEMM_SPLIT says),
  * so of_gemm is the split's speed-up, measured alternately in one process.
+ * BENCH_SMALL_AB=1: likewise with the backend's cpu_gemm_small at 0 on the "gemm" side (every
+ * GEMM to OpenBLAS instead of kerac's own tiles for a small dimension, cpu_gemm_small.c; on for
+ * the conv side), so of_gemm is the tiles' speed-up.
  *
  * The GEMM of each pass, rows = N*OH*OW, K = KH*KW*C:
  *   forward (rows, K) x (K, F); backward-data (rows, F) x (F, K); backward-filter (K, rows) x (rows, F).
@@ -46,7 +49,12 @@ static const shape k_shapes[] = {
     /* the 3x3 maps of stage 5 go to im2col (Winograd saves too little there): rows = 288 */
     {"3x3 stage5 (3x3, 512->512)", 32, 3, 3, 512, 512, 3, 1, 1},
     /* MobileNetV2's 1x1 convolutions at 96x96 go through the same GEMM paths */
+    {"MobileNetV2 1x1 (48x48, 32->16)", 32, 48, 48, 32, 16, 1, 1, 0},
+    {"MobileNetV2 1x1 (48x48, 16->96)", 32, 48, 48, 16, 96, 1, 1, 0},
+    {"MobileNetV2 1x1 (24x24, 96->24)", 32, 24, 24, 96, 24, 1, 1, 0},
     {"MobileNetV2 1x1 (24x24, 24->144)", 32, 24, 24, 24, 144, 1, 1, 0},
+    {"MobileNetV2 1x1 (24x24, 144->24)", 32, 24, 24, 144, 24, 1, 1, 0},
+    {"MobileNetV2 1x1 (6x6, 576->96)", 32, 6, 6, 576, 96, 1, 1, 0},
     {"MobileNetV2 1x1 (12x12, 192->32)", 32, 12, 12, 192, 32, 1, 1, 0},
     {"MobileNetV2 1x1 (6x6, 64->384)", 32, 6, 6, 64, 384, 1, 1, 0},
     {"MobileNetV2 1x1 (3x3, 960->160)", 32, 3, 3, 960, 160, 1, 1, 0},
@@ -91,9 +99,11 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > 1000) reps = 9;
     (void)bench_clock_from_env(); /* anything but "cpu" keeps the wall clock */
     const int split_ab = getenv("BENCH_SPLIT_AB") && strcmp(getenv("BENCH_SPLIT_AB"), "1") == 0;
+    const int small_ab = getenv("BENCH_SMALL_AB") && strcmp(getenv("BENCH_SMALL_AB"), "1") == 0;
     kc_backend *be = NULL;
     check(kc_backend_cpu_create(&be));
     if (split_ab) be->cpu_gemm_split = 1;
+    if (small_ab) be->cpu_gemm_small = 1;
     static const char *const pass_name[3] = {"forward", "backward_data", "backward_filter"};
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) {
         const shape *s = &k_shapes[i];
@@ -119,10 +129,11 @@ int main(int argc, char **argv) {
             gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
             for (int r = 0; r < reps; r++) {
                 tc[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
-                if (split_ab) {
-                    be->cpu_gemm_split = 0;
+                if (split_ab || small_ab) {
+                    int *sw = split_ab ? &be->cpu_gemm_split : &be->cpu_gemm_small;
+                    *sw = 0;
                     tg[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
-                    be->cpu_gemm_split = 1;
+                    *sw = 1;
                 } else {
                     tg[r] = gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
                 }
@@ -130,9 +141,9 @@ int main(int argc, char **argv) {
             const double mc = bench_median(tc, reps), mg = bench_median(tg, reps);
             printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"conv_ms\":%.3f,\"gemm_ms\":%.3f,"
                    "\"conv_gflops\":%.1f,\"gemm_gflops\":%.1f,\"of_gemm\":%.3f,\"kernel\":\"%s\",\"reps\":%d,"
-                   "\"clock\":\"%s\",\"split_ab\":%d}\n",
+                   "\"clock\":\"%s\",\"split_ab\":%d,\"small_ab\":%d}\n",
                    s->name, pass_name[pass], kc_backend_cpu_isa(be), 1e3 * mc, 1e3 * mg, flop / mc * 1e-9,
-                   flop / mg * 1e-9, mg / mc, desc, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", split_ab);
+                   flop / mg * 1e-9, mg / mc, desc, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", split_ab, small_ab);
             fflush(stdout);
         }
         free(tc), free(tg), free(x), free(w), free(y), free(bias), free(a), free(b), free(c), free(ws);

@@ -614,6 +614,11 @@ typedef struct kc_device_opts {
     int cpu_fuse_add_relu;        /* KC_FALSE: an Add of two same-shape inputs whose only consumer
                                    * is a ReLU runs apart from it; default: the Add's pass applies
                                    * the ReLU (the ReLU keeps its backward) */
+    /* kerac's own tiles for GEMMs with a small dimension */
+    int cpu_gemm_small;           /* KC_FALSE: every GEMM goes to OpenBLAS; default: a GEMM whose
+                                   * C has at most 256 columns and whose other sizes fit
+                                   * (kc_backend.cpu_gemm_small) runs on register tiles read
+                                   * straight from the operands: the 1x1 convolutions' GEMMs */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
@@ -624,7 +629,7 @@ typedef struct kc_device_opts {
  * KERAC_CPU_WINOGRAD_TILE (auto, 2, 3 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
  * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off),
  * KERAC_CPU_FOLD_PAD (0: off), KERAC_CPU_INFER_TILE (0: off), KERAC_CPU_GEMM_SPLIT (0: off),
- * KERAC_CPU_CONV_DX_ADD (0: off), KERAC_CPU_FUSE_ADD_RELU (0: off); an unset
+ * KERAC_CPU_CONV_DX_ADD (0: off), KERAC_CPU_FUSE_ADD_RELU (0: off), KERAC_CPU_GEMM_SMALL (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

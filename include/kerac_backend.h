@@ -39,8 +39,9 @@ extern "C" {
  * grouped_conv_workspace) like conv2d's
  * 6: batchnorm_relu_backward takes beta (y may be NULL: the mask is recomputed from x);
  *    cpu_gemm_split, infer_tile_bytes and fold_pad_depthwise at the end of kc_backend
- * 7: add_relu and conv2d_dx_adds at the end of kc_backend; kc_conv2d_desc.accumulate */
-#define KC_BACKEND_ABI 7
+ * 7: add_relu and conv2d_dx_adds at the end of kc_backend; kc_conv2d_desc.accumulate
+ * 8: cpu_gemm_small at the end of kc_backend */
+#define KC_BACKEND_ABI 8
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
@@ -608,6 +609,13 @@ struct kc_backend {
      * NULL: the model runs the two apart. The CPU's, unless kc_device_opts.cpu_fuse_add_relu =
      * KC_FALSE. */
     kc_status (*add_relu)(kc_backend *be, float *y, const float *a, const float *b, int64_t n, float relu_max);
+
+    /* ---- nonzero when the CPU backend runs GEMMs with a small dimension (C at most 256
+     * columns; src/backend/cpu/cpu_gemm_small.c says which) on its own register tiles
+     * instead of OpenBLAS. Set from kc_device_opts.cpu_gemm_small when the backend is
+     * created; read at each GEMM, so a program may change it between steps. 0 on other
+     * backends. */
+    int cpu_gemm_small;
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

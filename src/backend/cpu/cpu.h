@@ -152,9 +152,10 @@ kc_cpu_conv_kernel kc__cpu_conv_kernel(kc_backend *be, const kc_conv2d_desc *d);
 /* describe for KC_OP_CONV2D: the kernel above in words; fails when ws_bytes is less than
  * conv2d_workspace asks (the call would fail too). */
 kc_status kc__cpu_conv2d_describe(kc_backend *be, const kc_conv2d_desc *d, size_t ws_bytes, char *buf, size_t n);
-/* C = alpha op(A) op(B) + beta C, row-major, split over the OpenMP team in fixed slices of C
- * with single-threaded OpenBLAS calls where kc__cpu_gemm_threads says more than 1
- * (cpu_gemm_conv.c), else one call on OpenBLAS's own threading. Sizes and pointers
+/* C = alpha op(A) op(B) + beta C, row-major: kerac's own tiles where
+ * kc__cpu_gemm_small_applies and be->cpu_gemm_small, else split over the OpenMP team in
+ * fixed slices of C with single-threaded OpenBLAS calls where kc__cpu_gemm_threads says more
+ * than 1 (cpu_gemm_conv.c), else one call on OpenBLAS's own threading. Sizes and pointers
  * unchecked: kc__cpu_gemm checks them. */
 void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc);
@@ -162,6 +163,13 @@ void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n,
  * be->cpu_gemm_split is 0 (kc_device_opts.cpu_gemm_split = KC_FALSE, KERAC_CPU_GEMM_SPLIT=0),
  * inside a parallel region, or for a GEMM that is not tall and skinny. */
 int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k);
+/* cpu_gemm_small.c: whether its register tiles take this GEMM (alpha 1, beta 0 or 1, no
+ * A^T B^T, C at most 256 columns, and per form: A B with k <= 1024, A B^T with B at most
+ * 16,384 floats, A^T B with C at most 16,384 floats), and the GEMM itself (C = op(A) op(B)
+ * (+ C when beta is 1); on the team unless inside a parallel region or small). */
+int kc__cpu_gemm_small_applies(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta);
+void kc__cpu_gemm_small(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b,
+                        int ldb, float beta, float *c, int ldc);
 kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);

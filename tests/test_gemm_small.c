@@ -1,0 +1,220 @@
+/* test_gemm_small.c — the CPU backend's own GEMM tiles for a small dimension
+ * (cpu_gemm_small.c) through the backend's gemm, on every kernel set this processor runs:
+ * each form (A B, A B^T, A^T B) against a double-precision reference, over sizes that leave
+ * every kind of remainder (columns not a multiple of the vector, rows not a multiple of the
+ * tile, K across several chunks), beta 0 and 1, leading dimensions wider than the matrices
+ * (the columns between must stay untouched); the same results bit for bit at 1, 2 and 3
+ * threads; the rule that picks these tiles; and the option that turns them off. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend/cpu/cpu.h"
+#include "core/core.h"
+#include "kerac.h"
+#include "kerac_backend.h"
+
+static uint64_t g_rng = 1;
+static float frand(void) { /* in [-1, 1) */
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((g_rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+typedef struct gemm_case {
+    int ta, tb, m, n, k, lda, ldb, ldc;
+    float beta;
+    float *a, *b, *c0;
+    double *ref; /* m x n */
+    double *mag; /* m x n: beta |c0| + sum |a b|, the scale of each element's rounding */
+} gemm_case;
+
+static gemm_case make_case(int ta, int tb, int m, int n, int k, float beta) {
+    gemm_case g = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .beta = beta};
+    g.lda = (ta ? m : k) + 3, g.ldb = (tb ? k : n) + 1, g.ldc = n + 5;
+    const size_t na = (size_t)(ta ? k : m) * g.lda, nb = (size_t)(tb ? n : k) * g.ldb, nc = (size_t)m * g.ldc;
+    g.a = malloc(na * sizeof(float)), g.b = malloc(nb * sizeof(float)), g.c0 = malloc(nc * sizeof(float));
+    g.ref = malloc((size_t)m * n * sizeof(double)), g.mag = malloc((size_t)m * n * sizeof(double));
+    assert_true(g.a && g.b && g.c0 && g.ref && g.mag);
+    for (size_t i = 0; i < na; i++) g.a[i] = frand();
+    for (size_t i = 0; i < nb; i++) g.b[i] = frand();
+    for (size_t i = 0; i < nc; i++) g.c0[i] = frand();
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0, mg = 0;
+            for (int p = 0; p < k; p++) {
+                const double av = ta ? g.a[(size_t)p * g.lda + i] : g.a[(size_t)i * g.lda + p];
+                const double bv = tb ? g.b[(size_t)j * g.ldb + p] : g.b[(size_t)p * g.ldb + j];
+                s += av * bv, mg += fabs(av * bv);
+            }
+            const double c0 = g.c0[(size_t)i * g.ldc + j];
+            g.ref[(size_t)i * n + j] = s + beta * c0;
+            g.mag[(size_t)i * n + j] = mg + fabs(beta * c0);
+        }
+    return g;
+}
+
+static void free_case(gemm_case *g) { free(g->a), free(g->b), free(g->c0), free(g->ref), free(g->mag); }
+
+/* be->gemm on a copy of c0 into c (m x ldc); checks against the reference and the padding */
+static void run_case(kc_backend *be, const gemm_case *g, float *c, const char *what) {
+    memcpy(c, g->c0, (size_t)g->m * g->ldc * sizeof(float));
+    assert_int_equal(be->gemm(be, g->ta, g->tb, g->m, g->n, g->k, 1.0f, g->a, g->lda, g->b, g->ldb, g->beta, c, g->ldc),
+                     KC_STATUS_OK);
+    for (int i = 0; i < g->m; i++) {
+        for (int j = 0; j < g->n; j++) {
+            const double got = c[(size_t)i * g->ldc + j], want = g->ref[(size_t)i * g->n + j];
+            /* float rounding of a sum of k products: well under k * 2^-24 of their magnitudes */
+            const double tol = 1e-6 * (g->k + 2) * g->mag[(size_t)i * g->n + j] + 1e-30;
+            if (!(fabs(got - want) <= tol))
+                fail_msg("%s: gemm ta %d tb %d m %d n %d k %d beta %g: C[%d][%d] = %.9g, reference %.9g (tol %.3g)",
+                         what, g->ta, g->tb, g->m, g->n, g->k, g->beta, i, j, got, want, tol);
+        }
+        for (int j = g->n; j < g->ldc; j++)
+            if (c[(size_t)i * g->ldc + j] != g->c0[(size_t)i * g->ldc + j])
+                fail_msg("%s: gemm ta %d tb %d m %d n %d k %d: column %d of row %d (past n) was written", what, g->ta,
+                         g->tb, g->m, g->n, g->k, j, i);
+    }
+}
+
+/* columns: below, at and past one vector (4, 8, 16 floats), several blocks, up to the rule's 256 */
+static const int k_ns[] = {1, 7, 8, 16, 17, 24, 40, 64, 65, 100, 144, 256};
+static const int k_ms[] = {1, 5, 13, 30, 97};
+static const int k_ks[] = {1, 3, 16, 37};
+
+static void forms_on(kc_backend *be, const char *isa) {
+    int count = 0;
+    for (int form = 0; form < 3; form++) {
+        const int ta = form == 2, tb = form == 1;
+        for (size_t in = 0; in < KC_ARRAY_LEN(k_ns); in++)
+            for (size_t im = 0; im < KC_ARRAY_LEN(k_ms); im++)
+                for (size_t ik = 0; ik <= KC_ARRAY_LEN(k_ks); ik++) {
+                    /* A^T B also runs K = 700, over several chunks of K */
+                    if (ik == KC_ARRAY_LEN(k_ks) && !ta) continue;
+                    const int m = k_ms[im], n = k_ns[in], k = ik < KC_ARRAY_LEN(k_ks) ? k_ks[ik] : 700;
+                    const float beta = (float)((in + im + ik) % 2);
+                    if (ta && m * n > 16384) continue; /* A^T B's C past the rule's bound (97 x 256) */
+                    assert_true(kc__cpu_gemm_small_applies(ta, tb, m, n, k, 1.0f, beta));
+                    gemm_case g = make_case(ta, tb, m, n, k, beta);
+                    float *c = malloc((size_t)m * g.ldc * sizeof(float));
+                    assert_non_null(c);
+                    run_case(be, &g, c, isa);
+                    free(c);
+                    free_case(&g);
+                    count++;
+                }
+    }
+    print_message("    %s kernels: %d GEMMs match the reference\n", isa, count);
+}
+
+/* every kernel set this processor runs, each against the reference */
+static void test_against_reference(void **state) {
+    (void)state;
+    g_rng = 1;
+    for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++) {
+        kc_device_opts o = {.cpu_isa = isa};
+        kc_backend *be = NULL;
+        assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
+        assert_int_equal(be->cpu_gemm_small, 1);
+        forms_on(be, kc__cpu_isa_label(isa));
+        kc_backend_destroy(be);
+    }
+}
+
+/* large enough to run on the team: the same bits at 1, 2 and 3 threads (each element of C
+ * is one chain over k in order whatever the tiles dealt to the threads) */
+static void test_threads(void **state) {
+    (void)state;
+    g_rng = 7;
+    const int saved = kc_get_num_threads();
+    /* MobileNetV2's 1x1 convolutions at 96x96 (batch 4 here): forward, backward-data, backward-filter */
+    const int shapes[][5] = {{9216, 144, 24, 0, 0}, {9216, 24, 144, 0, 1}, {24, 144, 9216, 1, 0},
+                             {9216, 16, 96, 0, 0},  {96, 17, 9000, 1, 0},  {5, 33, 40000, 1, 0}};
+    for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++) {
+        kc_device_opts o = {.cpu_isa = isa};
+        kc_backend *be = NULL;
+        assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
+        for (size_t s = 0; s < KC_ARRAY_LEN(shapes); s++) {
+            const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = shapes[s][3], tb = shapes[s][4];
+            assert_true(kc__cpu_gemm_small_applies(ta, tb, m, n, k, 1.0f, 0.0f));
+            gemm_case g = make_case(ta, tb, m, n, k, (float)(s % 2));
+            float *c1 = malloc((size_t)m * g.ldc * sizeof(float)), *c = malloc((size_t)m * g.ldc * sizeof(float));
+            assert_true(c1 && c);
+            for (int nt = 1; nt <= 3; nt++) {
+                kc_set_num_threads(nt);
+                run_case(be, &g, nt == 1 ? c1 : c, kc__cpu_isa_label(isa));
+                if (nt > 1 && memcmp(c1, c, (size_t)m * g.ldc * sizeof(float)) != 0)
+                    fail_msg("%s: gemm %dx%dx%d (ta %d, tb %d): %d threads differ from 1 thread",
+                             kc__cpu_isa_label(isa), m, n, k, ta, tb, nt);
+            }
+            free(c1), free(c);
+            free_case(&g);
+        }
+        kc_backend_destroy(be);
+    }
+    kc_set_num_threads(saved);
+}
+
+/* which GEMMs the tiles take: the 1x1 convolutions' forms and sizes, nothing else */
+static void test_rule(void **state) {
+    (void)state;
+    assert_true(kc__cpu_gemm_small_applies(0, 0, 18432, 144, 24, 1.0f, 0.0f));  /* forward 24 -> 144 */
+    assert_true(kc__cpu_gemm_small_applies(0, 1, 18432, 24, 144, 1.0f, 1.0f));  /* backward-data, adding */
+    assert_true(kc__cpu_gemm_small_applies(1, 0, 24, 144, 18432, 1.0f, 0.0f));  /* backward-filter */
+    assert_true(kc__cpu_gemm_small_applies(1, 0, 64, 256, 100000, 1.0f, 1.0f)); /* C of 16,384 floats */
+    assert_false(kc__cpu_gemm_small_applies(0, 0, 100, 16, 16, 0.5f, 0.0f));    /* alpha */
+    assert_false(kc__cpu_gemm_small_applies(0, 0, 100, 16, 16, 1.0f, 0.5f));    /* beta */
+    assert_false(kc__cpu_gemm_small_applies(1, 1, 100, 16, 16, 1.0f, 0.0f));    /* A^T B^T */
+    assert_false(kc__cpu_gemm_small_applies(0, 0, 288, 1280, 320, 1.0f, 0.0f)); /* wide C: OpenBLAS */
+    assert_false(kc__cpu_gemm_small_applies(0, 0, 1000, 64, 2048, 1.0f, 0.0f)); /* long K */
+    assert_false(kc__cpu_gemm_small_applies(0, 1, 1152, 64, 384, 1.0f, 0.0f));  /* B^T of 24,576 floats */
+    assert_false(kc__cpu_gemm_small_applies(1, 0, 512, 128, 9000, 1.0f, 0.0f)); /* C of 65,536 floats */
+    assert_false(kc__cpu_gemm_small_applies(0, 0, 0, 16, 16, 1.0f, 0.0f));
+}
+
+/* kc_device_opts.cpu_gemm_small and KERAC_CPU_GEMM_SMALL reach the backend's field; with it
+ * at 0 the same GEMM runs on OpenBLAS and still matches the reference */
+static void test_option(void **state) {
+    (void)state;
+    kc_backend *be = NULL;
+    kc_device_opts o = {.cpu_gemm_small = KC_FALSE};
+    assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
+    assert_int_equal(be->cpu_gemm_small, 0);
+    g_rng = 3;
+    gemm_case g = make_case(1, 0, 30, 40, 500, 1.0f);
+    float *c = malloc((size_t)g.m * g.ldc * sizeof(float));
+    assert_non_null(c);
+    run_case(be, &g, c, "OpenBLAS");
+    be->cpu_gemm_small = 1;
+    run_case(be, &g, c, "tiles");
+    free(c);
+    free_case(&g);
+    kc_backend_destroy(be);
+    const char *const values[] = {"0", "off", "1", ""};
+    const int want[] = {KC_FALSE, KC_FALSE, KC_TRUE, KC_DEFAULT};
+    for (int i = 0; i < 4; i++) {
+        setenv("KERAC_CPU_GEMM_SMALL", values[i], 1);
+        assert_int_equal(kc_device_opts_default(&o), KC_STATUS_OK);
+        assert_int_equal(o.cpu_gemm_small, want[i]);
+        assert_int_equal(kc_backend_cpu_create(&be), KC_STATUS_OK);
+        assert_int_equal(be->cpu_gemm_small, want[i] != KC_FALSE);
+        kc_backend_destroy(be);
+    }
+    unsetenv("KERAC_CPU_GEMM_SMALL");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_rule),
+        cmocka_unit_test(test_option),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
