@@ -58,20 +58,12 @@ int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k) {
 #endif
 }
 
-static int in_parallel(void) {
-#ifdef _OPENMP
-    return omp_in_parallel();
-#else
-    return 0;
-#endif
-}
-
 void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-    /* kerac's tiles for a small dimension (cpu_gemm_small.c): the 1x1 convolutions and the
-     * im2col GEMMs. Not the per-thread GEMMs of a parallel region (Winograd's), where they
-     * measured no better than OpenBLAS's (bench/RESULTS.md, "Small GEMMs"). */
-    if (be->cpu_gemm_small && !in_parallel() && kc__cpu_gemm_small_applies(trans_a, trans_b, m, n, k, alpha, beta)) {
+    /* kerac's tiles for a small dimension (cpu_gemm_small.c): the 1x1 convolutions, the
+     * im2col GEMMs and Dense. (Winograd's per-thread GEMMs call OpenBLAS themselves: the
+     * tiles measured no better there, bench/RESULTS.md "Small GEMMs".) */
+    if (be->cpu_gemm_small && kc__cpu_gemm_small_applies(trans_a, trans_b, m, n, k, alpha, beta)) {
         kc__cpu_gemm_small(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
         return;
     }
