@@ -21,6 +21,21 @@
 #include "kerac.h"
 #include "kerac_backend.h"
 
+/* the rule of one kernel set: each copy has its own bounds (cpu_isa.h renames the AVX2 and
+ * AVX-512 copies; x86-64 builds have them) */
+#if defined(__x86_64__)
+int kc__cpu_gemm_small_applies_avx2(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta);
+int kc__cpu_gemm_small_applies_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta);
+#endif
+static int applies_on(int isa, int ta, int tb, int m, int n, int k, float alpha, float beta) {
+#if defined(__x86_64__)
+    if (isa == KC_CPU_ISA_AVX512) return kc__cpu_gemm_small_applies_avx512(ta, tb, m, n, k, alpha, beta);
+    if (isa == KC_CPU_ISA_AVX2) return kc__cpu_gemm_small_applies_avx2(ta, tb, m, n, k, alpha, beta);
+#endif
+    (void)isa;
+    return kc__cpu_gemm_small_applies(ta, tb, m, n, k, alpha, beta);
+}
+
 static uint64_t g_rng = 1;
 static float frand(void) { /* in [-1, 1) */
     g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -88,7 +103,7 @@ static const int k_ns[] = {1, 7, 8, 16, 17, 24, 40, 64, 65, 100, 144, 256};
 static const int k_ms[] = {1, 5, 13, 30, 97};
 static const int k_ks[] = {1, 3, 16, 37};
 
-static void forms_on(kc_backend *be, const char *isa) {
+static void forms_on(kc_backend *be, int isa) {
     int count = 0;
     for (int form = 0; form < 3; form++) {
         const int ta = form == 2, tb = form == 1;
@@ -99,18 +114,20 @@ static void forms_on(kc_backend *be, const char *isa) {
                     if (ik == KC_ARRAY_LEN(k_ks) && !ta) continue;
                     const int m = k_ms[im], n = k_ns[in], k = ik < KC_ARRAY_LEN(k_ks) ? k_ks[ik] : 700;
                     const float beta = (float)((in + im + ik) % 2);
-                    if (ta && m * n > 16384) continue; /* A^T B's C past the rule's bound (97 x 256) */
-                    assert_true(kc__cpu_gemm_small_applies(ta, tb, m, n, k, 1.0f, beta));
+                    if (!applies_on(isa, ta, tb, m, n, k, 1.0f, beta)) {
+                        assert_true(ta && m * n > 8192); /* only A^T B's C past the rule's bound (97 x 100) */
+                        continue;
+                    }
                     gemm_case g = make_case(ta, tb, m, n, k, beta);
                     float *c = malloc((size_t)m * g.ldc * sizeof(float));
                     assert_non_null(c);
-                    run_case(be, &g, c, isa);
+                    run_case(be, &g, c, kc__cpu_isa_label(isa));
                     free(c);
                     free_case(&g);
                     count++;
                 }
     }
-    print_message("    %s kernels: %d GEMMs match the reference\n", isa, count);
+    print_message("    %s kernels: %d GEMMs match the reference\n", kc__cpu_isa_label(isa), count);
 }
 
 /* every kernel set this processor runs, each against the reference */
@@ -122,7 +139,7 @@ static void test_against_reference(void **state) {
         kc_backend *be = NULL;
         assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
         assert_int_equal(be->cpu_gemm_small, 1);
-        forms_on(be, kc__cpu_isa_label(isa));
+        forms_on(be, isa);
         kc_backend_destroy(be);
     }
 }
@@ -142,7 +159,7 @@ static void test_threads(void **state) {
         assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
         for (size_t s = 0; s < KC_ARRAY_LEN(shapes); s++) {
             const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = shapes[s][3], tb = shapes[s][4];
-            assert_true(kc__cpu_gemm_small_applies(ta, tb, m, n, k, 1.0f, 0.0f));
+            assert_true(applies_on(isa, ta, tb, m, n, k, 1.0f, 0.0f));
             gemm_case g = make_case(ta, tb, m, n, k, (float)(s % 2));
             float *c1 = malloc((size_t)m * g.ldc * sizeof(float)), *c = malloc((size_t)m * g.ldc * sizeof(float));
             assert_true(c1 && c);
@@ -161,21 +178,28 @@ static void test_threads(void **state) {
     kc_set_num_threads(saved);
 }
 
-/* which GEMMs the tiles take: the 1x1 convolutions' forms and sizes, nothing else */
+/* which GEMMs the tiles take: the 1x1 convolutions' forms and sizes, nothing else; the rule
+ * of each kernel set the processor runs (each copy is compiled for its own instructions) */
 static void test_rule(void **state) {
     (void)state;
-    assert_true(kc__cpu_gemm_small_applies(0, 0, 18432, 144, 24, 1.0f, 0.0f));  /* forward 24 -> 144 */
-    assert_true(kc__cpu_gemm_small_applies(0, 1, 18432, 24, 144, 1.0f, 1.0f));  /* backward-data, adding */
-    assert_true(kc__cpu_gemm_small_applies(1, 0, 24, 144, 18432, 1.0f, 0.0f));  /* backward-filter */
-    assert_true(kc__cpu_gemm_small_applies(1, 0, 64, 256, 100000, 1.0f, 1.0f)); /* C of 16,384 floats */
-    assert_false(kc__cpu_gemm_small_applies(0, 0, 100, 16, 16, 0.5f, 0.0f));    /* alpha */
-    assert_false(kc__cpu_gemm_small_applies(0, 0, 100, 16, 16, 1.0f, 0.5f));    /* beta */
-    assert_false(kc__cpu_gemm_small_applies(1, 1, 100, 16, 16, 1.0f, 0.0f));    /* A^T B^T */
-    assert_false(kc__cpu_gemm_small_applies(0, 0, 288, 1280, 320, 1.0f, 0.0f)); /* wide C: OpenBLAS */
-    assert_false(kc__cpu_gemm_small_applies(0, 0, 1000, 64, 2048, 1.0f, 0.0f)); /* long K */
-    assert_false(kc__cpu_gemm_small_applies(0, 1, 1152, 64, 384, 1.0f, 0.0f));  /* B^T of 24,576 floats */
-    assert_false(kc__cpu_gemm_small_applies(1, 0, 512, 128, 9000, 1.0f, 0.0f)); /* C of 65,536 floats */
-    assert_false(kc__cpu_gemm_small_applies(0, 0, 0, 16, 16, 1.0f, 0.0f));
+    for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++) {
+        const int wide = isa == KC_CPU_ISA_AVX512; /* 32 registers: larger bounds */
+        assert_true(applies_on(isa, 0, 0, 18432, 144, 24, 1.0f, 0.0f));  /* forward 24 -> 144 */
+        assert_true(applies_on(isa, 0, 1, 18432, 24, 144, 1.0f, 1.0f));  /* backward-data, adding */
+        assert_true(applies_on(isa, 1, 0, 24, 144, 18432, 1.0f, 0.0f));  /* backward-filter */
+        assert_int_equal(applies_on(isa, 0, 0, 18432, 64, 256, 1.0f, 0.0f), wide); /* K 256 */
+        assert_int_equal(applies_on(isa, 0, 0, 1000, 64, 512, 1.0f, 0.0f), wide);
+        assert_false(applies_on(isa, 0, 0, 1000, 64, 513, 1.0f, 0.0f)); /* long K */
+        assert_int_equal(applies_on(isa, 1, 0, 64, 256, 100000, 1.0f, 1.0f), wide); /* C of 16,384 floats */
+        assert_true(applies_on(isa, 1, 0, 64, 128, 100000, 1.0f, 1.0f));            /* C of 8,192 */
+        assert_false(applies_on(isa, 0, 0, 100, 16, 16, 0.5f, 0.0f));    /* alpha */
+        assert_false(applies_on(isa, 0, 0, 100, 16, 16, 1.0f, 0.5f));    /* beta */
+        assert_false(applies_on(isa, 1, 1, 100, 16, 16, 1.0f, 0.0f));    /* A^T B^T */
+        assert_false(applies_on(isa, 0, 0, 288, 1280, 320, 1.0f, 0.0f)); /* wide C: OpenBLAS */
+        assert_false(applies_on(isa, 0, 1, 1152, 96, 192, 1.0f, 0.0f)); /* B^T of 18,432 floats */
+        assert_false(applies_on(isa, 1, 0, 512, 128, 9000, 1.0f, 0.0f)); /* C of 65,536 floats */
+        assert_false(applies_on(isa, 0, 0, 0, 16, 16, 1.0f, 0.0f));
+    }
 }
 
 /* kc_device_opts.cpu_gemm_small and KERAC_CPU_GEMM_SMALL reach the backend's field; with it

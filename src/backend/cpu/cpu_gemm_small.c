@@ -33,17 +33,20 @@
 
 #include "cpu.h"
 
+/* SACC accumulators + SNV vectors of a row of op(B) + one broadcast fit the registers */
 #if defined(__AVX512F__)
 #define SV 16   /* floats per vector */
 #define SACC 24 /* accumulator vectors per tile (32 registers) */
+#define SNV 4   /* vectors per tile row at most */
 #elif defined(__AVX2__)
 #define SV 8
 #define SACC 12 /* 16 registers */
+#define SNV 3
 #else
 #define SV 4
 #define SACC 12
+#define SNV 3
 #endif
-#define SNV 4 /* vectors per tile row at most */
 typedef float sv_t __attribute__((vector_size(SV * sizeof(float))));
 
 static inline sv_t sv_load(const float *p) {
@@ -112,8 +115,7 @@ typedef void (*small_tile_fn)(int64_t k, const float *a, int64_t ar, int64_t ak,
                                              int64_t ldb, float *c, int64_t ldc, int n_last, int add_c)            \
         SMALL_TILE_BODY(MR, NV, T)
 #define SMALL_TILE2(MR, NV) SMALL_TILE(MR, NV, 0) SMALL_TILE(MR, NV, 1)
-#define SMALL_ROWS3(NV) SMALL_TILE2(1, NV) SMALL_TILE2(2, NV) SMALL_TILE2(3, NV)
-#define SMALL_ROWS4(NV) SMALL_ROWS3(NV) SMALL_TILE2(4, NV)
+#define SMALL_ROWS4(NV) SMALL_TILE2(1, NV) SMALL_TILE2(2, NV) SMALL_TILE2(3, NV) SMALL_TILE2(4, NV)
 #define SMALL_ROWS6(NV) SMALL_ROWS4(NV) SMALL_TILE2(5, NV) SMALL_TILE2(6, NV)
 #define SMALL_ROWS8(NV) SMALL_ROWS6(NV) SMALL_TILE2(7, NV) SMALL_TILE2(8, NV)
 #define SMALL_ROWS12(NV) SMALL_ROWS8(NV) SMALL_TILE2(9, NV) SMALL_TILE2(10, NV) SMALL_TILE2(11, NV) SMALL_TILE2(12, NV)
@@ -123,7 +125,8 @@ typedef void (*small_tile_fn)(int64_t k, const float *a, int64_t ar, int64_t ak,
     SMALL_TILE2(22, NV) SMALL_TILE2(23, NV) SMALL_TILE2(24, NV)
 #define E(MR, NV) {small_tile_##MR##_##NV##_0, small_tile_##MR##_##NV##_1}
 #define Z {0, 0}
-/* k_tiles[NV - 1][MR][TAIL], MR up to SACC / NV */
+/* k_tiles[NV - 1][MR][TAIL], MR up to SACC / NV (4 vectors and 3 rows on 16 registers
+ * spilled: 12 + 4 + 1 > 16) */
 #if SACC == 24
 SMALL_ROWS24(1)
 SMALL_ROWS12(2)
@@ -142,13 +145,11 @@ static const small_tile_fn k_tiles[SNV][SACC + 1][2] = {
 SMALL_ROWS12(1)
 SMALL_ROWS6(2)
 SMALL_ROWS4(3)
-SMALL_ROWS3(4)
 static const small_tile_fn k_tiles[SNV][SACC + 1][2] = {
     {Z, E(1, 1), E(2, 1), E(3, 1), E(4, 1), E(5, 1), E(6, 1), E(7, 1), E(8, 1), E(9, 1), E(10, 1), E(11, 1),
      E(12, 1)},
     {Z, E(1, 2), E(2, 2), E(3, 2), E(4, 2), E(5, 2), E(6, 2)},
     {Z, E(1, 3), E(2, 3), E(3, 3), E(4, 3)},
-    {Z, E(1, 4), E(2, 4), E(3, 4)},
 };
 #endif
 #undef E
@@ -178,21 +179,28 @@ static inline void small_tile(const small_plan *p, int64_t r, int rows, int cb, 
     k_tiles[nv - 1][rows][n_last < SV](k, a + r * ar, ar, ak, b + j0, ldb, c + r * ldc + j0, ldc, n_last, add_c);
 }
 
-/* The rule's bounds: where these tiles beat OpenBLAS (bench/RESULTS.md, "Small GEMMs") */
-#define KC_CPU_GEMM_SMALL_N 256              /* columns of C at most */
-#define KC_CPU_GEMM_SMALL_K 1024             /* A B: inner dimension at most (B stays in L2) */
-#define KC_CPU_GEMM_SMALL_PACK 16384         /* A B^T: floats of B at most (64 KiB on the stack) */
-#define KC_CPU_GEMM_SMALL_TN_C 16384         /* A^T B: floats of C at most */
-#define KC_CPU_GEMM_SMALL_CHUNK 65536        /* A^T B: floats of A and B per chunk of K (256 KiB) */
+/* The rule's bounds: where these tiles beat OpenBLAS (bench/RESULTS.md, "Small GEMMs"). With
+ * 16 registers (AVX2, the baseline) the tiles are half as tall, and OpenBLAS's own AVX2
+ * kernels were as fast from a K of 256 or a C of 16,384 floats on. */
+#define KC_CPU_GEMM_SMALL_N 256 /* columns of C at most */
+#if SV == 16
+#define KC_CPU_GEMM_SMALL_K 512     /* A B and A B^T: inner dimension at most */
+#define KC_CPU_GEMM_SMALL_TN_C 16384 /* A^T B: floats of C at most */
+#else
+#define KC_CPU_GEMM_SMALL_K 192
+#define KC_CPU_GEMM_SMALL_TN_C 8192
+#endif
+#define KC_CPU_GEMM_SMALL_PACK 16384             /* A B^T: floats of B at most (64 KiB on the stack) */
+#define KC_CPU_GEMM_SMALL_CHUNK 65536            /* A^T B: floats of A and B per chunk of K (256 KiB) */
 #define KC_CPU_GEMM_SMALL_PAR ((int64_t)1 << 21) /* multiply-adds below which the call runs on one thread */
-#define KC_CPU_GEMM_SMALL_SLICE 16           /* A B: row blocks per slice handed to a thread, at most */
+#define KC_CPU_GEMM_SMALL_SLICE 16               /* A B: row blocks per slice handed to a thread, at most */
 
 int kc__cpu_gemm_small_applies(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta) {
     if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || m <= 0 || n <= 0 || k <= 0) return 0;
     if (n > KC_CPU_GEMM_SMALL_N) return 0;
     if (trans_a) /* A^T B: C (m x n) held tile by tile, K streamed */
         return !trans_b && (int64_t)m * n <= KC_CPU_GEMM_SMALL_TN_C;
-    if (trans_b) return (int64_t)k * n <= KC_CPU_GEMM_SMALL_PACK; /* B^T transposed on the stack */
+    if (trans_b && (int64_t)k * n > KC_CPU_GEMM_SMALL_PACK) return 0; /* B^T transposed on the stack */
     return k <= KC_CPU_GEMM_SMALL_K;
 }
 
