@@ -182,11 +182,13 @@ static inline void small_tile(const small_plan *p, int64_t r, int rows, int cb, 
 /* The rule's bounds: where these tiles beat OpenBLAS (bench/RESULTS.md, "Small GEMMs"). With
  * 16 registers (AVX2, the baseline) the tiles are half as tall, and OpenBLAS's own AVX2
  * kernels were as fast from a K of 256 or a C of 16,384 floats on. */
-#define KC_CPU_GEMM_SMALL_N 256 /* columns of C at most */
+#define KC_CPU_GEMM_SMALL_N 256 /* columns of C at most (A B^T, A^T B) */
 #if SV == 16
-#define KC_CPU_GEMM_SMALL_K 512     /* A B and A B^T: inner dimension at most */
+#define KC_CPU_GEMM_SMALL_NN_N 512   /* A B: columns of C at most */
+#define KC_CPU_GEMM_SMALL_K 512      /* A B and A B^T: inner dimension at most */
 #define KC_CPU_GEMM_SMALL_TN_C 16384 /* A^T B: floats of C at most */
 #else
+#define KC_CPU_GEMM_SMALL_NN_N 256
 #define KC_CPU_GEMM_SMALL_K 192
 #define KC_CPU_GEMM_SMALL_TN_C 8192
 #endif
@@ -197,7 +199,7 @@ static inline void small_tile(const small_plan *p, int64_t r, int rows, int cb, 
 
 int kc__cpu_gemm_small_applies(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta) {
     if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || m <= 0 || n <= 0 || k <= 0) return 0;
-    if (n > KC_CPU_GEMM_SMALL_N) return 0;
+    if (n > (trans_a || trans_b ? KC_CPU_GEMM_SMALL_N : KC_CPU_GEMM_SMALL_NN_N)) return 0;
     if (trans_a) /* A^T B: C (m x n) held tile by tile, K streamed */
         return !trans_b && (int64_t)m * n <= KC_CPU_GEMM_SMALL_TN_C;
     if (trans_b && (int64_t)k * n > KC_CPU_GEMM_SMALL_PACK) return 0; /* B^T transposed on the stack */
