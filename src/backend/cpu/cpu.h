@@ -166,9 +166,9 @@ int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k);
 /* cpu_gemm_small.c: whether its register tiles take this GEMM (alpha 1, beta 0 or 1, no
  * A^T B^T, C at most 256 columns (A B: 512 on AVX-512), and per form: A B and A B^T with
  * k <= 512 (192 with 16 registers), B^T at most 16,384 floats, A^T B with C at most 16,384
- * floats (8,192); each
- * kernel set's copy has its own bounds), and the GEMM itself (C = op(A) op(B) (+ C when
- * beta is 1); on the team unless inside a parallel region or small). */
+ * floats (8,192); each kernel set's copy has its own bounds), and the GEMM itself
+ * (C = op(A) op(B) (+ C when beta is 1); on the team unless inside a parallel region or
+ * small). */
 int kc__cpu_gemm_small_applies(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta);
 void kc__cpu_gemm_small(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b,
                         int ldb, float beta, float *c, int ldc);
