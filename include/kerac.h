@@ -616,9 +616,10 @@ typedef struct kc_device_opts {
                                    * the ReLU (the ReLU keeps its backward) */
     /* kerac's own tiles for GEMMs with a small dimension */
     int cpu_gemm_small;           /* KC_FALSE: every GEMM goes to OpenBLAS; default: a GEMM whose
-                                   * C has at most 256 columns and whose other sizes fit
-                                   * (kc_backend.cpu_gemm_small) runs on register tiles read
-                                   * straight from the operands: the 1x1 convolutions' GEMMs */
+                                   * C has at most 256 columns (512 for some on AVX-512) and
+                                   * whose other sizes fit (kc_backend.cpu_gemm_small) runs on
+                                   * register tiles read straight from the operands: the 1x1
+                                   * convolutions' GEMMs */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,

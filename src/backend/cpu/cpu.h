@@ -168,7 +168,7 @@ int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k);
  * k <= 512 (192 with 16 registers), B^T at most 16,384 floats, A^T B with C at most 16,384
  * floats (8,192); each kernel set's copy has its own bounds), and the GEMM itself
  * (C = op(A) op(B) (+ C when beta is 1); on the team unless inside a parallel region or
- * small). */
+ * small), only for a GEMM the rule takes (B^T goes on the stack). */
 int kc__cpu_gemm_small_applies(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta);
 void kc__cpu_gemm_small(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b,
                         int ldb, float beta, float *c, int ldc);
