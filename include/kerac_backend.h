@@ -612,9 +612,9 @@ struct kc_backend {
 
     /* ---- nonzero when the CPU backend runs GEMMs with a small dimension (C at most 256
      * columns, 512 for some on AVX-512; src/backend/cpu/cpu_gemm_small.c says which) on its
-     * own register tiles instead of OpenBLAS. Set from kc_device_opts.cpu_gemm_small when the backend is
-     * created; read at each GEMM, so a program may change it between steps. 0 on other
-     * backends. */
+     * own register tiles instead of OpenBLAS. Set from kc_device_opts.cpu_gemm_small when
+     * the backend is created; read at each GEMM, so a program may change it between steps.
+     * 0 on other backends. */
     int cpu_gemm_small;
 };
 /* the streams of timing_mark */
