@@ -309,16 +309,19 @@ static void test_workspace(void **state) {
     (void)state;
     kc_backend *be = NULL;
     assert_int_equal(kc_backend_cpu_create(&be), KC_STATUS_OK);
-    kc_conv2d_desc d = conv3(2, 8, 8, 64, 64, 1);
+    kc_conv2d_desc d = conv3(32, 8, 8, 64, 64, 1);
+    assert_int_equal(kc__cpu_winograd_tile_of(be, &d), 4); /* the Winograd path's check */
     const size_t need = be->conv2d_workspace(be, &d);
-    assert_true(need >= (size_t)16 * 64 * 64 * sizeof(float));
-    float *x = calloc(2 * 8 * 8 * 64, sizeof(float)), *w = calloc(9 * 64 * 64, sizeof(float));
-    float *y = calloc(2 * 8 * 8 * 64, sizeof(float));
+    assert_true(need >= kc__cpu_winograd_workspace(&d, 4));
+    float *x = calloc(32 * 8 * 8 * 64, sizeof(float)), *w = calloc(9 * 64 * 64, sizeof(float));
+    float *y = calloc(32 * 8 * 8 * 64, sizeof(float));
     void *ws = malloc(need);
     assert_true(x && w && y && ws);
     assert_int_equal(be->conv2d_forward(be, &d, x, w, NULL, y, ws, need - 1), KC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(kc_last_error(), "too small"));
+    assert_non_null(strstr(kc_last_error(), "conv2d_workspace"));
     assert_int_equal(be->conv2d_backward_data(be, &d, y, w, x, NULL, 0), KC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(kc_last_error(), "no workspace given"));
     assert_int_equal(be->conv2d_backward_filter(be, &d, x, y, w, NULL, ws, need), KC_STATUS_OK);
     free(x), free(w), free(y), free(ws);
     kc_backend_destroy(be);

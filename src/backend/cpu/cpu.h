@@ -237,7 +237,8 @@ int kc__cpu_winograd_tile_of(kc_backend *be, const kc_conv2d_desc *d);
 /* Whether Winograd can run d at some batch (turned on; 3x3, stride 1, "valid" or "same"):
  * the kernel chosen then depends on the batch (kc__cpu_conv2d_workspace). */
 int kc__cpu_winograd_may_apply(kc_backend *be, const kc_conv2d_desc *d);
-/* The workspace of tile m for d. */
+/* The workspace of tile m for d; the passes below take ws of at least that many bytes
+ * (the conv2d entries of cpu_gemm_conv.c check it first). */
 size_t kc__cpu_winograd_workspace(const kc_conv2d_desc *d, int m);
 kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *x, const float *w, const float *b,
                                    float *y, void *ws, size_t ws_bytes);

@@ -628,17 +628,8 @@ static void winograd_run(const wg_geom *g, int f, const wg_split *sp, const floa
     }
 }
 
-static kc_status check_ws(const kc_conv2d_desc *d, int m, const void *ws, size_t ws_bytes, const char *what) {
-    size_t need = kc__cpu_winograd_workspace(d, m);
-    if (ws && ws_bytes >= need) return KC_STATUS_OK;
-    return kc__fail(KC_STATUS_INVALID_ARGUMENT,
-                    "cpu %s (winograd): a workspace of %zu bytes is too small (conv2d_workspace asks %zu for this "
-                    "convolution)", what, ws ? ws_bytes : 0, need);
-}
-
 kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *x, const float *w, const float *b,
                                    float *y, void *ws, size_t ws_bytes) {
-    KC_TRY(check_ws(d, m, ws, ws_bytes, "conv2d_forward"));
     float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
     filter_transform(m, w, d->c, d->f, 0, u);
     const wg_geom g = geom(m, d->n, d->h, d->w, d->c, d->oh, d->ow, d->pad_top, d->pad_left);
@@ -649,7 +640,6 @@ kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *
 
 kc_status kc__cpu_winograd_backward_data(const kc_conv2d_desc *d, int m, const float *dy, const float *w, float *dx,
                                          void *ws, size_t ws_bytes) {
-    KC_TRY(check_ws(d, m, ws, ws_bytes, "conv2d_backward_data"));
     float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
     filter_transform(m, w, d->c, d->f, 1, u); /* U[e] (F, C) */
     const wg_geom g = geom(m, d->n, d->oh, d->ow, d->f, d->h, d->w, 2 - d->pad_top, 2 - d->pad_left);
@@ -685,7 +675,6 @@ static void zero_columns(float *part, int64_t rows, int f, int f0, int f1) {
 
 kc_status kc__cpu_winograd_backward_filter(const kc_conv2d_desc *d, int m, const float *x, const float *dy, float *dw,
                                            void *ws, size_t ws_bytes) {
-    KC_TRY(check_ws(d, m, ws, ws_bytes, "conv2d_backward_filter"));
     const int c = d->c, f = d->f, ne = (m + 2) * (m + 2);
     const size_t cf = (size_t)ne * c * f, slot = slot_floats(d, m);
     float *s = ws, *vm = s + cf;
