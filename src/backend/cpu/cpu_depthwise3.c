@@ -34,7 +34,7 @@ typedef int32_t dw_vi __attribute__((vector_size(DW_VW * sizeof(float))));
 
 static const float dw_zero[DW_VW]; /* the taps in the padding */
 
-#define WG_DW_INLINE static inline __attribute__((always_inline))
+#define DW_INLINE static inline __attribute__((always_inline))
 
 static inline dw_vf dw_ld(const float *p) {
     dw_vf v;
@@ -71,7 +71,7 @@ static inline const float *dw_tap(const float *row, int ix, int pw, int c, int k
 
 /* The vector of channels [k, k + DW_VW) of pixel ix of a real row, zeros left or right of it
  * (chk 0: ix is inside, no test). */
-WG_DW_INLINE dw_vf dw_col(int chk, const float *row, int ix, int pw, int c, int k) {
+DW_INLINE dw_vf dw_col(int chk, const float *row, int ix, int pw, int c, int k) {
     return !chk || (ix >= 0 && ix < pw) ? dw_ld(row + (size_t)ix * c + k) : (dw_vf){0};
 }
 
@@ -83,15 +83,22 @@ typedef struct dw_win {
     dw_vf v0, v1;
 } dw_win;
 
-WG_DW_INLINE void dw_win_start(dw_win *s, const float *row, int ix0, int pw, int c, int k) {
+DW_INLINE void dw_win_start(dw_win *s, const float *row, int ix0, int pw, int c, int k) {
     s->v0 = dw_col(1, row, ix0, pw, c, k);
     s->v1 = dw_col(1, row, ix0 + 1, pw, c, k);
 }
 
-WG_DW_INLINE void dw_win_next(int chk, dw_win *s, const float *row, int ix, int pw, int c, int k, dw_vf *a, dw_vf *b,
+DW_INLINE void dw_win_next(int chk, dw_win *s, const float *row, int ix, int pw, int c, int k, dw_vf *a, dw_vf *b,
                               dw_vf *cc) {
     *a = s->v0, *b = s->v1, *cc = dw_col(chk, row, ix + 2, pw, c, k);
     s->v0 = s->v1, s->v1 = *cc;
+}
+
+/* At stride 1, the output columns [*lo, *hi) of a row of ow whose windows (from column ox - px,
+ * three wide) read no padding of a plane pw wide: no bounds tests there. */
+DW_INLINE void dw_s1_inside(int pw, int px, int ow, int *lo, int *hi) {
+    *lo = KC_MIN(ow, px);
+    *hi = pw - 3 + px < 0 ? *lo : KC_MAX(*lo, KC_MIN(ow, pw - 2 + px));
 }
 
 /* out[ox] (ox < ow, channels [0, cv)) = bias + sum_{r,s} plane[iy0 + r][ox - px + s] * tap(r, s), where
@@ -101,9 +108,10 @@ WG_DW_INLINE void dw_win_next(int chk, dw_win *s, const float *row, int ix, int 
  * most pixels touch the padding, 0.8-0.9x on 24x24 and 48x48. */
 static void dw3_row_s1(const float *plane, int ph, int pw, int c, int iy0, int px, const float *w, int flip,
                        const float *b, int relu, float *out, int ow, int cv) {
-    const int sx = 1;
     const float *row[3];
     (void)dw_rows(plane, ph, pw, c, iy0, row);
+    int lo, hi;
+    dw_s1_inside(pw, px, ow, &lo, &hi);
     for (int k = 0; k < cv; k += DW_VW) {
         dw_vf wv[9];
         for (int t = 0; t < 9; t++) wv[t] = dw_ld(w + (size_t)(flip ? 8 - t : t) * c + k);
@@ -111,13 +119,10 @@ static void dw3_row_s1(const float *plane, int ph, int pw, int c, int iy0, int p
         dw_win win[3] = {{(dw_vf){0}, (dw_vf){0}}, {(dw_vf){0}, (dw_vf){0}}, {(dw_vf){0}, (dw_vf){0}}};
         for (int r = 0; r < 3; r++)
             if (row[r]) dw_win_start(&win[r], row[r], -px, pw, c, k);
-        /* the columns [lo, hi) read no padding: no bounds tests there */
-        const int lo = KC_MIN(ow, (px + sx - 1) / sx);
-        const int hi = pw - 3 + px < 0 ? lo : KC_MAX(lo, KC_MIN(ow, (pw - 3 + px) / sx + 1));
         int ox = 0;
 #define DW_OUT(chk)                                                                                                   \
     do {                                                                                                              \
-        const int ix = ox * sx - px;                                                                                  \
+        const int ix = ox - px;                                                                                       \
         dw_vf acc = bv;                                                                                               \
         for (int r = 0; r < 3; r++) {                                                                                 \
             if (!row[r]) continue;                                                                                    \
@@ -248,8 +253,8 @@ void kc__cpu_dw3_filter_rows(const kc_conv2d_desc *d, const float *x, const floa
                 dw_win win[3] = {{(dw_vf){0}, (dw_vf){0}}, {(dw_vf){0}, (dw_vf){0}}, {(dw_vf){0}, (dw_vf){0}}};
                 for (int r = 0; r < 3; r++)
                     if (row[r]) dw_win_start(&win[r], row[r], -px, pw, c, k);
-                const int lo = KC_MIN(d->ow, px), hi = pw - 3 + px < 0 ? lo : KC_MAX(lo, KC_MIN(d->ow, pw - 2 + px));
-                int ox = 0;
+                int lo, hi, ox = 0;
+                dw_s1_inside(pw, px, d->ow, &lo, &hi);
 #define DW_GRAD(chk)                                                                                                  \
     do {                                                                                                              \
         const dw_vf g = dw_ld(grow + (size_t)ox * c + k);                                                             \
