@@ -31,31 +31,72 @@
  * 256 columns of C) that split ran 1.1-2.9x slower on 2 threads than slices of C computed by
  * one call per thread; on wider or shorter ones its shared packing was as fast or faster
  * (0.3-1.0x): bench_conv_gemm, bench/RESULTS.md (branch resnet-2t). So there (m or k at least
- * KC_CPU_GEMM_SPLIT_DIM, n at most KC_CPU_GEMM_SPLIT_COLS) the threads compute slices of C
- * with one OpenBLAS call each (OpenBLAS runs single-threaded inside a parallel region): by
- * rows when C has at least as many rows as columns (each slice packs all of op(B)), else by
- * columns in multiples of 16; a few slices per thread, taken as the threads come free.
- * Each element of C comes from one single-threaded call with OpenBLAS's fixed blocking
- * along K, so the result does not depend on the split or the thread count. A backend with cpu_gemm_split = 0 (kc_device_opts.cpu_gemm_split = KC_FALSE,
- * KERAC_CPU_GEMM_SPLIT=0) leaves every GEMM to OpenBLAS's threading (the reference this path
- * is tested and measured against). */
+ * KC_CPU_GEMM_SPLIT_DIM, n at most KC_CPU_GEMM_SPLIT_COLS) C is cut into slices, one
+ * single-threaded OpenBLAS call each (OpenBLAS runs single-threaded inside a parallel
+ * region): by rows when C has at least as many rows as columns (each slice packs all of
+ * op(B)), else by columns; the threads take the slices as they come free.
+ * The slices depend on the GEMM's shape alone, and one thread computes the same slices one
+ * after the other: OpenBLAS rounds a row differently by where its call starts and ends (its
+ * kernels' tiles count from the call's first row and the last, partial tile has kernels of
+ * its own), so only the same calls give the same C at any thread count, whatever OpenBLAS's
+ * core type (test_gemm_split, run under several). A backend with cpu_gemm_split = 0
+ * (kc_device_opts.cpu_gemm_split = KC_FALSE, KERAC_CPU_GEMM_SPLIT=0) leaves every GEMM to
+ * OpenBLAS's threading (the reference this path is tested and measured against). */
 #define KC_CPU_GEMM_SPLIT_DIM 4096
 #define KC_CPU_GEMM_SPLIT_COLS 256
 #define KC_CPU_GEMM_SPLIT_MIN ((int64_t)1 << 21) /* multiply-adds below which one call runs */
-#define KC_CPU_GEMM_SLICES 4       /* slices per thread (kc__cpu_sgemm) */
-#define KC_CPU_GEMM_SLICE_ROWS 256 /* rows a slice has at least */
+/* Rows a slice has: at least 16 slices where each can have KC_CPU_GEMM_ROW_ALIGN rows, at
+ * most KC_CPU_GEMM_SLICE_ROWS rows a slice (a C of fewer rows, its k long: up to 4 slices
+ * of 16-row multiples) (about 20 slices of a 16,000-row C): a thread
+ * whose core runs slower for a while computes fewer, and each slice packs op(B) once more
+ * (k x <= 256, against its own <= 768 x k of op(A)). Cuts fall on multiples of
+ * KC_CPU_GEMM_ROW_ALIGN, so each slice's rows fill OpenBLAS's tiles (4 to 24 rows by core
+ * type) but C's last. Columns go KC_CPU_GEMM_SLICE_COLS to a slice. */
+#define KC_CPU_GEMM_SLICE_ROWS 768
+#define KC_CPU_GEMM_ROW_ALIGN 192
+#define KC_CPU_GEMM_SLICE_COLS 32
+
+/* The slices of a split GEMM: by its shape alone (in KERAC_CPU_BALANCE=0's
+ * one-share-a-thread mode, one a thread). */
+static int gemm_slices(int m, int n) {
+    if (!kc__cpu_balance()) return kc__num_threads();
+    if (m < n) return (n + KC_CPU_GEMM_SLICE_COLS - 1) / KC_CPU_GEMM_SLICE_COLS;
+    if (m < 2 * KC_CPU_GEMM_ROW_ALIGN) return KC_MIN(4, m / 16); /* few rows, a long k: op(B) packs once a slice */
+    return KC_MIN(m / KC_CPU_GEMM_ROW_ALIGN, KC_MAX(16, m / KC_CPU_GEMM_SLICE_ROWS));
+}
+
+static int gemm_split_applies(const kc_backend *be, int m, int n, int k) {
+    return be->cpu_gemm_split && KC_MAX(m, k) >= KC_CPU_GEMM_SPLIT_DIM && n <= KC_CPU_GEMM_SPLIT_COLS &&
+           (int64_t)m * n * k >= KC_CPU_GEMM_SPLIT_MIN && gemm_slices(m, n) > 1;
+}
 
 int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k) {
 #ifdef _OPENMP
-    if (!be->cpu_gemm_split || omp_in_parallel() || KC_MAX(m, k) < KC_CPU_GEMM_SPLIT_DIM ||
-        n > KC_CPU_GEMM_SPLIT_COLS || (int64_t)m * n * k < KC_CPU_GEMM_SPLIT_MIN)
-        return 1;
-    const int by_rows = m >= n, len = by_rows ? m : n / 16; /* columns go in blocks of 16 */
-    return KC_MAX(1, KC_MIN(kc__num_threads(), len));
+    if (omp_in_parallel() || !gemm_split_applies(be, m, n, k)) return 1;
+    return KC_MAX(1, KC_MIN(kc__num_threads(), gemm_slices(m, n)));
 #else
     (void)be, (void)m, (void)n, (void)k;
     return 1;
 #endif
+}
+
+/* Slice sl of `slices` of C: rows [r0, r1) of C and op(A), or columns [c0, c1) of C and op(B). */
+static void gemm_slice(int sl, int slices, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                       float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+    if (m >= n) {
+        const int align = m < 2 * KC_CPU_GEMM_ROW_ALIGN ? 16 : KC_CPU_GEMM_ROW_ALIGN;
+        int r0 = (int)((int64_t)m * sl / slices), r1 = (int)((int64_t)m * (sl + 1) / slices);
+        r0 -= r0 % align;
+        r1 = sl + 1 == slices ? m : r1 - r1 % align;
+        if (r1 > r0)
+            cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, n, k, alpha, a + (ta == CblasTrans ? (size_t)r0 : (size_t)r0 * lda),
+                        lda, b, ldb, beta, c + (size_t)r0 * ldc, ldc);
+    } else {
+        const int c0 = KC_MIN(n, KC_CPU_GEMM_SLICE_COLS * sl), c1 = sl + 1 == slices ? n : KC_MIN(n, KC_CPU_GEMM_SLICE_COLS * (sl + 1));
+        if (c1 > c0)
+            cblas_sgemm(CblasRowMajor, ta, tb, m, c1 - c0, k, alpha, a, lda,
+                        b + (tb == CblasTrans ? (size_t)c0 * ldb : (size_t)c0), ldb, beta, c + c0, ldc);
+    }
 }
 
 void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
@@ -68,34 +109,23 @@ void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n,
         return;
     }
     const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    const int nt = kc__cpu_gemm_threads(be, m, n, k);
-    if (nt <= 1) {
-        kc__threads_sync(); /* OpenBLAS's team: kerac's count */
+#ifdef _OPENMP
+    const int split = !omp_in_parallel() && gemm_split_applies(be, m, n, k);
+#else
+    const int split = 0;
+#endif
+    kc__threads_sync(); /* OpenBLAS's team: kerac's count */
+    if (!split) {
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    /* KC_CPU_GEMM_SLICES slices per thread (of at least KC_CPU_GEMM_SLICE_ROWS rows, or 64
-     * columns), handed out as the threads come free: a thread whose core runs slower for a
-     * while (a virtual CPU sharing its core with another guest) computes fewer of them
-     * instead of holding the other at the end of the call. Each slice packs the whole other
-     * operand again: k x <= 256 against >= 256 rows, or m x k against >= 64 columns. */
-    const int by_rows = m >= n, units = by_rows ? m : (n + 15) / 16;
-    const int slices = !kc__cpu_balance() ? nt
-                       : KC_MAX(nt, KC_MIN(KC_CPU_GEMM_SLICES * nt, by_rows ? units / KC_CPU_GEMM_SLICE_ROWS : units / 4));
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int sl = 0; sl < slices; sl++) {
-        const int u0 = (int)((int64_t)units * sl / slices), u1 = (int)((int64_t)units * (sl + 1) / slices);
-        if (by_rows) { /* rows [u0, u1) of C and op(A) */
-            if (u1 > u0)
-                cblas_sgemm(CblasRowMajor, ta, tb, u1 - u0, n, k, alpha, a + (trans_a ? (size_t)u0 : (size_t)u0 * lda),
-                            lda, b, ldb, beta, c + (size_t)u0 * ldc, ldc);
-        } else { /* columns [c0, c1) of C and op(B), in blocks of 16 */
-            const int c0 = KC_MIN(n, 16 * u0), c1 = KC_MIN(n, 16 * u1);
-            if (c1 > c0)
-                cblas_sgemm(CblasRowMajor, ta, tb, m, c1 - c0, k, alpha, a, lda,
-                            b + (trans_b ? (size_t)c0 * ldb : (size_t)c0), ldb, beta, c + c0, ldc);
-        }
+    const int nt = kc__cpu_gemm_threads(be, m, n, k), slices = gemm_slices(m, n);
+    if (nt <= 1) { /* the same slices, one thread: the same C (no one-thread OpenMP region) */
+        for (int sl = 0; sl < slices; sl++) gemm_slice(sl, slices, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
     }
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int sl = 0; sl < slices; sl++) gemm_slice(sl, slices, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
