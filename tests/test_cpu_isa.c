@@ -12,7 +12,13 @@
  *   environment                KERAC_CPU_ISA, KERAC_CPU_WINOGRAD and KERAC_CPU_WINOGRAD_TILE
  *                              reach kc_device_opts and kc_backend_cpu_create's backend
  *                              (read in one place); a bad value names the variable
- *   open_ex_picks_it           kc_backend_open_ex with cpu_isa runs that set */
+ *   open_ex_picks_it           kc_backend_open_ex with cpu_isa runs that set
+ *   blas_below                 OpenBLAS's core types map to their instruction sets; one below
+ *                              kerac's set is reported with its cause (OPENBLAS_CORETYPE, or
+ *                              an OpenBLAS that does not know the processor) and its fix, one
+ *                              at or above it, or a name it does not know, is not; a baseline
+ *                              backend is never below OpenBLAS; kc_backend_open_ex warns once
+ *                              a process through the log (cpu_blas.c) */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +31,7 @@
 #include <cmocka.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_blas.h"
 #include "kerac.h"
 #include "kerac_backend.h"
 
@@ -294,12 +301,81 @@ static void test_open_ex_picks_it(void **state) {
     kc_backend_destroy(be);
 }
 
+static int g_warnings;
+static char g_warning[2048];
+static void count_warnings(kc_log_level level, const char *line, void *user) {
+    (void)user;
+    if (level != KC_LOG_WARNING || !strstr(line, "OpenBLAS")) return;
+    g_warnings++;
+    snprintf(g_warning, sizeof g_warning, "%s", line);
+}
+
+static void test_blas_below(void **state) {
+    (void)state;
+    assert_int_equal(kc__cpu_blas_core_isa("SkylakeX"), KC_CPU_ISA_AVX512);
+    assert_int_equal(kc__cpu_blas_core_isa("cooperlake"), KC_CPU_ISA_AVX512);
+    assert_int_equal(kc__cpu_blas_core_isa("Haswell"), KC_CPU_ISA_AVX2);
+    assert_int_equal(kc__cpu_blas_core_isa("Zen"), KC_CPU_ISA_AVX2);
+    assert_int_equal(kc__cpu_blas_core_isa("Sandybridge"), KC_CPU_ISA_BASELINE);
+    assert_int_equal(kc__cpu_blas_core_isa("Prescott"), KC_CPU_ISA_BASELINE);
+    assert_int_equal(kc__cpu_blas_core_isa("neoversen1"), -1);
+    assert_int_equal(kc__cpu_blas_core_isa(NULL), -1);
+
+    char why[1024] = "";
+    /* forced by the environment: the variable and its value, and both ways out */
+    assert_true(kc__cpu_blas_below(KC_CPU_ISA_AVX512, "Haswell", "Haswell", why, sizeof why));
+    assert_non_null(strstr(why, "OpenBLAS runs its Haswell kernels (AVX2), as OPENBLAS_CORETYPE=Haswell asks"));
+    assert_non_null(strstr(why, "(AVX-512)"));
+    assert_non_null(strstr(why, "; unset OPENBLAS_CORETYPE"));
+    assert_non_null(strstr(why, "KERAC_CPU_ISA=avx2"));
+    /* detected too low: an OpenBLAS older than the processor */
+    assert_true(kc__cpu_blas_below(KC_CPU_ISA_AVX512, "Zen", NULL, why, sizeof why));
+    assert_non_null(strstr(why, "does not know the processor"));
+    assert_non_null(strstr(why, "; set OPENBLAS_CORETYPE=SkylakeX"));
+    assert_true(kc__cpu_blas_below(KC_CPU_ISA_AVX2, "Sandybridge", "", why, sizeof why));
+    assert_non_null(strstr(why, "set OPENBLAS_CORETYPE=Haswell"));
+    assert_true(kc__cpu_blas_below(KC_CPU_ISA_AVX2, "Sandybridge", "Sandybridge", why, sizeof why));
+    assert_non_null(strstr(why, "KERAC_CPU_ISA=baseline"));
+    /* level or above, or unknown: nothing to say */
+    why[0] = 0;
+    assert_false(kc__cpu_blas_below(KC_CPU_ISA_AVX512, "SkylakeX", NULL, why, sizeof why));
+    assert_false(kc__cpu_blas_below(KC_CPU_ISA_AVX2, "Haswell", "Haswell", why, sizeof why));
+    assert_false(kc__cpu_blas_below(KC_CPU_ISA_AVX2, "Cooperlake", NULL, why, sizeof why));
+    assert_false(kc__cpu_blas_below(KC_CPU_ISA_BASELINE, "Prescott", NULL, why, sizeof why));
+    assert_false(kc__cpu_blas_below(KC_CPU_ISA_AVX512, "armv8", NULL, why, sizeof why));
+    assert_false(kc__cpu_blas_below(KC_CPU_ISA_AVX512, NULL, NULL, why, sizeof why));
+    assert_string_equal(why, "");
+
+    /* the backend as it runs here: a baseline one is never below; and the open warns
+     * (once) exactly when this process's OpenBLAS is below the set it opened */
+    kc_backend *be = NULL;
+    kc_device_opts o = {.device = "cpu", .cpu_isa = KC_CPU_ISA_BASELINE};
+    assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
+    assert_false(kc__cpu_blas_below_backend(be, why, sizeof why));
+    kc_backend_destroy(be);
+    assert_false(kc__cpu_blas_below_backend(NULL, why, sizeof why));
+    kc_log_set_callback(count_warnings, NULL);
+    o.cpu_isa = KC_CPU_ISA_AUTO;
+    int expect = 0;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(kc_backend_open_ex(&o, &be), KC_STATUS_OK);
+        if (kc__cpu_blas_below_backend(be, why, sizeof why)) expect = 1;
+        kc_backend_destroy(be);
+    }
+    kc_log_set_callback(NULL, NULL);
+    assert_int_equal(g_warnings, expect);
+    if (expect) assert_non_null(strstr(g_warning, why));
+    print_message("    here: OpenBLAS %s, kerac %s kernels: %s\n", kc__cpu_blas_core() ? kc__cpu_blas_core() : "(none)",
+                  kc__cpu_isa_label(kc__cpu_isa_best()), expect ? "warned once" : "no warning");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_set_matches_baseline),
         cmocka_unit_test(test_refused_when_missing),
         cmocka_unit_test(test_environment),
         cmocka_unit_test(test_open_ex_picks_it),
+        cmocka_unit_test(test_blas_below),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

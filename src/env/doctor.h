@@ -5,7 +5,8 @@
  *                    the accessors
  *   doctor_gpu.c     kerac, its CUDA module, the driver, cuDNN / cuBLAS / NCCL,
  *                    CUDA_VISIBLE_DEVICES, every GPU
- *   doctor_host.c    the environment variables, the CPU load, LD_LIBRARY_PATH
+ *   doctor_host.c    the environment variables, the CPU load, OpenBLAS's kernels,
+ *                    LD_LIBRARY_PATH
  *   doctor_tf.c      TensorFlow installations against this machine
  *   doctor_report.c  the report as text and as JSON */
 #ifndef KC_ENV_DOCTOR_H

@@ -1,5 +1,5 @@
 /* doctor_host.c — the doctor's checks of the host around the GPU stack: the KERAC_* and
- * CUDA_* environment variables, the CPU (cores, load, OpenMP's wait policy) and
+ * CUDA_* environment variables, the CPU (cores, load, OpenMP's wait policy, OpenBLAS's kernels) and
  * LD_LIBRARY_PATH (toolkit stubs, other CUDA versions, NVIDIA libraries it brings in). */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_blas.h"
 #include "doctor.h"
 
 /* ---- environment */
@@ -155,28 +156,46 @@ bool kc__cpu_busy(double load, long cores, const char *wait_policy, const char *
 }
 
 /* "avx512 kernels (the best this processor runs)", or why the asked ones cannot run. */
-static bool cpu_kernels_words(char *buf, size_t n) {
+static bool cpu_kernels_words(char *buf, size_t n, char *blas, size_t nb, bool *blas_below) {
     kc_device_opts o;
     kc__saved_error saved;
     kc__error_save(&saved);
     kc_backend *be = NULL;
     bool ok = kc_device_opts_default(&o) == KC_STATUS_OK && kc_backend_cpu_create_ex(&o, &be) == KC_STATUS_OK;
-    if (ok)
+    if (ok) {
+        *blas_below = kc__cpu_blas_below_backend(be, blas, nb);
         snprintf(buf, n, "%s kernels (%s)", kc_backend_cpu_isa(be),
                  o.cpu_isa == KC_CPU_ISA_AUTO ? "the best this processor runs" : "KERAC_CPU_ISA");
-    else
+    } else
         snprintf(buf, n, "%s", kc_last_error());
     kc_backend_destroy(be);
     kc__error_restore(&saved);
     return ok;
 }
 
+/* OpenBLAS's kernels against kerac's (cpu_blas.c): a warning when they are below them;
+ * why is kc__cpu_blas_below's "<reason>; <fix>". */
+static void check_blas(kc_doctor_report *r, bool below, const char *why) {
+    const char *core = kc__cpu_blas_core(), *env = getenv("OPENBLAS_CORETYPE");
+    if (below) {
+        const char *fix = strstr(why, "; ");
+        kc__doc_add(r, "blas", KC_CHECK_WARNING, fix ? fix + 2 : "unset OPENBLAS_CORETYPE", "%.*s",
+            fix ? (int)(fix - why) : (int)strlen(why), why);
+    } else if (!core)
+        kc__doc_add(r, "blas", KC_CHECK_OK, NULL, "the BLAS is not OpenBLAS: its kernels are its own choice");
+    else
+        kc__doc_add(r, "blas", KC_CHECK_OK, NULL, "OpenBLAS runs its %s kernels%s%s%s", core,
+            env && *env ? " (OPENBLAS_CORETYPE=" : "", env && *env ? env : "", env && *env ? ")" : "");
+}
+
 void kc__doc_check_cpu(kc_doctor_report *r) {
-    char kernels[KC_ERROR_MAX];
-    if (!cpu_kernels_words(kernels, sizeof kernels)) {
+    char kernels[KC_ERROR_MAX], blas[KC_ERROR_MAX];
+    bool blas_below = false;
+    if (!cpu_kernels_words(kernels, sizeof kernels, blas, sizeof blas, &blas_below)) {
         kc__doc_add(r, "cpu", KC_CHECK_PROBLEM, "unset KERAC_CPU_ISA (or set it to auto)", "%s", kernels);
         return;
     }
+    check_blas(r, blas_below, blas);
     cpu_set_t set;
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     double load = -1;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../backend/backend.h"
+#include "../backend/cpu/cpu_blas.h"
 #include "env.h"
 
 /* ---------------------------------------------------------------- device reason */
@@ -58,6 +59,16 @@ static kc_status open_policy(const char *d, const kc_device_opts *opts, kc_backe
     return kc_backend_cpu_create_ex(opts, out);
 }
 
+/* A CPU backend whose OpenBLAS runs kernels below kerac's own (OPENBLAS_CORETYPE=Haswell on
+ * an AVX-512 processor...: src/backend/cpu/cpu_blas.c): nothing fails, GEMMs run at up to
+ * half speed, so it is said, once a process, as a warning (the doctor says it too). */
+static void warn_blas_below(const kc_backend *be) {
+    static int said;
+    char why[KC_ERROR_MAX];
+    if (kc__cpu_blas_below_backend(be, why, sizeof why) && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        kc__log(KC_LOG_WARNING, "cpu backend: %s", why);
+}
+
 kc_status kc_backend_open_ex(const kc_device_opts *opts, kc_backend **out) {
     if (!out) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "kc_backend_open: the output pointer is NULL");
     *out = NULL;
@@ -68,6 +79,7 @@ kc_status kc_backend_open_ex(const kc_device_opts *opts, kc_backend **out) {
     }
     KC_TRY(open_policy(opts->device && *opts->device ? opts->device : "cpu", opts, out));
     if (opts->memory_limit) (*out)->set_memory_limit(*out, opts->memory_limit);
+    warn_blas_below(*out);
     return KC_STATUS_OK;
 }
 
