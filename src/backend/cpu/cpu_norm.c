@@ -19,6 +19,8 @@
  * own expression and coefficients (the same floats, so the same mask) instead of reading y:
  * 5 streams over the activations instead of 7 (sums: x, dy; pass: x, dy, dx). */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -51,6 +53,34 @@ typedef struct bn_relu {
 static bn_relu bn_relu_of(float relu_max) { return (bn_relu){1, relu_max > 0.0f ? relu_max : INFINITY, NULL, NULL}; }
 static const bn_relu BN_NO_RELU = {0, INFINITY, NULL, NULL};
 
+/* The fused ReLU's mask, a vector of channels at a time: dy where 0 < v < hi, else 0, from a
+ * plain load and a bitwise AND. The scalar loops' `v > 0 && v < hi ? dy : 0` compiles to a
+ * load of dy under the mask (vmovups {k}{z}), and so does the AND unless the loaded vector
+ * passes through an empty asm first (bn_ld): on a Zen 5 the backward with the masked loads
+ * took 5.1 ms for 73,728 x 96 floats, 3.0 ms without (bench/RESULTS.md, "Batch norm's
+ * ReLU mask"). NaN in v gives 0 both ways; the tails stay scalar. */
+#if defined(__AVX512F__)
+#define BN_VW 16
+#elif defined(__AVX__)
+#define BN_VW 8
+#else
+#define BN_VW 4
+#endif
+typedef float bn_vf __attribute__((vector_size(BN_VW * sizeof(float))));
+typedef int32_t bn_vi __attribute__((vector_size(BN_VW * sizeof(float))));
+static inline bn_vf bn_ld(const float *p) {
+    bn_vf v;
+    memcpy(&v, p, sizeof v);
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+v"(v)); /* a value in a register: not to be folded into a masked load */
+#endif
+    return v;
+}
+static inline void bn_st(float *p, bn_vf v) { memcpy(p, &v, sizeof v); }
+static inline bn_vf bn_mask(bn_vf g, bn_vf v, bn_vf hi) {
+    return (bn_vf)((bn_vi)g & ((bn_vi)(v > (bn_vf){0}) & (bn_vi)(v < hi)));
+}
+
 /* A column block of a (rows, ld) matrix: columns [c0, c0 + cb). */
 typedef struct bn_cols {
     int64_t rows;
@@ -71,20 +101,31 @@ static void bn_sums_rows(const float *a, const float *dy, const float *y, bn_rel
             continue;
         }
         const float *gr = dy + r * k.ld + k.c0;
+        const bn_vf hi = (bn_vf){0} + rl.hi;
+        int j = 0;
         if (rl.on && !y) { /* the mask from x: p is the forward's mean */
-            for (int j = 0; j < cb; j++) {
+            for (; j + BN_VW <= cb; j += BN_VW) {
+                const bn_vf xc = bn_ld(ar + j) - bn_ld(p + j), v = xc * bn_ld(rl.k2 + j) + bn_ld(rl.k3 + j);
+                const bn_vf g = bn_mask(bn_ld(gr + j), v, hi);
+                bn_st(f1 + j, bn_ld(f1 + j) + g), bn_st(f2 + j, bn_ld(f2 + j) + g * xc);
+            }
+            for (; j < cb; j++) {
                 const float xc = ar[j] - p[j], v = xc * rl.k2[j] + rl.k3[j];
                 const float g = v > 0.0f && v < rl.hi ? gr[j] : 0.0f;
                 f1[j] += g, f2[j] += g * xc;
             }
         } else if (rl.on) {
             const float *yr = y + r * k.ld + k.c0;
-            for (int j = 0; j < cb; j++) {
+            for (; j + BN_VW <= cb; j += BN_VW) {
+                const bn_vf g = bn_mask(bn_ld(gr + j), bn_ld(yr + j), hi);
+                bn_st(f1 + j, bn_ld(f1 + j) + g), bn_st(f2 + j, bn_ld(f2 + j) + g * (bn_ld(ar + j) - bn_ld(p + j)));
+            }
+            for (; j < cb; j++) {
                 const float g = yr[j] > 0.0f && yr[j] < rl.hi ? gr[j] : 0.0f;
                 f1[j] += g, f2[j] += g * (ar[j] - p[j]);
             }
         } else {
-            for (int j = 0; j < cb; j++) f1[j] += gr[j], f2[j] += gr[j] * (ar[j] - p[j]);
+            for (; j < cb; j++) f1[j] += gr[j], f2[j] += gr[j] * (ar[j] - p[j]);
         }
     }
 }
@@ -162,21 +203,32 @@ static void bn_pass(const bn_job *b, int64_t r0, int64_t r1) {
             continue;
         }
         const float *gr = b->dy + at;
+        const bn_vf hiv = (bn_vf){0} + hi;
+        int j = 0;
         if (b->rl.on && !b->y) {
             const float *k2 = b->rl.k2, *k3 = b->rl.k3;
-            for (int j = 0; j < cb; j++) {
+            for (; j + BN_VW <= cb; j += BN_VW) {
+                const bn_vf xc = bn_ld(xr + j) - bn_ld(p + j), v = xc * bn_ld(k2 + j) + bn_ld(k3 + j);
+                const bn_vf g = bn_mask(bn_ld(gr + j), v, hiv);
+                bn_st(o + j, bn_ld(c1 + j) * g + bn_ld(c2 + j) * xc + bn_ld(c3 + j));
+            }
+            for (; j < cb; j++) {
                 const float xc = xr[j] - p[j], v = xc * k2[j] + k3[j];
                 const float g = v > 0.0f && v < hi ? gr[j] : 0.0f;
                 o[j] = c1[j] * g + c2[j] * xc + c3[j];
             }
         } else if (b->rl.on) {
             const float *yr = b->y + at;
-            for (int j = 0; j < cb; j++) {
+            for (; j + BN_VW <= cb; j += BN_VW) {
+                const bn_vf g = bn_mask(bn_ld(gr + j), bn_ld(yr + j), hiv);
+                bn_st(o + j, bn_ld(c1 + j) * g + bn_ld(c2 + j) * (bn_ld(xr + j) - bn_ld(p + j)) + bn_ld(c3 + j));
+            }
+            for (; j < cb; j++) {
                 const float g = yr[j] > 0.0f && yr[j] < hi ? gr[j] : 0.0f;
                 o[j] = c1[j] * g + c2[j] * (xr[j] - p[j]) + c3[j];
             }
         } else {
-            for (int j = 0; j < cb; j++) o[j] = c1[j] * gr[j] + c2[j] * (xr[j] - p[j]) + c3[j];
+            for (; j < cb; j++) o[j] = c1[j] * gr[j] + c2[j] * (xr[j] - p[j]) + c3[j];
         }
     }
 }
