@@ -21,13 +21,7 @@
 
 #include "cpu.h"
 
-#if defined(__AVX512F__)
-#define DW_VW 16
-#elif defined(__AVX__)
-#define DW_VW 8
-#else
-#define DW_VW 4
-#endif
+#define DW_VW KC_CPU_VW
 
 typedef float dw_vf __attribute__((vector_size(DW_VW * sizeof(float))));
 typedef int32_t dw_vi __attribute__((vector_size(DW_VW * sizeof(float))));

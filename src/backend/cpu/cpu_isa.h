@@ -110,4 +110,14 @@
 #define KC_CPU_ISA_NAME "baseline"
 #endif
 
+/* Floats in one vector register of this copy's instruction set: 16 (AVX-512), 8 (AVX,
+ * AVX2), 4 (the SSE baseline). For the kernels written with GCC vector types. */
+#if defined(__AVX512F__)
+#define KC_CPU_VW 16
+#elif defined(__AVX__)
+#define KC_CPU_VW 8
+#else
+#define KC_CPU_VW 4
+#endif
+
 #endif /* KC_BACKEND_CPU_ISA_H */

@@ -59,13 +59,7 @@ static const bn_relu BN_NO_RELU = {0, INFINITY, NULL, NULL};
  * passes through an empty asm first (bn_ld): on a Zen 5 the backward with the masked loads
  * took 5.1 ms for 73,728 x 96 floats, 3.0 ms without (bench/RESULTS.md, "Batch norm's
  * ReLU mask"). NaN in v gives 0 both ways; the tails stay scalar. */
-#if defined(__AVX512F__)
-#define BN_VW 16
-#elif defined(__AVX__)
-#define BN_VW 8
-#else
-#define BN_VW 4
-#endif
+#define BN_VW KC_CPU_VW
 typedef float bn_vf __attribute__((vector_size(BN_VW * sizeof(float))));
 typedef int32_t bn_vi __attribute__((vector_size(BN_VW * sizeof(float))));
 static inline bn_vf bn_ld(const float *p) {
