@@ -70,14 +70,18 @@ static int gemm_split_applies(const kc_backend *be, int m, int n, int k) {
            (int64_t)m * n * k >= KC_CPU_GEMM_SPLIT_MIN && gemm_slices(m, n) > 1;
 }
 
-int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k) {
+/* Whether a split is off the table: inside a parallel region, or in a build without OpenMP. */
+static int gemm_no_team(void) {
 #ifdef _OPENMP
-    if (omp_in_parallel() || !gemm_split_applies(be, m, n, k)) return 1;
-    return KC_MAX(1, KC_MIN(kc__num_threads(), gemm_slices(m, n)));
+    return omp_in_parallel();
 #else
-    (void)be, (void)m, (void)n, (void)k;
     return 1;
 #endif
+}
+
+int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k) {
+    if (gemm_no_team() || !gemm_split_applies(be, m, n, k)) return 1;
+    return KC_MAX(1, KC_MIN(kc__num_threads(), gemm_slices(m, n)));
 }
 
 /* Slice sl of `slices` of C: rows [r0, r1) of C and op(A), or columns [c0, c1) of C and op(B). */
@@ -109,11 +113,7 @@ void kc__cpu_sgemm(const kc_backend *be, int trans_a, int trans_b, int m, int n,
         return;
     }
     const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-#ifdef _OPENMP
-    const int split = !omp_in_parallel() && gemm_split_applies(be, m, n, k);
-#else
-    const int split = 0;
-#endif
+    const int split = !gemm_no_team() && gemm_split_applies(be, m, n, k);
     kc__threads_sync(); /* OpenBLAS's team: kerac's count */
     if (!split) {
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
