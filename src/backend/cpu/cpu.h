@@ -121,6 +121,7 @@ static inline long kc__cpu_chunk(int64_t n) {
 /* The instruction sets this build has kernels for, as kc_cpu_isa (kerac.h), and their names. */
 int kc__cpu_isa_best(void); /* the best the processor runs (cpuid), KC_CPU_ISA_BASELINE at least */
 const char *kc__cpu_isa_label(int isa); /* "baseline", "avx2", "avx512" */
+int kc__cpu_backend_isa(const kc_backend *be); /* the set a CPU backend runs; -1 for another backend */
 /* kc_device_opts.cpu_winograd: 0 off (KC_FALSE), 1 where it wins (the default), 2 wherever it
  * runs, at any channel count (KC_TRUE) */
 int kc__cpu_winograd_enabled(const kc_backend *be);

@@ -309,9 +309,14 @@ static kc_status choose_isa(int want, int *out) {
     return KC_STATUS_OK;
 }
 
+int kc__cpu_backend_isa(const kc_backend *be) {
+    if (!be || !be->name || strcmp(be->name, "cpu") != 0 || !be->ctx) return -1;
+    return ((const cpu_mem *)be->ctx)->isa;
+}
+
 const char *kc_backend_cpu_isa(const kc_backend *be) {
-    if (!be || !be->name || strcmp(be->name, "cpu") != 0 || !be->ctx) return NULL;
-    return kc__cpu_isa_label(((const cpu_mem *)be->ctx)->isa);
+    const int isa = kc__cpu_backend_isa(be);
+    return isa < 0 ? NULL : kc__cpu_isa_label(isa);
 }
 
 /* ---- the table */

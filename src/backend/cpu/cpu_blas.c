@@ -12,7 +12,6 @@
  * names the cause and the fix. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <strings.h>
 
 #include "cpu.h"
@@ -62,9 +61,6 @@ bool kc__cpu_blas_below(int isa, const char *core, const char *coretype_env, cha
 }
 
 bool kc__cpu_blas_below_backend(const kc_backend *be, char *why, size_t n) {
-    const char *label = kc_backend_cpu_isa(be);
-    if (!label) return false;
-    const int isa = !strcmp(label, "avx512") ? KC_CPU_ISA_AVX512 : !strcmp(label, "avx2") ? KC_CPU_ISA_AVX2
-                                                                                       : KC_CPU_ISA_BASELINE;
-    return kc__cpu_blas_below(isa, kc__cpu_blas_core(), getenv("OPENBLAS_CORETYPE"), why, n);
+    const int isa = kc__cpu_backend_isa(be);
+    return isa >= 0 && kc__cpu_blas_below(isa, kc__cpu_blas_core(), getenv("OPENBLAS_CORETYPE"), why, n);
 }
