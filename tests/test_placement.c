@@ -108,7 +108,8 @@ static void test_cpu_describe_names_the_kernel_run(void **state) {
         {conv(32, 6, 6, 32, 32, 3, 1, 1), RAN_IM2COL, 3},   /* 6x6 outputs: 4 F(3x3) tiles, 4 F(4x4) wasting 44 % */
         {conv(32, 6, 6, 16, 32, 3, 1, 1), RAN_IM2COL, 0},   /* 16 channels: too narrow */
         {conv(2, 8, 8, 64, 64, 3, 1, 1), RAN_IM2COL, 0},    /* 2 images: transforming U costs more */
-        {conv(32, 3, 3, 512, 512, 3, 1, 1), RAN_IM2COL, 0}, /* one F(3x3) tile an image: U dominates */
+        {conv(8, 3, 3, 512, 512, 3, 1, 1), RAN_IM2COL, 0},  /* one F(3x3) tile an image: U dominates */
+        {conv(32, 3, 3, 512, 512, 3, 1, 1), RAN_IM2COL, 3}, /* ResNet50's stage 5 at 96x96 */
         {conv(128, 3, 3, 512, 512, 3, 1, 1), RAN_IM2COL, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

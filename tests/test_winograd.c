@@ -164,7 +164,7 @@ static void test_where_it_applies(void **state) {
     assert_int_equal(kc_backend_cpu_create_ex(&off, &off_be), KC_STATUS_OK);
     /* costs in GEMM rows per channel pair (cpu.h): E (tiles + KC_CPU_WINOGRAD_U_TILES) against
      * im2col's 9 n oh ow; batch 32 */
-    kc_conv2d_desc d = conv3(32, 8, 8, 64, 64, 1); /* F(4x4) 36 (128 + 70) against 18432 */
+    kc_conv2d_desc d = conv3(32, 8, 8, 64, 64, 1); /* F(4x4) 36 (128 + 50) against 18432 */
     assert_true(kc__cpu_winograd_applies(be, &d));
     assert_int_equal(kc__cpu_winograd_tile_of(be, &d), 4);
     assert_false(kc__cpu_winograd_applies(off_be, &d));
@@ -177,12 +177,12 @@ static void test_where_it_applies(void **state) {
     e = d;
     e.f = KC_CPU_WINOGRAD4_MIN_C - 1;
     assert_false(kc__cpu_winograd_applies(be, &e));
-    /* 4x4 outputs: F(2x2) 16 (128 + 70) = 3168, F(4x4) 36 (32 + 70) = 3672, F(3x3) 4950 */
+    /* 4x4 outputs: F(2x2) 16 (128 + 50) = 2848, F(4x4) 36 (32 + 50) = 2952, F(3x3) 4450 */
     e = conv3(32, 4, 4, KC_CPU_WINOGRAD_MIN_C, KC_CPU_WINOGRAD_MIN_C, 1);
     assert_int_equal(kc__cpu_winograd_tile_of(be, &e), 2);
     e.c = KC_CPU_WINOGRAD_MIN_C - 1; /* F(2x2) from KC_CPU_WINOGRAD_MIN_C: then F(4x4) */
     assert_int_equal(kc__cpu_winograd_tile_of(be, &e), 4);
-    /* 6x6 outputs: F(3x3) 25 (128 + 70) = 4950, F(2x2) 5728, F(4x4) 7128 (its tiles waste 44 %) */
+    /* 6x6 outputs: F(3x3) 25 (128 + 50) = 4450, F(2x2) 5408, F(4x4) 6408 (its tiles waste 44 %) */
     e = conv3(32, 6, 6, KC_CPU_WINOGRAD4_MIN_C, 256, 1);
     assert_int_equal(kc__cpu_winograd_tile_of(be, &e), 3);
     e.c = KC_CPU_WINOGRAD4_MIN_C - 1;
@@ -217,19 +217,23 @@ static void test_where_it_applies(void **state) {
     e = conv3(2, 8, 8, 16, 16, 1);
     assert_false(kc__cpu_winograd_applies(be, &e));
     assert_true(kc__cpu_winograd_applies(any, &e));
-    /* the transform of U against few tiles: ResNet50's stage 5 at 96x96 (3x3 outputs, one
-     * F(3x3) tile an image), 25 (32 + 70) = 2550 against 2592: under KC_CPU_WINOGRAD_MIN_SAVING */
-    e = conv3(32, 3, 3, 512, 512, 1);
+    /* the transform of U against few tiles: 3x3 outputs (one F(3x3) tile an image) at batch
+     * 8, 25 (8 + 50) = 1450 against 648 */
+    e = conv3(8, 3, 3, 512, 512, 1);
     assert_false(kc__cpu_winograd_applies(be, &e));
     assert_true(kc__cpu_winograd_applies(any, &e));
     assert_int_equal(be->describe(be, KC_OP_CONV2D, &e, be->conv2d_workspace(be, &e), label, sizeof label),
                      KC_STATUS_OK);
     assert_non_null(strstr(label, "cpu im2col+gemm"));
-    e.n = 128; /* 4950 against 10368 */
+    e.n = 32; /* ResNet50's stage 5 at 96x96: 25 (32 + 50) = 2050 against 2592 */
     assert_int_equal(kc__cpu_winograd_tile_of(be, &e), 3);
-    e = conv3(32, 5, 5, 512, 512, 1); /* 5x5: F(3x3) 4950 against 7200 */
+    e.n = 128; /* 4450 against 10368 */
     assert_int_equal(kc__cpu_winograd_tile_of(be, &e), 3);
-    e = conv3(32, 5, 5, 512, 512, 0); /* 3x3 outputs again, "valid" */
+    e = conv3(32, 5, 5, 512, 512, 1); /* 5x5: F(3x3) 4450 against 7200 */
+    assert_int_equal(kc__cpu_winograd_tile_of(be, &e), 3);
+    e = conv3(32, 5, 5, 512, 512, 0); /* 3x3 outputs again, "valid": as with "same" */
+    assert_int_equal(kc__cpu_winograd_tile_of(be, &e), 3);
+    e.n = 8;
     assert_false(kc__cpu_winograd_applies(be, &e));
     e = conv3(2, 8, 8, 64, 64, 1); /* two images: every tile's U costs more than it saves */
     assert_false(kc__cpu_winograd_applies(be, &e));

@@ -218,14 +218,15 @@ void kc__cpu_blocked_backward_filter(const kc_conv2d_desc *d, const float *x, co
  * im2col's 9 n oh ow. Partial tiles at the edges count whole (F(4x4) on 6x6 outputs computes
  * 8x8), and each pass transforms the kernel into U (E C F floats, written and read again by
  * the GEMMs): the same memory traffic as KC_CPU_WINOGRAD_U_TILES more rows of tiles. Fitted
- * to bench_conv (2 threads, wall clock, 7-15 alternations; bench/RESULTS.md, "F(3x3,3x3)"):
- * 512 -> 512 on 3x3 outputs at batch 32 (1 F(3x3) tile per image, U 26 MB) ran im2col 1.2x
- * faster than F(3x3) although F(3x3) has 3.2x fewer multiply-adds; at batch 128 F(3x3) was
- * 1.6x faster. The cost picks F(4x4) from 7x7 outputs up (ResNet50's stages 2 and 3),
- * F(3x3) on 6x6 (stage 4: 1.15x F(2x2)) and 5x5, and im2col on stage 5's 3x3 maps at batch
- * 32 and on small batches of wide layers. */
+ * to bench_conv (2 threads, wall clock, 7-15 alternations; bench/RESULTS.md, "F(3x3,3x3)"
+ * and "Winograd's planes"): 70 while the planes of U, V and M lay a multiple of 4 KiB apart
+ * (512 -> 512 on 3x3 outputs at batch 32, 1 F(3x3) tile per image, U 26 MB: im2col 1.2x
+ * faster than F(3x3)); 50 since they no longer do (the same layer: F(3x3) 1.1-1.25x im2col
+ * in the model, 8x8 256 -> 256 at batch 4: F(2x2) 1.0-1.3x). The cost picks F(4x4) from 7x7
+ * outputs up (ResNet50's stages 2 and 3), F(3x3) on 6x6 (stage 4) down to 3x3 (stage 5 at
+ * batch 32), and im2col on small batches of wide layers. */
 #ifndef KC_CPU_WINOGRAD_U_TILES
-#define KC_CPU_WINOGRAD_U_TILES 70
+#define KC_CPU_WINOGRAD_U_TILES 50
 #endif
 /* Winograd only where im2col's cost is at least this factor of the tile's (just above 1:
  * the cost already counts what the transforms add) */

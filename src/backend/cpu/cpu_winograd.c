@@ -63,6 +63,16 @@ static const float wg_zeros[WG_CB];
 
 static int64_t tiles_of(int oh, int ow, int n, int m) { return (int64_t)n * ((oh + m - 1) / m) * ((ow + m - 1) / m); }
 
+/* Floats from one of the E planes of U, V, M or S to the next, for planes of n floats: n
+ * rounded up to a cache line, plus one. The transforms write (or read) all E planes of a
+ * tile or channel pair together, E streams at once; planes a multiple of 4 KiB apart (the
+ * usual case: 32 or more tiles times 64 or more channels, or C F) put every stream in the
+ * same set of the L1 cache, 16-36 streams against its 8-12 ways, and each access missed.
+ * One more cache line a plane spreads them over E sets. Measured (bench_conv, ResNet50's
+ * stage 5 at 96x96, F(3x3), 2 threads): bench/RESULTS.md, "Winograd's planes". */
+#define WG_LINE 16 /* floats per 64-byte cache line */
+static size_t wg_plane(size_t n) { return (n + WG_LINE - 1) / WG_LINE * WG_LINE + WG_LINE; }
+
 /* The cost of output tile m in rows of GEMM per (input, output) channel pair (cpu.h,
  * KC_CPU_WINOGRAD_U_TILES): E (tiles + KC_CPU_WINOGRAD_U_TILES); im2col's is 9 n oh ow. */
 static double wg_cost(const kc_conv2d_desc *d, int m) {
@@ -139,10 +149,15 @@ static int64_t winograd_chunk(const kc_conv2d_desc *d, int m) {
     return KC_MIN(tc, most);
 }
 
+/* floats of the E transformed kernels U (or backward_filter's sums S), planes wg_plane apart */
+static size_t u_floats(const kc_conv2d_desc *d, int m) {
+    return (size_t)(m + 2) * (m + 2) * wg_plane((size_t)d->c * d->f);
+}
+
 /* floats of one thread's slot: V and M of a chunk, and backward_filter's partial sums S */
 static size_t slot_floats(const kc_conv2d_desc *d, int m) {
-    const size_t e = (size_t)(m + 2) * (m + 2);
-    return e * (size_t)winograd_chunk(d, m) * (d->c + d->f) + e * d->c * d->f;
+    const size_t e = (size_t)(m + 2) * (m + 2), tc = (size_t)winograd_chunk(d, m);
+    return e * (wg_plane(tc * d->c) + wg_plane(tc * d->f)) + u_floats(d, m);
 }
 
 /* backward_filter's partial sums per thread: WG_FILTER_GROUPS groups of chunks each with a
@@ -156,7 +171,7 @@ static int filter_groups(size_t cf) {
 }
 
 size_t kc__cpu_winograd_workspace(const kc_conv2d_desc *d, int m) {
-    const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slots = (size_t)KC_MAX(1, KC_MIN(kc__num_threads(), 64));
+    const size_t u = u_floats(d, m), slots = (size_t)KC_MAX(1, KC_MIN(kc__num_threads(), 64));
     const size_t extra = slots > 1 ? slots * (size_t)(filter_groups(u) - 1) * u : 0;
     return (u + slots * slot_floats(d, m) + extra) * sizeof(float);
 }
@@ -165,7 +180,7 @@ size_t kc__cpu_winograd_workspace(const kc_conv2d_desc *d, int m) {
  * planned for fewer threads caps the team instead of overflowing); split() caps it by the
  * pass's units. */
 static int pass_threads(const kc_conv2d_desc *d, int m, size_t ws_bytes) {
-    const size_t u = (size_t)(m + 2) * (m + 2) * d->c * d->f, slot = slot_floats(d, m);
+    const size_t u = u_floats(d, m), slot = slot_floats(d, m);
     const int64_t slots = (int64_t)((ws_bytes / sizeof(float) - u) / slot);
 #ifdef _OPENMP
     const int64_t team = kc__num_threads(); /* what the other kernels' parallel loops get */
@@ -331,7 +346,7 @@ WG_INLINE void kernel_block(int m, const float *const *p, int fb, float *out, si
 
 /* U[e] rows [r0, r0 + WG_CB) (input channels), columns [q0, q0 + WG_CB) (filters) */
 static void kernel_rows(int m, const float *w, int c, int f, int r0, int q0, float *u) {
-    const size_t step = (size_t)c * f;
+    const size_t step = wg_plane((size_t)c * f);
     const int fb = KC_MIN(WG_CB, f - q0);
     for (int r = r0; r < KC_MIN(c, r0 + WG_CB); r++) {
         const float *p[9];
@@ -347,7 +362,7 @@ static void kernel_rows(int m, const float *w, int c, int f, int r0, int q0, flo
  * [r0, r0 + WG_TB) (input channels): transformed along the filters into a block on the stack,
  * then stored a row of WG_TB input channels (a cache line) at a time. */
 static void kernel_rows_flipped(int m, const float *w, int c, int f, int r0, int q0, float *u) {
-    const size_t step = (size_t)c * f;
+    const size_t step = wg_plane((size_t)c * f);
     const int ne = (m + 2) * (m + 2), rb = KC_MIN(WG_TB, c - r0), fb = KC_MIN(WG_TB, f - q0);
     float tmp[WG_TB][WG_EMAX * WG_TB];
     for (int i = 0; i < rb; i++) {
@@ -380,15 +395,15 @@ static void filter_transform(int m, const float *w, int c, int f, int flip, floa
     });
 }
 
-/* G^T S G for kb (c, f) pairs (s: S[0] at the first, entries step apart): dw[k * step + i] */
-WG_INLINE void kernel_grad_block(int m, const float *s, int kb, float *dw, size_t step) {
+/* G^T S G for kb (c, f) pairs (s: S[0] at the first, entries sstep apart): dw[k * step + i] */
+WG_INLINE void kernel_grad_block(int m, const float *s, size_t sstep, int kb, float *dw, size_t step) {
     const int a = m + 2;
 #pragma GCC ivdep
     for (int i = 0; i < kb; i++) {
         float t[3][6];
         WG_UNROLL for (int j = 0; j < a; j++) { /* t = G^T s, column j */
             float col[6], o[3];
-            WG_UNROLL for (int r = 0; r < a; r++) col[r] = s[(size_t)(r * a + j) * step + i];
+            WG_UNROLL for (int r = 0; r < a; r++) col[r] = s[(size_t)(r * a + j) * sstep + i];
             wg_gt(m, col, o);
             WG_UNROLL for (int r = 0; r < 3; r++) t[r][j] = o[r];
         }
@@ -403,10 +418,11 @@ WG_INLINE void kernel_grad_block(int m, const float *s, int kb, float *dw, size_
 /* dW (3, 3, C, F) = G^T S G per (c, f), in blocks of WG_CB pairs along (C, F). */
 static void filter_grad_transform(int m, const float *s, int c, int f, float *dw) {
     const int64_t step = (int64_t)c * f, blocks = (step + WG_CB - 1) / WG_CB;
+    const size_t sstep = wg_plane((size_t)step);
     KC_CPU_PAR_FOR(kc__cpu_par(step * 16), schedule(static), for (int64_t k = 0; k < blocks; k++) {
         const int64_t k0 = k * WG_CB;
         const int kb = (int)KC_MIN(WG_CB, step - k0);
-        WG_BY_M(m, kernel_grad_block, s + k0, kb, dw + k0, (size_t)step);
+        WG_BY_M(m, kernel_grad_block, s + k0, sstep, kb, dw + k0, (size_t)step);
     });
 }
 
@@ -559,11 +575,14 @@ typedef struct wg_split {
  * Where the tiles are too few for that and the layer is wider (F) than it has tiles, the
  * output channels are split too (at most WG_MAX_COL_BLOCKS blocks): another chunk would read
  * all of U (E C F) again, another column block only transforms the inputs (E tiles C) again.
- * ResNet50's stage 5 at 96x96: 32 tiles of F(3x3) at 512 -> 512 channels, 1 chunk x 8 blocks
- * instead of 2 chunks of 16 tiles that each read U's 26 MB. */
+ * ResNet50's stage 5 at 96x96: 32 tiles of F(3x3) at 512 -> 512 channels, 1 chunk x 4 blocks
+ * instead of 2 chunks of 16 tiles that each read U's 26 MB. Each block transforms the
+ * chunk's inputs again and OpenBLAS packs its V[e] again: against 8 blocks, 4 ran that
+ * layer's backward passes 5-15 % faster and its forward as fast (bench/RESULTS.md,
+ * "Winograd's planes"). */
 #define WG_CHUNKS_PER_THREAD 4
 #define WG_MIN_TILES 32
-#define WG_MAX_COL_BLOCKS 8
+#define WG_MAX_COL_BLOCKS 4
 static wg_split split(const kc_conv2d_desc *d, int m, const wg_geom *g, int f, size_t ws_bytes) {
     wg_split sp = {.total = (int64_t)g->n * g->th * g->tw, .nf = 1, .fb = f};
     const int64_t tc_max = winograd_chunk(d, m);
@@ -601,13 +620,13 @@ static void run_unit(const wg_geom *g, int f, const wg_split *sp, const float *x
     const int c = g->c, ne = (g->m + 2) * (g->m + 2);
     const int64_t k = unit / sp->nf, t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
     const int f0 = (int)(unit % sp->nf) * sp->fb, f1 = KC_MIN(f, f0 + sp->fb);
-    float *mm = v + (size_t)ne * tc * c;
-    for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
+    const size_t vstep = wg_plane((size_t)tc * c), mstep = wg_plane((size_t)tc * f), ustep = wg_plane((size_t)c * f);
+    float *mm = v + (size_t)ne * vstep;
+    for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, vstep, v);
     for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e], columns [f0, f1) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f1 - f0, c, 1.0f, v + (size_t)e * tc * c, c,
-                    u + (size_t)e * c * f + f0, f, 0.0f, mm + (size_t)e * tc * f + f0, f);
-    for (int64_t t = 0; t < tc; t++)
-        output_tile(g, mm, t0 + t, t, (size_t)tc * f, f, f0, f1, bias, relu, y, NULL);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f1 - f0, c, 1.0f, v + (size_t)e * vstep, c,
+                    u + (size_t)e * ustep + f0, f, 0.0f, mm + (size_t)e * mstep + f0, f);
+    for (int64_t t = 0; t < tc; t++) output_tile(g, mm, t0 + t, t, mstep, f, f0, f1, bias, relu, y, NULL);
 }
 
 /* Each thread runs whole units in its own slot of the workspace (vm + thread * slot), taken
@@ -630,7 +649,7 @@ static void winograd_run(const wg_geom *g, int f, const wg_split *sp, const floa
 
 kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *x, const float *w, const float *b,
                                    float *y, void *ws, size_t ws_bytes) {
-    float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
+    float *u = ws, *vm = u + u_floats(d, m);
     filter_transform(m, w, d->c, d->f, 0, u);
     const wg_geom g = geom(m, d->n, d->h, d->w, d->c, d->oh, d->ow, d->pad_top, d->pad_left);
     const wg_split sp = split(d, m, &g, d->f, ws_bytes);
@@ -640,7 +659,7 @@ kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *
 
 kc_status kc__cpu_winograd_backward_data(const kc_conv2d_desc *d, int m, const float *dy, const float *w, float *dx,
                                          void *ws, size_t ws_bytes) {
-    float *u = ws, *vm = u + (size_t)(m + 2) * (m + 2) * d->c * d->f;
+    float *u = ws, *vm = u + u_floats(d, m);
     filter_transform(m, w, d->c, d->f, 1, u); /* U[e] (F, C) */
     const wg_geom g = geom(m, d->n, d->oh, d->ow, d->f, d->h, d->w, 2 - d->pad_top, 2 - d->pad_left);
     const wg_split sp = split(d, m, &g, d->c, ws_bytes);
@@ -654,29 +673,32 @@ static void grad_chunk(const wg_geom *g, int f, int f0, int f1, const wg_split *
                        float *v, float *part, int64_t k) {
     const int c = g->c, ne = (g->m + 2) * (g->m + 2);
     const int64_t t0 = k * sp->tc, tc = KC_MIN(sp->tc, sp->total - t0);
-    float *gt = v + (size_t)ne * tc * c;
+    const size_t vstep = wg_plane((size_t)tc * c), gstep = wg_plane((size_t)tc * f), sstep = wg_plane((size_t)c * f);
+    float *gt = v + (size_t)ne * vstep;
     for (int64_t t = 0; t < tc; t++) {
-        input_tile(g, x, t0 + t, t, (size_t)tc * c, v);
-        output_tile(g, gt, t0 + t, t, (size_t)tc * f, f, f0, f1, NULL, 0, NULL, dy);
+        input_tile(g, x, t0 + t, t, vstep, v);
+        output_tile(g, gt, t0 + t, t, gstep, f, f0, f1, NULL, 0, NULL, dy);
     }
     for (int e = 0; e < ne; e++) /* S[e] (C, F) += V[e]^T G[e] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f1 - f0, (int)tc, 1.0f, v + (size_t)e * tc * c, c,
-                    gt + (size_t)e * tc * f + f0, f, 1.0f, part + (size_t)e * c * f + f0, f);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, f1 - f0, (int)tc, 1.0f, v + (size_t)e * vstep, c,
+                    gt + (size_t)e * gstep + f0, f, 1.0f, part + (size_t)e * sstep + f0, f);
 }
 
-/* Columns [f0, f1) of the E C rows of S zeroed. */
-static void zero_columns(float *part, int64_t rows, int f, int f0, int f1) {
+/* Columns [f0, f1) of S's E planes (C rows each, sstep apart) zeroed; all of them, the
+ * planes' padding too, when [f0, f1) is every column. */
+static void zero_columns(float *part, int ne, int c, size_t sstep, int f, int f0, int f1) {
     if (f0 == 0 && f1 == f) {
-        memset(part, 0, (size_t)rows * f * sizeof(float));
+        memset(part, 0, (size_t)ne * sstep * sizeof(float));
         return;
     }
-    for (int64_t r = 0; r < rows; r++) memset(part + r * f + f0, 0, (size_t)(f1 - f0) * sizeof(float));
+    for (int e = 0; e < ne; e++)
+        for (int r = 0; r < c; r++) memset(part + e * sstep + (size_t)r * f + f0, 0, (size_t)(f1 - f0) * sizeof(float));
 }
 
 kc_status kc__cpu_winograd_backward_filter(const kc_conv2d_desc *d, int m, const float *x, const float *dy, float *dw,
                                            void *ws, size_t ws_bytes) {
     const int c = d->c, f = d->f, ne = (m + 2) * (m + 2);
-    const size_t cf = (size_t)ne * c * f, slot = slot_floats(d, m);
+    const size_t cf = u_floats(d, m), sstep = wg_plane((size_t)c * f), slot = slot_floats(d, m);
     float *s = ws, *vm = s + cf;
     const wg_geom g = geom(m, d->n, d->h, d->w, c, d->oh, d->ow, d->pad_top, d->pad_left);
     const wg_split sp = split(d, m, &g, f, ws_bytes);
@@ -706,7 +728,7 @@ kc_status kc__cpu_winograd_backward_filter(const kc_conv2d_desc *d, int m, const
                 const int64_t j = u / sp.nf;
                 const int f0 = (int)(u % sp.nf) * sp.fb, f1 = KC_MIN(f, f0 + sp.fb);
                 float *part = WG_PART(j);
-                zero_columns(part, (int64_t)ne * c, f, f0, f1);
+                zero_columns(part, ne, c, sstep, f, f0, f1);
                 for (int64_t k = sp.chunks * j / groups; k < sp.chunks * (j + 1) / groups; k++)
                     grad_chunk(&g, f, f0, f1, &sp, x, dy, v, part, k);
             }
