@@ -5,9 +5,11 @@
  * 2 threads:
  *   against_reference  forward (bias, ReLU) and backward-filter (and backward-data, which
  *                      stays im2col's) for "valid" and "same" padding, 3x3 and 5x5 kernels,
- *                      odd sizes, pixel counts that leave a partial block, 16 to 64 filters;
+ *                      odd sizes, pixel counts that leave a partial block, 16 to 64 filters,
+ *                      stride 2 (ResNet50's stem: 7x7 from 3 channels, patches that stop
+ *                      short of the image's last row and column; "same" with padding);
  *                      the largest error relative to the largest magnitude under 2e-5
- *   where_it_applies   stride 1, no dilation, at most 64 filters, at most 32 channels in,
+ *   where_it_applies   any stride, no dilation, at most 64 filters, at most 32 channels in,
  *                      not in the baseline set; describe names the kernel; off with
  *                      kc_device_opts.cpu_conv_blocked = KC_FALSE
  *   workspace          a workspace one byte short is an error, not a write past it */
@@ -36,6 +38,15 @@ static kc_conv2d_desc conv(int n, int h, int w, int c, int f, int k, int pad) {
                             .ow = w + 2 * pad - k + 1};
 }
 
+/* stride s, pad rows and columns before (and as many after as the last patch needs) */
+static kc_conv2d_desc conv_s(int n, int h, int w, int c, int f, int k, int s, int pad) {
+    kc_conv2d_desc d = conv(n, h, w, c, f, k, pad);
+    d.sh = d.sw = s;
+    d.oh = (h + 2 * pad - k) / s + 1;
+    d.ow = (w + 2 * pad - k) / s + 1;
+    return d;
+}
+
 /* y and dW of the convolution as direct sums in double (dx is im2col's, checked against the off backend) */
 static void direct(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, const float *dy,
                    double *y, double *dw) {
@@ -47,7 +58,7 @@ static void direct(const kc_conv2d_desc *d, const float *x, const float *w, cons
         double s = b ? b[q] : 0.0;
         for (int ki = 0; ki < d->kh; ki++)
             for (int kj = 0; kj < d->kw; kj++) {
-                const int iy = oy + ki - d->pad_top, ix = ox + kj - d->pad_left;
+                const int iy = oy * d->sh + ki - d->pad_top, ix = ox * d->sw + kj - d->pad_left;
                 if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w) continue;
                 for (int ch = 0; ch < d->c; ch++) {
                     const size_t wi = (((size_t)ki * d->kw + kj) * d->c + ch) * d->f + q;
@@ -116,7 +127,7 @@ static void check_case(int isa, const kc_conv2d_desc *d, unsigned seed) {
 static void test_against_reference(void **state) {
     (void)state;
     kc_set_num_threads(2); /* the per-thread partial sums and padded images */
-    kc_conv2d_desc cs[6];
+    kc_conv2d_desc cs[9];
     cs[0] = conv(5, 13, 13, 32, 64, 3, 0); /* workload A's conv2d_1: 121 pixels, a block of 1 left */
     cs[0].relu = 1;
     cs[1] = conv(2, 7, 9, 20, 64, 3, 1); /* "same", a non-square image */
@@ -125,6 +136,10 @@ static void test_against_reference(void **state) {
     cs[4] = conv(1, 4, 3, 32, 64, 3, 1); /* fewer pixels than a block */
     cs[5] = conv(2, 9, 9, 17, 48, 3, 1); /* odd channels, 48 filters */
     cs[5].relu = 1;
+    cs[6] = conv_s(3, 26, 26, 3, 64, 7, 2, 0); /* the stem's shape: patches stop a row and a column short */
+    cs[7] = conv_s(2, 11, 9, 5, 64, 3, 2, 1);  /* stride 2 with padding */
+    cs[7].relu = 1;
+    cs[8] = conv_s(2, 12, 12, 4, 16, 5, 3, 2); /* stride 3, 16 filters */
     for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++)
         for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) check_case(isa, &cs[k], 11u + (unsigned)k);
 }
@@ -138,10 +153,8 @@ static void test_where_it_applies(void **state) {
         assert_int_equal(label_has(be, &d, "cpu register-blocked direct conv"), isa != KC_CPU_ISA_BASELINE);
         assert_int_equal(label_has(be, &d, "cpu im2col+gemm"), isa == KC_CPU_ISA_BASELINE);
         assert_true(label_has(off, &d, "cpu im2col+gemm"));
-        kc_conv2d_desc e = d;
-        e.sh = e.sw = 2;
-        e.oh = e.ow = 6;
-        assert_false(label_has(be, &e, "register-blocked"));
+        kc_conv2d_desc e = conv_s(2, 102, 102, 3, 64, 7, 2, 0); /* ResNet50's stem at 96x96 */
+        assert_int_equal(label_has(be, &e, "cpu register-blocked direct conv"), isa != KC_CPU_ISA_BASELINE);
         e = d;
         e.dh = e.dw = 2;
         e.oh = e.ow = 9;

@@ -186,8 +186,9 @@ kc_status kc__cpu_conv2d_backward_filter(kc_backend *be, const kc_conv2d_desc *d
                                          const float *dy, float *dw, float *db, void *ws, size_t ws_bytes);
 
 /* ---- cpu_conv_blocked.c: register-blocked direct forward and backward-filter for
- * stride-1 undilated convolutions with at most 64 filters (a multiple of the block: 64
- * filters for AVX-512, 16 for AVX2, 8 for the baseline). Their backward-data is im2col's.
+ * undilated convolutions (any stride) with at most 32 channels in and 64 filters (a multiple
+ * of the block: 64 filters for AVX-512, 16 for AVX2, 8 for the baseline). Their
+ * backward-data is im2col's.
  * kc__cpu_blocked_enabled: the backend runs them (not when created with
  * kc_device_opts.cpu_conv_blocked = KC_FALSE, KERAC_CPU_CONV_BLOCKED=0; cpu_backend.c). */
 int kc__cpu_blocked_enabled(const kc_backend *be);

@@ -1,15 +1,17 @@
 /* cpu_conv_blocked.c — register-blocked direct convolution (forward and backward-filter)
- * for stride-1, undilated convolutions with few output channels (the skinny GEMMs of
- * im2col + OpenBLAS: N = F = 16..64 columns, where OpenBLAS reaches half the square SGEMM
- * rate; workload A's conv2d_1, 32 -> 64 channels, 3x3 on 13x13, is the case it is for).
+ * for undilated convolutions with few output channels (the skinny GEMMs of im2col +
+ * OpenBLAS: N = F = 16..64 columns, where OpenBLAS reaches half the square SGEMM rate;
+ * workload A's conv2d_1, 32 -> 64 channels, 3x3 on 13x13, is the case it is for, and
+ * ResNet50's stem, 7x7 stride 2 from 3 channels, whose im2col writes 43 MB a pass).
  *
  * No col matrix: a block of PB output pixels x FB filters is accumulated in vector
  * registers while the K = KH*KW*C patch entries stream by, each pixel's entry broadcast
- * from the input image itself (for a stride-1 convolution the KW*C entries of one kernel
- * row are contiguous in NHWC). Backward-filter is the transposed blocking: KB patch rows x
+ * from the input image itself (the KW*C entries of one kernel row are contiguous in NHWC,
+ * whatever the stride; the stride only moves where each pixel's patch starts). Backward-filter is the transposed blocking: KB patch rows x
  * FB filters in registers while the output pixels stream by, dy's FB gradients loaded once
  * per pixel. Padding ("same") is handled by copying each image into a zero-bordered buffer
- * first, so the inner loops never test bounds.
+ * first, so the inner loops never test bounds; without padding the kernels read the input
+ * itself, rows of W floats apart.
  *
  * The blocking depends on the instruction set this copy is compiled for (cpu_isa.h):
  * AVX-512 16 floats a vector, 4 vectors of filters x 6 pixels = 24 accumulators of 32
@@ -49,16 +51,18 @@ static inline void vstore(float *p, vf v) { *(vf *)p = v; }
  * not measured) and a patch long enough to keep the block busy. */
 int kc__cpu_blocked_applies(const kc_conv2d_desc *d) {
     if (VW < 8) return 0; /* the baseline copy: 0.53-0.66x im2col + OpenBLAS (bench_conv_blocked) */
-    return d->sh == 1 && d->sw == 1 && d->dh == 1 && d->dw == 1 && d->f % FB == 0 && d->f <= 64 && d->c <= 32 &&
-           d->kh * d->kw * d->c >= 16;
+    return d->dh == 1 && d->dw == 1 && d->f % FB == 0 && d->f <= 64 && d->c <= 32 && d->kh * d->kw * d->c >= 16;
 }
 
-/* The padded image's height and width (stride 1: OH + KH - 1 rows cover every patch). */
-static int hp_of(const kc_conv2d_desc *d) { return d->oh + d->kh - 1; }
-static int wp_of(const kc_conv2d_desc *d) { return d->ow + d->kw - 1; }
+/* The rows and columns the output's patches cover: (OH - 1) SH + KH by (OW - 1) SW + KW. */
+static int hp_of(const kc_conv2d_desc *d) { return (d->oh - 1) * d->sh + d->kh; }
+static int wp_of(const kc_conv2d_desc *d) { return (d->ow - 1) * d->sw + d->kw; }
+/* Whether the kernels read a zero-bordered copy: padding, or patches past the image's edge. */
 static int padded(const kc_conv2d_desc *d) {
-    return d->pad_top || d->pad_left || hp_of(d) != d->h || wp_of(d) != d->w;
+    return d->pad_top || d->pad_left || hp_of(d) > d->h || wp_of(d) > d->w;
 }
+/* Pixels from one row of the image the kernels read to the next: the copy's or the input's. */
+static int pitch_of(const kc_conv2d_desc *d) { return padded(d) ? wp_of(d) : d->w; }
 
 static int nthreads_for(const kc_conv2d_desc *d) {
     const int64_t work = (int64_t)d->n * d->oh * d->ow * d->f;
@@ -134,7 +138,7 @@ static inline void fwd_block(const float *const xp[PB], int np, int kh, size_t k
 static void fwd_image(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *y, int img,
                       float *buf) {
     const int npix = d->oh * d->ow, f = d->f;
-    const size_t wp = (size_t)wp_of(d), row = wp * d->c, kwc = (size_t)d->kw * d->c;
+    const size_t wp = (size_t)pitch_of(d), row = wp * d->c, kwc = (size_t)d->kw * d->c;
     const bool relu = d->relu != 0;
     const float *xi = image(d, x, img, buf);
     float *yi = y + (size_t)img * npix * f;
@@ -144,7 +148,7 @@ static void fwd_image(const kc_conv2d_desc *d, const float *x, const float *w, c
         float *yp[PB];
         for (int p = 0; p < PB; p++) {
             const int q = p0 + (p < np ? p : 0), oy = q / d->ow, ox = q % d->ow;
-            xp[p] = xi + ((size_t)oy * wp + ox) * d->c;
+            xp[p] = xi + ((size_t)oy * d->sh * wp + (size_t)ox * d->sw) * d->c;
             yp[p] = yi + (size_t)q * f;
         }
         for (int f0 = 0; f0 < f; f0 += FB) {
@@ -203,12 +207,12 @@ static inline void bwf_block(const float *xi, const int64_t off[PB], int nk, con
 /* Offsets in the (padded) image: of each patch entry k from its patch's corner, and of
  * each output pixel's corner. */
 static void offsets(const kc_conv2d_desc *d, int64_t *koff, int *pix) {
-    const int64_t wp = wp_of(d), c = d->c;
+    const int64_t wp = pitch_of(d), c = d->c;
     for (int ki = 0, k = 0; ki < d->kh; ki++)
         for (int kj = 0; kj < d->kw; kj++)
             for (int ci = 0; ci < d->c; ci++) koff[k++] = (ki * wp + kj) * c + ci;
     for (int oy = 0, q = 0; oy < d->oh; oy++)
-        for (int ox = 0; ox < d->ow; ox++) pix[q++] = (int)((oy * wp + ox) * c);
+        for (int ox = 0; ox < d->ow; ox++) pix[q++] = (int)(((int64_t)oy * d->sh * wp + (int64_t)ox * d->sw) * c);
 }
 
 /* dW (K, F) = sum over images and pixels of patch (K) x dy (F): nt partial sums, part t over
