@@ -7,9 +7,9 @@
  * No col matrix: a block of PB output pixels x FB filters is accumulated in vector
  * registers while the K = KH*KW*C patch entries stream by, each pixel's entry broadcast
  * from the input image itself (the KW*C entries of one kernel row are contiguous in NHWC,
- * whatever the stride; the stride only moves where each pixel's patch starts). Backward-filter is the transposed blocking: KB patch rows x
- * FB filters in registers while the output pixels stream by, dy's FB gradients loaded once
- * per pixel. Padding ("same") is handled by copying each image into a zero-bordered buffer
+ * whatever the stride; the stride only moves where each pixel's patch starts).
+ * Backward-filter is the transposed blocking: KB patch rows x FB filters in registers while
+ * the output pixels stream by, dy's FB gradients loaded once per pixel. Padding ("same") is handled by copying each image into a zero-bordered buffer
  * first, so the inner loops never test bounds; without padding the kernels read the input
  * itself, rows of W floats apart.
  *

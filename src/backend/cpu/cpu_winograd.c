@@ -68,8 +68,9 @@ static int64_t tiles_of(int oh, int ow, int n, int m) { return (int64_t)n * ((oh
  * tile or channel pair together, E streams at once; planes a multiple of 4 KiB apart (the
  * usual case: 32 or more tiles times 64 or more channels, or C F) put every stream in the
  * same set of the L1 cache, 16-36 streams against its 8-12 ways, and each access missed.
- * One more cache line a plane spreads them over E sets. Measured (bench_conv, ResNet50's
- * stage 5 at 96x96, F(3x3), 2 threads): bench/RESULTS.md, "Winograd's planes". */
+ * One more cache line a plane spreads them over E sets: ResNet50's stages 4 and 5 at 96x96
+ * (F(3x3)) ran 1.1-1.4x faster, alternately with the old layout (bench/RESULTS.md,
+ * "Winograd's planes"). */
 #define WG_LINE 16 /* floats per 64-byte cache line */
 static size_t wg_plane(size_t n) { return (n + WG_LINE - 1) / WG_LINE * WG_LINE + WG_LINE; }
 
