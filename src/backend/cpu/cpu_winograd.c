@@ -579,8 +579,8 @@ typedef struct wg_split {
  * ResNet50's stage 5 at 96x96: 32 tiles of F(3x3) at 512 -> 512 channels, 1 chunk x 4 blocks
  * instead of 2 chunks of 16 tiles that each read U's 26 MB. Each block transforms the
  * chunk's inputs again and OpenBLAS packs its V[e] again: against 8 blocks, 4 ran that
- * layer's backward passes 5-15 % faster and its forward as fast (bench/RESULTS.md,
- * "Winograd's planes"). */
+ * layer's backward passes 2-25 % faster and its forward slower in 2 of 3 rounds, the three
+ * passes together about even (bench/RESULTS.md, "Winograd's planes"). */
 #define WG_CHUNKS_PER_THREAD 4
 #define WG_MIN_TILES 32
 #define WG_MAX_COL_BLOCKS 4
