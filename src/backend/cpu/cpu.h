@@ -269,7 +269,7 @@ kc_status kc__cpu_depthwise_backward_filter(kc_backend *be, const kc_conv2d_desc
 
 /* ---- cpu_depthwise3.c: the 3x3, multiplier-1, undilated fast path of the three above */
 /* How many channels (from 0) the fast path takes: whole vectors of kc__cpu_dw3_width() floats; 0 when
- * it does not apply (backward_data: stride 1 only). */
+ * it does not apply (backward_data: strides (1, 1) or (2, 2) only). */
 int kc__cpu_dw3_channels(const kc_conv2d_desc *d, int backward_data);
 int kc__cpu_dw3_width(void);
 void kc__cpu_dw3_forward_row(const kc_conv2d_desc *d, const float *x, const float *w, const float *b, float *yr,

@@ -11,8 +11,10 @@
  *
  *   forward_row        y row (n, oy) = bias + sum over taps of x * w (stride 1: each row's
  *                      window of three columns slides along the output row, dw3_row_s1)
- *   backward_data_row  stride 1 only: dx row (n, iy) is the same sum over dy with the
- *                      kernel turned by 180 degrees, as a forward pass over dy
+ *   backward_data_row  stride 1: dx row (n, iy) is the same sum over dy with the kernel
+ *                      turned by 180 degrees, as a forward pass over dy; stride 2: each dx
+ *                      pixel sums its one, two or four taps in a register
+ *                      (dw3_backward_data_row_s2)
  *   filter_rows        output rows [i0, i1) added into a group's partial sums, every channel
  *                      of a pixel together (the rows stream through once)
  *   filter_chunk       dw[., ., k .. k + DW_VW), db: per image in float, across images in
@@ -43,7 +45,7 @@ static inline dw_vf dw_relu(dw_vf v) { return (dw_vf)((dw_vi)v & (dw_vi)(v > (dw
 
 int kc__cpu_dw3_channels(const kc_conv2d_desc *d, int backward_data) {
     if (d->kh != 3 || d->kw != 3 || d->dh != 1 || d->dw != 1 || d->f != d->c) return 0;
-    if (backward_data && (d->sh != 1 || d->sw != 1)) return 0;
+    if (backward_data && (d->sh != d->sw || d->sh > 2)) return 0;
     return d->c - d->c % DW_VW;
 }
 
@@ -175,11 +177,59 @@ void kc__cpu_dw3_forward_row(const kc_conv2d_desc *d, const float *x, const floa
     dw3_row(xi, d->h, d->w, d->c, oy * d->sh - d->pad_top, d->sw, d->pad_left, w, 0, b, d->relu, yr, d->ow, cv);
 }
 
-/* stride 1: dy[oy][ox] reaches dx[iy][ix] through tap (r, s) when oy = iy + pad_top - r, ox = ix + pad_left - s:
- * with r' = 2 - r, s' = 2 - s that is a forward window starting at dy row iy + pad_top - 2, column
- * ix + pad_left - 2. */
+/* stride 2: dy[oy][ox] reaches dx[iy][ix] through tap (r, s) when 2 oy = iy + pad_top - r and
+ * 2 ox = ix + pad_left - s: one or two rows r of the same parity as iy + pad_top, and per pixel
+ * tap s = 1 (u = ix + pad_left odd: ox = (u - 1) / 2) or taps s = 0, 2 (u even: ox = u / 2,
+ * u / 2 - 1). Pixel by pixel, all its channels (dx and dy are walked in memory order, so the
+ * hardware prefetches them; a vector of channels at a time along the row left every store
+ * waiting for its line, 0.8x the general kernel on a cold 24x24x144 dx), each dx vector summed
+ * in a register, r then s ascending (the general kernel's order), and written once: the general
+ * kernel clears the row and adds into it tap by tap (bench/RESULTS.md, "Depthwise backward at
+ * stride 2"). */
+static void dw3_backward_data_row_s2(const kc_conv2d_desc *d, const float *dy, const float *w, float *dxr, int n,
+                                     int iy, int cv) {
+    const int c = d->c, ow = d->ow;
+    const float *dyi = dy + (size_t)n * d->oh * ow * c;
+    const float *grow[3];
+    int rs[3], nr = 0;
+    for (int r = 0; r < 3; r++) {
+        const int t = iy + d->pad_top - r;
+        if (t < 0 || (t & 1) || t / 2 >= d->oh) continue;
+        grow[nr] = dyi + (size_t)(t / 2) * ow * c;
+        rs[nr++] = r;
+    }
+    for (int ix = 0; ix < d->w; ix++) {
+        /* this pixel's taps, in the order they are added: (the dy pixel, the tap's weights) */
+        const float *tg[6], *tw[6];
+        int nt = 0;
+        const int u = ix + d->pad_left;
+        for (int q = 0; q < nr; q++) {
+            const float *wr = w + (size_t)3 * rs[q] * c;
+            if (u & 1) {
+                if ((u - 1) / 2 < ow) tg[nt] = grow[q] + (size_t)((u - 1) / 2) * c, tw[nt++] = wr + c;
+            } else {
+                if (u / 2 < ow) tg[nt] = grow[q] + (size_t)(u / 2) * c, tw[nt++] = wr;
+                if (u / 2 >= 1 && u / 2 - 1 < ow) tg[nt] = grow[q] + (size_t)(u / 2 - 1) * c, tw[nt++] = wr + 2 * c;
+            }
+        }
+        float *o = dxr + (size_t)ix * c;
+        for (int k = 0; k < cv; k += DW_VW) {
+            dw_vf acc = (dw_vf){0};
+            for (int t = 0; t < nt; t++) acc += dw_ld(tg[t] + k) * dw_ld(tw[t] + k);
+            dw_st(o + k, acc);
+        }
+    }
+}
+
+/* stride 1 (stride 2: dw3_backward_data_row_s2): dy[oy][ox] reaches dx[iy][ix] through tap (r, s)
+ * when oy = iy + pad_top - r, ox = ix + pad_left - s: with r' = 2 - r, s' = 2 - s that is a
+ * forward window starting at dy row iy + pad_top - 2, column ix + pad_left - 2. */
 void kc__cpu_dw3_backward_data_row(const kc_conv2d_desc *d, const float *dy, const float *w, float *dxr, int n,
                                    int iy, int cv) {
+    if (d->sh == 2) {
+        dw3_backward_data_row_s2(d, dy, w, dxr, n, iy, cv);
+        return;
+    }
     const float *dyi = dy + (size_t)n * d->oh * d->ow * d->f;
     dw3_row(dyi, d->oh, d->ow, d->f, iy + d->pad_top - 2, 1, 2 - d->pad_left, w, 1, NULL, 0, dxr, d->w, cv);
 }
