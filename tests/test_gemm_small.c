@@ -4,7 +4,8 @@
  * every kind of remainder (columns not a multiple of the vector, rows not a multiple of the
  * tile, K across several chunks), beta 0 and 1, leading dimensions wider than the matrices
  * (the columns between must stay untouched); the same results bit for bit at 1, 2 and 3
- * threads; the rule that picks these tiles; and the option that turns them off. */
+ * threads; the rule that picks these tiles; the option that turns them off; and a 1x1
+ * convolution's bias and ReLU applied in the tiles' registers (or in OpenBLAS's C). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -240,8 +241,77 @@ static void test_option(void **state) {
     unsetenv("KERAC_CPU_GEMM_SMALL");
 }
 
+/* A 1x1 convolution's forward with a bias and a fused ReLU (conv2d_forward: the bias and the
+ * ReLU in the GEMM, cpu_gemm_conv.c's gemm_bias_relu) on every kernel set, with kerac's tiles
+ * (added in their registers) and without them (OpenBLAS adding into the bias rows): against a
+ * double-precision reference; and with the tiles, bit for bit the tiles' plain GEMM followed by
+ * y + b and max(0, y), the passes it replaces. Also a strided 1x1 (im2col's chunks), and no bias. */
+static void test_conv_bias_relu(void **state) {
+    (void)state;
+    g_rng = 11;
+    /* n, h, w, c, f, stride, relu, bias */
+    const int shapes[][8] = {{2, 7, 9, 16, 24, 1, 1, 1}, {1, 5, 5, 24, 144, 1, 1, 1}, {3, 4, 6, 64, 17, 1, 0, 1},
+                             {2, 6, 6, 40, 256, 1, 1, 1}, {2, 3, 3, 32, 600, 1, 1, 1}, {2, 4, 4, 700, 40, 1, 1, 1},
+                             {2, 9, 8, 32, 48, 2, 1, 1}, {2, 7, 7, 16, 33, 1, 1, 0}};
+    for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++)
+        for (int small = 0; small <= 1; small++) {
+            kc_device_opts o = {.cpu_isa = isa, .cpu_gemm_small = small ? KC_TRUE : KC_FALSE};
+            kc_backend *be = NULL;
+            assert_int_equal(kc_backend_cpu_create_ex(&o, &be), KC_STATUS_OK);
+            for (size_t s = 0; s < KC_ARRAY_LEN(shapes); s++) {
+                const int *q = shapes[s], st = q[5];
+                kc_conv2d_desc d = {.n = q[0], .h = q[1], .w = q[2], .c = q[3], .f = q[4], .kh = 1, .kw = 1,
+                                    .sh = st, .sw = st, .dh = 1, .dw = 1, .oh = (q[1] - 1) / st + 1,
+                                    .ow = (q[2] - 1) / st + 1, .relu = q[6] != 0};
+                const size_t nx = (size_t)d.n * d.h * d.w * d.c, rows = (size_t)d.n * d.oh * d.ow,
+                             ny = rows * d.f;
+                float *x = malloc(nx * sizeof(float)), *w = malloc((size_t)d.c * d.f * sizeof(float)),
+                      *b = malloc((size_t)d.f * sizeof(float)), *y = malloc(ny * sizeof(float)),
+                      *y2 = malloc(ny * sizeof(float));
+                assert_true(x && w && b && y && y2);
+                for (size_t i = 0; i < nx; i++) x[i] = frand();
+                for (int i = 0; i < d.c * d.f; i++) w[i] = frand();
+                for (int i = 0; i < d.f; i++) b[i] = frand();
+                const float *bias = q[7] ? b : NULL;
+                const size_t wsb = be->conv2d_workspace(be, &d);
+                void *ws = wsb ? malloc(wsb) : NULL;
+                assert_true(!wsb || ws);
+                assert_int_equal(be->conv2d_forward(be, &d, x, w, bias, y, ws, wsb), KC_STATUS_OK);
+                for (size_t r = 0; r < rows; r++) {
+                    const int img = (int)(r / ((size_t)d.oh * d.ow)), pix = (int)(r % ((size_t)d.oh * d.ow));
+                    const float *xr =
+                        x + (((size_t)img * d.h + (size_t)(pix / d.ow) * st) * d.w + (size_t)(pix % d.ow) * st) * d.c;
+                    for (int j = 0; j < d.f; j++) {
+                        double sum = bias ? bias[j] : 0.0, mg = bias ? fabs(bias[j]) : 0.0;
+                        for (int p = 0; p < d.c; p++) sum += (double)xr[p] * w[(size_t)p * d.f + j],
+                                                      mg += fabs((double)xr[p] * w[(size_t)p * d.f + j]);
+                        const double want = d.relu && sum < 0 ? 0.0 : sum, got = y[r * d.f + j];
+                        if (!(fabs(got - want) <= 1e-6 * (d.c + 2) * mg + 1e-30))
+                            fail_msg("%s %s: 1x1 conv c %d f %d stride %d: y[%zu][%d] = %.9g, reference %.9g",
+                                     kc__cpu_isa_label(isa), small ? "tiles" : "OpenBLAS", d.c, d.f, st, r, j,
+                                     got, want);
+                    }
+                }
+                if (small && st == 1 && applies_on(isa, 0, 0, (int)rows, d.f, d.c, 1.0f, 0.0f)) {
+                    assert_int_equal(be->gemm(be, 0, 0, (int)rows, d.f, d.c, 1.0f, x, d.c, w, d.f, 0.0f, y2, d.f),
+                                     KC_STATUS_OK);
+                    for (size_t i = 0; i < ny; i++) {
+                        const float v = bias ? y2[i] + bias[i % d.f] : y2[i];
+                        y2[i] = d.relu ? (v > 0.0f ? v : 0.0f) : v;
+                    }
+                    if (memcmp(y, y2, ny * sizeof(float)) != 0)
+                        fail_msg("%s: 1x1 conv c %d f %d: the bias and ReLU in the tiles differ from the separate "
+                                 "passes", kc__cpu_isa_label(isa), d.c, d.f);
+                }
+                free(x), free(w), free(b), free(y), free(y2), free(ws);
+            }
+            kc_backend_destroy(be);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_bias_relu),
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_rule),

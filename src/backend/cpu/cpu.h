@@ -173,6 +173,11 @@ int kc__cpu_gemm_threads(const kc_backend *be, int m, int n, int k);
 int kc__cpu_gemm_small_applies(int trans_a, int trans_b, int m, int n, int k, float alpha, float beta);
 void kc__cpu_gemm_small(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b,
                         int ldb, float beta, float *c, int ldc);
+/* C = A B + bias (one row of n; NULL: none), then max(0, .) when relu, the bias and the ReLU
+ * applied in the tiles' registers before C is written; for a GEMM that
+ * kc__cpu_gemm_small_applies(0, 0, m, n, k, 1, 0) takes. */
+void kc__cpu_gemm_small_bias_relu(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                                  const float *bias, int relu, float *c, int ldc);
 kc_status kc__cpu_gemm(kc_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 size_t kc__cpu_conv2d_workspace(kc_backend *be, const kc_conv2d_desc *d);

@@ -588,17 +588,31 @@ static kc_status check_workspace(kc_backend *be, const kc_conv2d_desc *d, const 
                     what, ws_bytes, need);
 }
 
-/* y (rows, f) += b, then max(0, y) when relu: while the rows are still in cache (each GEMM
- * chunk's output), instead of separate passes over the whole output. */
-static void bias_relu(float *y, const float *b, int64_t rows, int f, bool relu) {
-    if (!b && !relu) return;
+/* y (rows, f) = max(0, y), as act_forward's ReLU */
+static void relu_rows(float *y, int64_t rows, int f) {
     KC_CPU_PAR_FOR(kc__cpu_par(rows * f), KC_CPU_BALANCED(rows), for (int64_t r = 0; r < rows; r++) {
         float *yr = y + r * f;
-        if (b)
-            for (int j = 0; j < f; j++) yr[j] += b[j];
-        if (relu)
-            for (int j = 0; j < f; j++) yr[j] = yr[j] > 0.0f ? yr[j] : 0.0f; /* as act_forward */
+        for (int j = 0; j < f; j++) yr[j] = yr[j] > 0.0f ? yr[j] : 0.0f;
     });
+}
+
+/* y (m, f) = x (m, k) W (k, f) + b (NULL: none), then max(0, y) when relu, without a pass of
+ * its own over y for the bias: kerac's tiles add it (and apply the ReLU) in their registers
+ * before they store; for OpenBLAS, y starts as the bias rows and the GEMM adds into it (beta 1)
+ * instead of clearing y first (its pass for beta 0), and only a ReLU takes a pass of its own.
+ * ResNet50's 1x1 convolutions carry a bias: the separate pass over their outputs took about
+ * 8 ms of a 130 ms forward (bench/RESULTS.md, "The bias in the GEMM"). */
+static void gemm_bias_relu(const kc_backend *be, int m, int f, int k, const float *x, const float *w, const float *b,
+                           bool relu, float *y) {
+    if (be->cpu_gemm_small && kc__cpu_gemm_small_applies(0, 0, m, f, k, 1.0f, 0.0f)) {
+        kc__cpu_gemm_small_bias_relu(m, f, k, x, k, w, f, b, relu, y, f);
+        return;
+    }
+    if (b)
+        KC_CPU_PAR_FOR(kc__cpu_par((int64_t)m * f), KC_CPU_BALANCED(m),
+                       for (int64_t r = 0; r < m; r++) memcpy(y + r * f, b, (size_t)f * sizeof(float)););
+    kc__cpu_sgemm(be, 0, 0, m, f, k, 1.0f, x, k, w, f, b ? 1.0f : 0.0f, y, f);
+    if (relu) relu_rows(y, m, f);
 }
 
 /* Rows of an (rows, ...) gemm done in pieces of at most this many (32-bit BLAS m). */
@@ -629,9 +643,8 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
         /* y (N*H*W, F) = x (N*H*W, C) x W (C, F) */
         for (int64_t r0 = 0; r0 < rows_all; r0 += KC_CPU_GEMM_MAX_ROWS) {
             int m = (int)KC_MIN(KC_CPU_GEMM_MAX_ROWS, rows_all - r0);
-            kc__cpu_sgemm(be, 0, 0, m, f, d->c, 1.0f, x + (size_t)r0 * d->c, d->c, w, f, 0.0f, y + (size_t)r0 * f, f);
+            gemm_bias_relu(be, m, f, d->c, x + (size_t)r0 * d->c, w, b, d->relu, y + (size_t)r0 * f);
         }
-        bias_relu(y, b, rows_all, f, d->relu);
     } else {
         KC_TRY(check_workspace(be, d, ws, ws_bytes, "conv2d_forward"));
         float *col = ws; /* (nb*OH*OW, KH*KW*C) */
@@ -640,9 +653,7 @@ kc_status kc__cpu_conv2d_forward(kc_backend *be, const kc_conv2d_desc *d, const 
         for (int n0 = 0; n0 < d->n; n0 += nb_max) {
             int nb = KC_MIN(nb_max, d->n - n0);
             im2col(d, x + (size_t)n0 * img_in, nb, col);
-            kc__cpu_sgemm(be, 0, 0, nb * d->oh * d->ow, f, kdim, 1.0f, col, kdim, w, f, 0.0f,
-                          y + (size_t)n0 * img_out * f, f);
-            bias_relu(y + (size_t)n0 * img_out * f, b, (int64_t)nb * d->oh * d->ow, f, d->relu);
+            gemm_bias_relu(be, nb * d->oh * d->ow, f, kdim, col, w, b, d->relu, y + (size_t)n0 * img_out * f);
         }
     }
     return KC_STATUS_OK;

@@ -48,6 +48,7 @@
 #define SNV 3
 #endif
 typedef float sv_t __attribute__((vector_size(SV * sizeof(float))));
+typedef int32_t sv_vi __attribute__((vector_size(SV * sizeof(float))));
 
 static inline sv_t sv_load(const float *p) {
     sv_t v;
@@ -79,6 +80,21 @@ static inline void sv_store_n(float *p, sv_t v, int n) {
 #endif
 }
 
+/* What a tile does to its sums before it stores them (C = A B only; add_c 0): adds the bias
+ * (the tile's columns of it; NULL: none), then max(0, .) when relu, as the separate pass
+ * over C did (the same float additions, and v > 0 ? v : 0 as act_forward's ReLU). */
+typedef struct small_epi {
+    const float *bias;
+    int relu;
+} small_epi;
+static const small_epi SMALL_NO_EPI = {NULL, 0};
+
+static inline sv_t sv_epilogue(small_epi ep, sv_t v, sv_t bias) {
+    if (ep.bias) v += bias;
+    if (ep.relu) v = (sv_t)((sv_vi)v & (sv_vi)(v > (sv_t){0}));
+    return v;
+}
+
 /* One tile: C rows r < MR, vectors v < NV (ldc apart) (+)= sum over kk < k of
  * a[r * ar + kk * ak] * (row kk of op(B), at b + kk * ldb). With TAIL the last vector holds
  * only n_last floats: loaded and stored masked, so nothing past a row's end is touched.
@@ -99,6 +115,14 @@ static inline void sv_store_n(float *p, sv_t v, int n) {
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] += x * bv[v];                        \
             }                                                                                                       \
         }                                                                                                           \
+        if (ep.bias || ep.relu) {                                                                                   \
+            sv_t bv[NV];                                                                                            \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =                                            \
+                !ep.bias ? (sv_t){0} : (TAIL && v == NV - 1) ? sv_load_n(ep.bias + v * SV, n_last)                   \
+                                                             : sv_load(ep.bias + v * SV);                            \
+            _Pragma("GCC unroll 24") for (int r = 0; r < MR; r++) _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) \
+                acc[r][v] = sv_epilogue(ep, acc[r][v], bv[v]);                                                      \
+        }                                                                                                           \
         _Pragma("GCC unroll 24") for (int r = 0; r < MR; r++) _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) { \
             float *p = c + r * ldc + v * SV;                                                                        \
             if (TAIL && v == NV - 1)                                                                                \
@@ -109,11 +133,11 @@ static inline void sv_store_n(float *p, sv_t v, int n) {
     }
 
 typedef void (*small_tile_fn)(int64_t k, const float *a, int64_t ar, int64_t ak, const float *b, int64_t ldb,
-                              float *c, int64_t ldc, int n_last, int add_c);
+                              float *c, int64_t ldc, int n_last, int add_c, small_epi ep);
 #define SMALL_TILE(MR, NV, T)                                                                                       \
     static void small_tile_##MR##_##NV##_##T(int64_t k, const float *a, int64_t ar, int64_t ak, const float *b,    \
-                                             int64_t ldb, float *c, int64_t ldc, int n_last, int add_c)            \
-        SMALL_TILE_BODY(MR, NV, T)
+                                             int64_t ldb, float *c, int64_t ldc, int n_last, int add_c,            \
+                                             small_epi ep) SMALL_TILE_BODY(MR, NV, T)
 #define SMALL_TILE2(MR, NV) SMALL_TILE(MR, NV, 0) SMALL_TILE(MR, NV, 1)
 #define SMALL_ROWS4(NV) SMALL_TILE2(1, NV) SMALL_TILE2(2, NV) SMALL_TILE2(3, NV) SMALL_TILE2(4, NV)
 #define SMALL_ROWS6(NV) SMALL_ROWS4(NV) SMALL_TILE2(5, NV) SMALL_TILE2(6, NV)
@@ -172,11 +196,13 @@ static small_plan small_plan_of(int n) {
 
 /* rows [r, r + rows) (rows <= p->mr) by column block cb, over k steps of the reduction */
 static inline void small_tile(const small_plan *p, int64_t r, int rows, int cb, int64_t k, const float *a,
-                              int64_t ar, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc, int add_c) {
+                              int64_t ar, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc, int add_c,
+                              small_epi ep) {
     const int base = p->nvec / p->nblk, extra = p->nvec % p->nblk;
     const int nv = base + (cb < extra), j0 = SV * (cb * base + KC_MIN(cb, extra));
     const int n_last = KC_MIN(p->n - j0, nv * SV) - (nv - 1) * SV;
-    k_tiles[nv - 1][rows][n_last < SV](k, a + r * ar, ar, ak, b + j0, ldb, c + r * ldc + j0, ldc, n_last, add_c);
+    if (ep.bias) ep.bias += j0;
+    k_tiles[nv - 1][rows][n_last < SV](k, a + r * ar, ar, ak, b + j0, ldb, c + r * ldc + j0, ldc, n_last, add_c, ep);
 }
 
 /* The rule's bounds: where these tiles beat OpenBLAS (bench/RESULTS.md, "Small GEMMs"). With
@@ -218,7 +244,7 @@ static int small_threads(int64_t work) {
 /* C = A B: slices of row blocks (KC_CPU_GEMM_SMALL_SLICE at most, and 4 slices per thread
  * at least), taken as the threads come free */
 static void small_nn(const small_plan *p, int m, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                     float *c, int64_t ldc, int add_c, int nt) {
+                     float *c, int64_t ldc, int add_c, small_epi ep, int nt) {
     const int64_t rblocks = (m + p->mr - 1) / p->mr;
     const int64_t per = KC_MAX((int64_t)1, KC_MIN((int64_t)KC_CPU_GEMM_SMALL_SLICE, rblocks / (4 * nt)));
     const int64_t slices = (rblocks + per - 1) / per;
@@ -227,7 +253,7 @@ static void small_nn(const small_plan *p, int m, int64_t k, const float *a, int6
         for (int64_t rb = s * per; rb < rb1; rb++) {
             const int64_t r = rb * p->mr;
             const int rows = (int)KC_MIN((int64_t)p->mr, m - r);
-            for (int cb = 0; cb < p->nblk; cb++) small_tile(p, r, rows, cb, k, a, lda, 1, b, ldb, c, ldc, add_c);
+            for (int cb = 0; cb < p->nblk; cb++) small_tile(p, r, rows, cb, k, a, lda, 1, b, ldb, c, ldc, add_c, ep);
         }
     });
 }
@@ -243,7 +269,8 @@ static void small_tn_tiles(const small_plan *p, int m, int rblocks, int64_t k, c
         for (int t = t0; t < tiles; t += step) {
             const int rb = t / p->nblk, cb = t % p->nblk;
             const int r0 = (int)((int64_t)m * rb / rblocks), r1 = (int)((int64_t)m * (rb + 1) / rblocks);
-            small_tile(p, r0, r1 - r0, cb, kl, a + k0 * lda, 1, lda, b + k0 * ldb, ldb, c, ldc, add_c || k0 > 0);
+            small_tile(p, r0, r1 - r0, cb, kl, a + k0 * lda, 1, lda, b + k0 * ldb, ldb, c, ldc, add_c || k0 > 0,
+                       SMALL_NO_EPI);
         }
     }
 }
@@ -281,5 +308,11 @@ void kc__cpu_gemm_small(int trans_a, int trans_b, int m, int n, int k, const flo
     if (trans_a)
         small_tn(&p, m, k, a, lda, b, ldb, c, ldc, beta != 0.0f, nt);
     else
-        small_nn(&p, m, k, a, lda, b, ldb, c, ldc, beta != 0.0f, nt);
+        small_nn(&p, m, k, a, lda, b, ldb, c, ldc, beta != 0.0f, SMALL_NO_EPI, nt);
+}
+
+void kc__cpu_gemm_small_bias_relu(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                                  const float *bias, int relu, float *c, int ldc) {
+    const small_plan p = small_plan_of(n);
+    small_nn(&p, m, k, a, lda, b, ldb, c, ldc, 0, (small_epi){bias, relu}, small_threads((int64_t)m * n * k));
 }

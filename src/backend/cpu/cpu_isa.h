@@ -32,6 +32,7 @@
 #define kc__cpu_gemm_threads KC_CPU_RENAME(kc__cpu_gemm_threads)
 #define kc__cpu_gemm_small_applies KC_CPU_RENAME(kc__cpu_gemm_small_applies)
 #define kc__cpu_gemm_small KC_CPU_RENAME(kc__cpu_gemm_small)
+#define kc__cpu_gemm_small_bias_relu KC_CPU_RENAME(kc__cpu_gemm_small_bias_relu)
 #define kc__cpu_conv2d_workspace KC_CPU_RENAME(kc__cpu_conv2d_workspace)
 #define kc__cpu_conv2d_forward KC_CPU_RENAME(kc__cpu_conv2d_forward)
 #define kc__cpu_conv2d_backward_data KC_CPU_RENAME(kc__cpu_conv2d_backward_data)
