@@ -40,8 +40,9 @@ extern "C" {
  * 6: batchnorm_relu_backward takes beta (y may be NULL: the mask is recomputed from x);
  *    cpu_gemm_split, infer_tile_bytes and fold_pad_depthwise at the end of kc_backend
  * 7: add_relu and conv2d_dx_adds at the end of kc_backend; kc_conv2d_desc.accumulate
- * 8: cpu_gemm_small at the end of kc_backend */
-#define KC_BACKEND_ABI 8
+ * 8: cpu_gemm_small at the end of kc_backend
+ * 9: batchnorm_dx_in_place at the end of kc_backend */
+#define KC_BACKEND_ABI 9
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
@@ -616,6 +617,13 @@ struct kc_backend {
      * the backend is created; read at each GEMM, so a program may change it between steps.
      * 0 on other backends. */
     int cpu_gemm_small;
+
+    /* ---- nonzero when batchnorm_backward and batchnorm_relu_backward take dx == dy (each
+     * entry of dx written after the per-channel sums, from the same entry of dy): the model
+     * then gives a batch norm's input gradient the batch norm's own dy buffer where it can
+     * (src/model/plan.c, plan_share_bn), one buffer less, and the pass writes into the lines
+     * it has just read. The CPU's; 0 on the others (the model keeps dx apart). */
+    int batchnorm_dx_in_place;
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

@@ -24,6 +24,9 @@
  * the input with the higher index is a BatchNormalization that only the Add reads and that
  * writes nothing into its dy, and every other consumer of the lower one runs its backward after
  * that batch norm's (a lower index). Then the Add's backward copies nothing for them.
+ A batch norm's input likewise shares the batch norm's dy when the backend takes dx == dy
+ * (batchnorm_dx_in_place) and the batch norm is its consumer with the latest index
+ * (plan_share_bn): the batch norm's backward writes the input's gradient over its own.
  * Placement: greedy first-fit by decreasing size, each buffer at the lowest offset that
  * overlaps no placed buffer alive at the same time. */
 #include <stdlib.h>
@@ -265,6 +268,28 @@ static void plan_share_add(planner *q, int j) {
     }
 }
 
+/* A batch norm j's input g shares j's dy buffer (plan_share_bn): the backward then writes g's
+ * gradient over j's dy (the backend's batchnorm_dx_in_place). When the backend takes dx == dy,
+ * j's dy is j's own (not an Add's, whose other input may read it later), j and g are nobody's
+ * shared calls or aliases, and j is g's consumer with the latest index (g's dy is first written
+ * by j; g's other consumers run their backward after j's and add into it as before). Called
+ * before g gets its buffer; extends j's dy to g's backward. One gradient buffer less, and the
+ * pass writes into the lines it has just read instead of fetching a buffer's (bench/RESULTS.md,
+ * "Batch norm's gradient in place"). */
+static void plan_share_bn(planner *q, int j) {
+    const kc_layer *l = q->m->layers[j];
+    if (l->ops != &kc__batchnorm_ops || !q->m->be || !q->m->be->batchnorm_dx_in_place || q->share[j] != j ||
+        q->group[j] != j || l->shares >= 0 || l->calls != 0 || l->n_in != 1)
+        return;
+    const int g = l->in[0];
+    const kc_layer *in = q->m->layers[g];
+    if (q->group[g] != g || q->share[g] != g || q->dy_start[g] >= 0 || !q->p->needs_grad[g] || g == q->group[0] ||
+        in->shares >= 0 || in->calls != 0)
+        return;
+    q->share[g] = j;
+    if (2 * q->L - g > q->dy_end[j]) q->dy_end[j] = 2 * q->L - g;
+}
+
 /* Training: dy of each group is first written by the loss (output group) or by the
  * consumer with the latest index (its backward runs first); later writers use their
  * own buffer (dx_tmp) and add. A node that needs no gradient (plan_needs_grad: the input,
@@ -278,6 +303,7 @@ static void plan_gradients(planner *q) {
         const kc_layer *l = q->m->layers[j];
         if ((l->ops->flags & KC_LAYER_INPUT) || kc__layer_is_alias(l, true) || !p->needs_grad[j]) continue;
         plan_share_add(q, j);
+        plan_share_bn(q, j);
         for (int k = 0; k < l->n_in; k++) {
             int g = group[l->in[k]];
             if (g == group[0] || !p->needs_grad[l->in[k]]) continue;

@@ -400,6 +400,7 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     be->infer_tile_bytes = opts && opts->cpu_infer_tile == KC_FALSE ? 0 : KC_CPU_INFER_TILE_BYTES;
     be->cpu_gemm_split = !(opts && opts->cpu_gemm_split == KC_FALSE); /* kc__cpu_sgemm */
     be->cpu_gemm_small = !(opts && opts->cpu_gemm_small == KC_FALSE); /* kc__cpu_sgemm */
+    be->batchnorm_dx_in_place = 1; /* cpu_norm.c: the pass writes row r after every row's sums */
     if (opts && opts->cpu_conv_dx_add == KC_FALSE) be->conv2d_dx_adds = NULL; /* a buffer of its own, added in */
     if (opts && opts->cpu_fuse_add_relu == KC_FALSE) be->add_relu = NULL;     /* Add and ReLU apart */
     *out = be;
