@@ -24,7 +24,7 @@
  * the input with the higher index is a BatchNormalization that only the Add reads and that
  * writes nothing into its dy, and every other consumer of the lower one runs its backward after
  * that batch norm's (a lower index). Then the Add's backward copies nothing for them.
- A batch norm's input likewise shares the batch norm's dy when the backend takes dx == dy
+ * A batch norm's input likewise shares the batch norm's dy when the backend takes dx == dy
  * (batchnorm_dx_in_place) and the batch norm is its consumer with the latest index
  * (plan_share_bn): the batch norm's backward writes the input's gradient over its own.
  * Placement: greedy first-fit by decreasing size, each buffer at the lowest offset that
