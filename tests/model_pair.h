@@ -5,6 +5,8 @@
 #define KC_TEST_MODEL_PAIR_H
 
 #include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 static inline float mp_rnd(unsigned *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -15,6 +17,21 @@ static inline double mp_max_abs_diff(const float *a, const float *b, int64_t n) 
     double m = 0.0;
     for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
     return m;
+}
+
+/* The index of the layer named name (fails the test when there is none). */
+static inline int mp_layer_index(const kc_model *m, const char *name) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (strcmp(m->layers[i]->name, name) == 0) return i;
+    fail_msg("no layer %s", name);
+    return -1;
+}
+
+/* Whether the named layers' gradients are one buffer in m's plan (both are alive where the
+ * other's backward reads it, so the same offset means the same buffer). */
+static inline bool mp_dy_shared(const kc_model *m, const char *layer, const char *other) {
+    const size_t o = m->plan.dy_off[mp_layer_index(m, layer)];
+    return o != KC_PLAN_NONE && o == m->plan.dy_off[mp_layer_index(m, other)];
 }
 
 /* The batch for a prepared model: n_in inputs in [lo, lo + span), targets i % 3. */

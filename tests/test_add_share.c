@@ -103,21 +103,6 @@ static kc_model *same_input(int prevent) {
     return finish(m, x);
 }
 
-static int layer_index(const kc_model *m, const char *name) {
-    for (int i = 0; i < m->n_layers; i++)
-        if (strcmp(m->layers[i]->name, name) == 0) return i;
-    fail_msg("no layer %s", name);
-    return -1;
-}
-
-/* Whether the named layer's dy is the named Add's buffer (both are alive at the Add's backward,
- * so the same offset means the same buffer). */
-static bool shares(const kc_model *m, const char *layer, const char *add) {
-    const kc_plan *p = &m->plan;
-    const size_t o = p->dy_off[layer_index(m, layer)];
-    return o != KC_PLAN_NONE && o == p->dy_off[layer_index(m, add)];
-}
-
 typedef kc_model *(*build_fn)(int prevent);
 
 typedef struct pair {
@@ -134,10 +119,10 @@ static void compare(build_fn build, const pair *want, int n) {
         assert_int_equal(kc__model_prepare(a, B, true), KC_STATUS_OK);
         assert_int_equal(kc__model_prepare(b, B, true), KC_STATUS_OK);
         for (int i = 0; i < n; i++) {
-            if (shares(a, want[i].layer, want[i].add) != want[i].shared)
+            if (mp_dy_shared(a, want[i].layer, want[i].add) != want[i].shared)
                 fail_msg("%s: %s %s %s's gradient", a->name, want[i].layer, want[i].shared ? "does not share" : "shares",
                          want[i].add);
-            assert_false(shares(b, want[i].layer, want[i].add));
+            assert_false(mp_dy_shared(b, want[i].layer, want[i].add));
         }
         mp_train_compare_destroy(a, b, B, B * HW * HW * 3, -1.0f, 2.0f);
     }

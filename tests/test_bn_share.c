@@ -116,19 +116,6 @@ static kc_model *model(int in_place, int freeze) {
     return m;
 }
 
-static int layer_index(const kc_model *m, const char *name) {
-    for (int i = 0; i < m->n_layers; i++)
-        if (strcmp(m->layers[i]->name, name) == 0) return i;
-    fail_msg("no layer %s", name);
-    return -1;
-}
-
-/* Whether the named layer's dy is the named batch norm's buffer. */
-static bool shares(const kc_model *m, const char *layer, const char *bn) {
-    const size_t o = m->plan.dy_off[layer_index(m, layer)];
-    return o != KC_PLAN_NONE && o == m->plan.dy_off[layer_index(m, bn)];
-}
-
 static void test_model_shares(void **state) {
     (void)state;
     const int saved = kc_get_num_threads();
@@ -139,13 +126,13 @@ static void test_model_shares(void **state) {
             kc_model *a = model(1, freeze), *b = model(0, freeze);
             assert_int_equal(kc__model_prepare(a, B, true), KC_STATUS_OK);
             assert_int_equal(kc__model_prepare(b, B, true), KC_STATUS_OK);
-            assert_true(shares(a, "c1", "bn1"));
-            assert_true(shares(a, "c2", "bn2"));
-            assert_false(shares(a, "c4", "bn4"));
-            assert_true(shares(a, "bn3", "add2")); /* bn3's dy is add2's: c3 keeps its own */
-            assert_false(shares(a, "c3", "bn3"));
-            assert_false(shares(b, "c1", "bn1"));
-            assert_false(shares(b, "c2", "bn2"));
+            assert_true(mp_dy_shared(a, "c1", "bn1"));
+            assert_true(mp_dy_shared(a, "c2", "bn2"));
+            assert_false(mp_dy_shared(a, "c4", "bn4"));
+            assert_true(mp_dy_shared(a, "bn3", "add2")); /* bn3's dy is add2's: c3 keeps its own */
+            assert_false(mp_dy_shared(a, "c3", "bn3"));
+            assert_false(mp_dy_shared(b, "c1", "bn1"));
+            assert_false(mp_dy_shared(b, "c2", "bn2"));
             assert_true(a->plan.gradient_bytes < b->plan.gradient_bytes);
             mp_train_compare_destroy(a, b, B, B * 6 * 6 * 3, -1.0f, 3.0f);
         }

@@ -9,9 +9,9 @@
  * from the input image itself (the KW*C entries of one kernel row are contiguous in NHWC,
  * whatever the stride; the stride only moves where each pixel's patch starts).
  * Backward-filter is the transposed blocking: KB patch rows x FB filters in registers while
- * the output pixels stream by, dy's FB gradients loaded once per pixel. Padding ("same") is handled by copying each image into a zero-bordered buffer
- * first, so the inner loops never test bounds; without padding the kernels read the input
- * itself, rows of W floats apart.
+ * the output pixels stream by, dy's FB gradients loaded once per pixel. Padding ("same") is
+ * handled by copying each image into a zero-bordered buffer first, so the inner loops never
+ * test bounds; without padding the kernels read the input itself, rows of W floats apart.
  *
  * The blocking depends on the instruction set this copy is compiled for (cpu_isa.h):
  * AVX-512 16 floats a vector, 4 vectors of filters x 6 pixels = 24 accumulators of 32

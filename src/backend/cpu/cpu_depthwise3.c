@@ -200,7 +200,7 @@ static void dw3_backward_data_row_s2(const kc_conv2d_desc *d, const float *dy, c
     }
     for (int ix = 0; ix < d->w; ix++) {
         /* this pixel's taps, in the order they are added: (the dy pixel, the tap's weights) */
-        const float *tg[6], *tw[6];
+        const float *tg[4], *tw[4]; /* two rows at most, two taps each */
         int nt = 0;
         const int u = ix + d->pad_left;
         for (int q = 0; q < nr; q++) {
