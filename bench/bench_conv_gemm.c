@@ -16,6 +16,9 @@
  * BENCH_SMALL_AB=1: likewise with the backend's cpu_gemm_small at 0 on the "gemm" side (every
  * GEMM to OpenBLAS instead of kerac's own tiles for a small dimension, cpu_gemm_small.c; on for
  * the conv side), so of_gemm is the tiles' speed-up.
+ * BENCH_COLD=1: before each timed call, 64 MiB of other memory are read through, so the
+ * operands come from memory as in a training step (a backward pass reads the activations its
+ * forward pass wrote long before); untimed.
  *
  * The GEMM of each pass, rows = N*OH*OW, K = KH*KW*C:
  *   forward (rows, K) x (K, F); backward-data (rows, F) x (F, K); backward-filter (K, rows) x (rows, F).
@@ -87,6 +90,17 @@ static double gemm_pass(kc_backend *be, int pass, int rows, int k, int f, float 
     return bench_now() - t0;
 }
 
+/* BENCH_COLD: reads a buffer larger than the caches, pushing the operands out of them */
+#define EVICT_BYTES ((size_t)64 << 20)
+static unsigned char *g_evict;
+static volatile unsigned g_evict_sum;
+static void evict(void) {
+    if (!g_evict) return;
+    unsigned s = 0;
+    for (size_t i = 0; i < EVICT_BYTES; i += 64) s += g_evict[i];
+    g_evict_sum = s;
+}
+
 static float *filled(size_t n, int mod) {
     float *p = malloc(n * sizeof(float) + 4);
     if (!p) exit(1);
@@ -100,6 +114,12 @@ int main(int argc, char **argv) {
     (void)bench_clock_from_env(); /* anything but "cpu" keeps the wall clock */
     const int split_ab = getenv("BENCH_SPLIT_AB") && strcmp(getenv("BENCH_SPLIT_AB"), "1") == 0;
     const int small_ab = getenv("BENCH_SMALL_AB") && strcmp(getenv("BENCH_SMALL_AB"), "1") == 0;
+    const int cold = getenv("BENCH_COLD") && strcmp(getenv("BENCH_COLD"), "1") == 0;
+    if (cold) {
+        g_evict = malloc(EVICT_BYTES);
+        if (!g_evict) return 1;
+        memset(g_evict, 1, EVICT_BYTES);
+    }
     kc_backend *be = NULL;
     check(kc_backend_cpu_create(&be));
     if (split_ab) be->cpu_gemm_split = 1;
@@ -128,7 +148,9 @@ int main(int argc, char **argv) {
             conv_pass(be, &d, pass, x, w, bias, y, ws, wsb); /* warm-up */
             gemm_pass(be, pass, rows, kdim, d.f, a, b, c);
             for (int r = 0; r < reps; r++) {
+                evict();
                 tc[r] = conv_pass(be, &d, pass, x, w, bias, y, ws, wsb);
+                evict();
                 if (split_ab || small_ab) {
                     int *sw = split_ab ? &be->cpu_gemm_split : &be->cpu_gemm_small;
                     *sw = 0;
@@ -141,13 +163,15 @@ int main(int argc, char **argv) {
             const double mc = bench_median(tc, reps), mg = bench_median(tg, reps);
             printf("{\"shape\":\"%s\",\"pass\":\"%s\",\"isa\":\"%s\",\"conv_ms\":%.3f,\"gemm_ms\":%.3f,"
                    "\"conv_gflops\":%.1f,\"gemm_gflops\":%.1f,\"of_gemm\":%.3f,\"kernel\":\"%s\",\"reps\":%d,"
-                   "\"clock\":\"%s\",\"split_ab\":%d,\"small_ab\":%d}\n",
+                   "\"clock\":\"%s\",\"split_ab\":%d,\"small_ab\":%d,\"cold\":%d}\n",
                    s->name, pass_name[pass], kc_backend_cpu_isa(be), 1e3 * mc, 1e3 * mg, flop / mc * 1e-9,
-                   flop / mg * 1e-9, mg / mc, desc, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", split_ab, small_ab);
+                   flop / mg * 1e-9, mg / mc, desc, reps, bench_clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", split_ab, small_ab,
+                   cold);
             fflush(stdout);
         }
         free(tc), free(tg), free(x), free(w), free(y), free(bias), free(a), free(b), free(c), free(ws);
     }
     kc_backend_destroy(be);
+    free(g_evict);
     return 0;
 }

@@ -153,9 +153,11 @@ static void test_threads(void **state) {
     const int saved = kc_get_num_threads();
     /* MobileNetV2's 1x1 convolutions at 96x96 (batch 4 here): forward, backward-data, backward-filter */
     /* and ResNet50's stage-3 shortcut forward (512 columns: the AVX-512 tiles only) */
+    /* A^T B from a K of KC_CPU_GEMM_SMALL_HALVES (4,096) runs in two halves, each on its own
+     * threads; (128, 256) is past the halves' bound on AVX-512 and past the rule on AVX2 */
     const int shapes[][5] = {{9216, 144, 24, 0, 0}, {9216, 24, 144, 0, 1}, {24, 144, 9216, 1, 0},
                              {9216, 16, 96, 0, 0},  {96, 17, 9000, 1, 0},  {5, 33, 40000, 1, 0},
-                             {1500, 500, 200, 0, 0}};
+                             {1500, 500, 200, 0, 0}, {64, 256, 4097, 1, 0}, {128, 256, 4100, 1, 0}};
     for (int isa = KC_CPU_ISA_BASELINE; isa <= kc__cpu_isa_best(); isa++) {
         kc_device_opts o = {.cpu_isa = isa};
         kc_backend *be = NULL;
@@ -163,7 +165,7 @@ static void test_threads(void **state) {
         for (size_t s = 0; s < KC_ARRAY_LEN(shapes); s++) {
             const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = shapes[s][3], tb = shapes[s][4];
             if (!applies_on(isa, ta, tb, m, n, k, 1.0f, 0.0f)) {
-                assert_true(n > 256 && isa != KC_CPU_ISA_AVX512);
+                assert_true(isa != KC_CPU_ISA_AVX512 && (n > 256 || (ta && m * n > 8192)));
                 continue;
             }
             gemm_case g = make_case(ta, tb, m, n, k, (float)(s % 2));
@@ -197,6 +199,8 @@ static void test_rule(void **state) {
         assert_int_equal(applies_on(isa, 0, 0, 1000, 64, 512, 1.0f, 0.0f), wide);
         assert_false(applies_on(isa, 0, 0, 1000, 64, 513, 1.0f, 0.0f)); /* long K */
         assert_int_equal(applies_on(isa, 1, 0, 64, 256, 100000, 1.0f, 1.0f), wide); /* C of 16,384 floats */
+        assert_int_equal(applies_on(isa, 1, 0, 256, 128, 4608, 1.0f, 0.0f), wide);  /* C of 32,768 */
+        assert_false(applies_on(isa, 1, 0, 257, 128, 4608, 1.0f, 0.0f));            /* 32,896 */
         assert_true(applies_on(isa, 1, 0, 64, 128, 100000, 1.0f, 1.0f));            /* C of 8,192 */
         assert_false(applies_on(isa, 0, 0, 100, 16, 16, 0.5f, 0.0f));    /* alpha */
         assert_false(applies_on(isa, 0, 0, 100, 16, 16, 1.0f, 0.5f));    /* beta */

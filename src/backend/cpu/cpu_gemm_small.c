@@ -14,12 +14,18 @@
  *   C = A B      (trans_a 0): rows of C split across the threads in slices; every tile
  *                             runs the whole K (small here; A's MR rows stay in L1).
  *   C = A^T B    (trans_a 1): K is the long dimension (the pixel rows of a backward-filter).
- *                             K runs in chunks that fit L2 together, each chunk through every
- *                             tile the thread owns (C's tiles are dealt to the threads, so no
- *                             partial sums); a tile's sums go to C between chunks and back.
+ *                             K runs in chunks that fit L2 together, each chunk read through
+ *                             once in address order (so it arrives at the memory's streaming
+ *                             rate, not line by line down the tiles' columns), then through
+ *                             every tile the thread owns; a tile's sums go to C between chunks
+ *                             and back. A long K (KC_CPU_GEMM_SMALL_HALVES rows on) is reduced
+ *                             in two halves, each by its own half of the threads (its tiles
+ *                             dealt among them), the second into a stack copy of C added at
+ *                             the end: each thread then streams only its half of A and B.
  *
- * Each element of C is one chain of fused multiply-adds over k in order, whatever the
- * tiles, the chunks or the thread count: the result does not depend on the thread count.
+ * Each element of C is one chain of fused multiply-adds over k in order (over each half in
+ * order, the halves then added), whatever the tiles, the chunks or the thread count: the
+ * result does not depend on the thread count.
  * kc__cpu_sgemm (cpu_gemm_conv.c) asks kc__cpu_gemm_small_applies first; the rule's bounds
  * come from bench/RESULTS.md's measurements against OpenBLAS. */
 #include <stdint.h>
@@ -205,21 +211,25 @@ static inline void small_tile(const small_plan *p, int64_t r, int rows, int cb, 
     k_tiles[nv - 1][rows][n_last < SV](k, a + r * ar, ar, ak, b + j0, ldb, c + r * ldc + j0, ldc, n_last, add_c, ep);
 }
 
-/* The rule's bounds: where these tiles beat OpenBLAS (bench/RESULTS.md, "Small GEMMs"). With
+/* The rule's bounds: where these tiles beat OpenBLAS (bench/RESULTS.md, "Small GEMMs", and
+ * "The backward-filter GEMM read in address order" for A^T B's C up to 32,768 floats). With
  * 16 registers (AVX2, the baseline) the tiles are half as tall, and OpenBLAS's own AVX2
  * kernels were as fast from a K of 256 or a C of 16,384 floats on. */
 #define KC_CPU_GEMM_SMALL_N 256 /* columns of C at most (A B^T, A^T B) */
 #if SV == 16
 #define KC_CPU_GEMM_SMALL_NN_N 512   /* A B: columns of C at most */
 #define KC_CPU_GEMM_SMALL_K 512      /* A B and A B^T: inner dimension at most */
-#define KC_CPU_GEMM_SMALL_TN_C 16384 /* A^T B: floats of C at most */
+#define KC_CPU_GEMM_SMALL_TN_C 32768 /* A^T B: floats of C at most */
+#define KC_CPU_GEMM_SMALL_HALF_C 16384 /* A^T B in halves: floats of C at most (the second half's on the stack) */
 #else
 #define KC_CPU_GEMM_SMALL_NN_N 256
 #define KC_CPU_GEMM_SMALL_K 192
 #define KC_CPU_GEMM_SMALL_TN_C 8192
+#define KC_CPU_GEMM_SMALL_HALF_C 8192
 #endif
 #define KC_CPU_GEMM_SMALL_PACK 16384             /* A B^T: floats of B at most (64 KiB on the stack) */
 #define KC_CPU_GEMM_SMALL_CHUNK 65536            /* A^T B: floats of A and B per chunk of K (256 KiB) */
+#define KC_CPU_GEMM_SMALL_HALVES 4096            /* A^T B: K from which it is reduced in two halves */
 #define KC_CPU_GEMM_SMALL_PAR ((int64_t)1 << 21) /* multiply-adds below which the call runs on one thread */
 #define KC_CPU_GEMM_SMALL_SLICE 16               /* A B: row blocks per slice handed to a thread, at most */
 
@@ -258,14 +268,38 @@ static void small_nn(const small_plan *p, int m, int64_t k, const float *a, int6
     });
 }
 
+/* one load from each 64-byte line of rows x width floats (row r at p + r * ld), in address
+ * order: the hardware streams them in ahead of the loads, which a tile's walk down a column
+ * of lines 1 KiB apart defeats. The sum only keeps the loads. */
+static float touch_rows(const float *p, int64_t rows, int64_t ld, int64_t width) {
+    float s = 0.0f;
+    if (rows <= 0) return s;
+    if (ld == width) {
+        width *= rows;
+        rows = 1;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = p + r * ld;
+        for (int64_t j = 0; j < width; j += 64 / sizeof(float)) s += row[j];
+        s += row[width - 1];
+    }
+    return s;
+}
+
 /* C = A^T B (A stored k x m), the tiles t0, t0 + step, ...: K in chunks that fit L2, each
- * chunk through every tile */
+ * chunk read through in address order, then through every tile */
 static void small_tn_tiles(const small_plan *p, int m, int rblocks, int64_t k, const float *a, int64_t lda,
                            const float *b, int64_t ldb, float *c, int64_t ldc, int add_c, int t0, int step) {
     const int tiles = rblocks * p->nblk;
     const int64_t kc = KC_MAX((int64_t)64, KC_CPU_GEMM_SMALL_CHUNK / ((int64_t)m + p->n)); /* rows of A and B */
     for (int64_t k0 = 0; k0 < k; k0 += kc) {
         const int64_t kl = KC_MIN(kc, k - k0);
+        if (tiles > 2) { /* with 2 tiles or fewer, each tile's walk is close to address order already */
+            const int64_t s0 = k0 + kl * t0 / step, s1 = k0 + kl * (t0 + 1) / step; /* this thread's slice */
+            volatile float keep =
+                touch_rows(a + s0 * lda, s1 - s0, lda, m) + touch_rows(b + s0 * ldb, s1 - s0, ldb, p->n);
+            (void)keep;
+        }
         for (int t = t0; t < tiles; t += step) {
             const int rb = t / p->nblk, cb = t % p->nblk;
             const int r0 = (int)((int64_t)m * rb / rblocks), r1 = (int)((int64_t)m * (rb + 1) / rblocks);
@@ -275,22 +309,63 @@ static void small_tn_tiles(const small_plan *p, int m, int rblocks, int64_t k, c
     }
 }
 
-/* C = A^T B: C's tiles dealt to the threads (each its own, so no partial sums) */
-static void small_tn(const small_plan *p, int m, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                     float *c, int64_t ldc, int add_c, int nt) {
-    /* row blocks as even as they go; on a team, more of them (down to 4 rows) until the
-     * tiles deal evenly to the threads, at least 2 each */
+/* C's row blocks for a group of nt threads: as even as they go; on a team, more of them
+ * (down to 4 rows) until the tiles deal evenly to the threads, at least 2 each */
+static int small_tn_rblocks(const small_plan *p, int m, int nt) {
     int rblocks = (m + p->mr - 1) / p->mr;
     while (nt > 1 && rblocks < m && ((rblocks * p->nblk) % nt || rblocks * p->nblk < 2 * nt) &&
            (m + rblocks) / (rblocks + 1) >= 4)
         rblocks++;
+    return rblocks;
+}
+
+/* C = A^T B on one thread: the halves (if two) one after the other */
+static void small_tn_alone(const small_plan *p, int m, int64_t k, int64_t k1, int halves, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, float *c, int64_t ldc, int add_c, float *half2) {
+    const int rblocks = small_tn_rblocks(p, m, 1), n = p->n;
+    small_tn_tiles(p, m, rblocks, k1, a, lda, b, ldb, c, ldc, add_c, 0, 1);
+    if (halves == 2) {
+        small_tn_tiles(p, m, rblocks, k - k1, a + k1 * lda, lda, b + k1 * ldb, ldb, half2, n, 0, 0, 1);
+        for (int r = 0; r < m; r++)
+            for (int j = 0; j < n; j++) c[(int64_t)r * ldc + j] += half2[(size_t)r * n + j];
+    }
+}
+
+/* C = A^T B: K in one piece or two halves (KC_CPU_GEMM_SMALL_HALVES), each half's tiles dealt
+ * to its own group of threads (each tile to one thread, so no partial sums within a half);
+ * the second half's sums go to half2 (m x n, on the caller's stack) and then onto C */
+static void small_tn(const small_plan *p, int m, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                     float *c, int64_t ldc, int add_c, int nt) {
+    const int halves = k >= KC_CPU_GEMM_SMALL_HALVES && (int64_t)m * p->n <= KC_CPU_GEMM_SMALL_HALF_C ? 2 : 1;
+    const int64_t k1 = halves == 2 ? k / 2 : k; /* rows of the first half */
+    const int n = p->n;
+    float half2[halves == 2 ? (size_t)m * (size_t)n : 1]; /* <= KC_CPU_GEMM_SMALL_HALF_C floats */
     if (nt <= 1) { /* no region: libgomp would allocate a team for a one-thread one */
-        small_tn_tiles(p, m, rblocks, k, a, lda, b, ldb, c, ldc, add_c, 0, 1);
+        small_tn_alone(p, m, k, k1, halves, a, lda, b, ldb, c, ldc, add_c, half2);
         return;
     }
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
-    small_tn_tiles(p, m, rblocks, k, a, lda, b, ldb, c, ldc, add_c, omp_get_thread_num(), omp_get_num_threads());
+    {
+        const int t = omp_get_thread_num(), team = omp_get_num_threads();
+        if (team == 1) {
+            small_tn_alone(p, m, k, k1, halves, a, lda, b, ldb, c, ldc, add_c, half2);
+        } else if (halves == 1) {
+            small_tn_tiles(p, m, small_tn_rblocks(p, m, team), k, a, lda, b, ldb, c, ldc, add_c, t, team);
+        } else {
+            /* threads [0, g1) take the first half, [g1, team) the second */
+            const int g1 = team / 2, second = t >= g1, size = second ? team - g1 : g1, id = second ? t - g1 : t;
+            const int rblocks = small_tn_rblocks(p, m, size);
+            if (!second)
+                small_tn_tiles(p, m, rblocks, k1, a, lda, b, ldb, c, ldc, add_c, id, size);
+            else
+                small_tn_tiles(p, m, rblocks, k - k1, a + k1 * lda, lda, b + k1 * ldb, ldb, half2, n, 0, id, size);
+#pragma omp barrier
+            const int r0 = (int)((int64_t)m * t / team), r1 = (int)((int64_t)m * (t + 1) / team);
+            for (int r = r0; r < r1; r++)
+                for (int j = 0; j < n; j++) c[(int64_t)r * ldc + j] += half2[(size_t)r * n + j];
+        }
+    }
 #endif
 }
 
