@@ -87,7 +87,7 @@ static void direct(const kc_conv2d_desc *d, const float *x, const float *w, cons
 }
 
 static const kc_conv2d_desc *cases(size_t *n) {
-    static kc_conv2d_desc c[7];
+    static kc_conv2d_desc c[8];
     c[0] = conv3(2, 8, 8, 64, 64, 1);   /* "same", even */
     c[1] = conv3(2, 13, 13, 64, 72, 0); /* "valid", odd: a partial tile at the edges */
     c[2] = conv3(1, 7, 9, 65, 80, 1);   /* odd channel counts, a non-square image */
@@ -98,6 +98,9 @@ static const kc_conv2d_desc *cases(size_t *n) {
     /* fewer tiles than output channels (ResNet50's stage 5 at 96x96): on 2+ threads each pass
      * splits its output channels into blocks (cpu_winograd.c, split), the last one partial */
     c[6] = conv3(3, 3, 3, 200, 260, 1);
+    /* tiles in more than 2 chunks on 2 threads (F(2x2) 8, F(3x3) 4): backward-data's U stored
+     * F x C; the cases above, in 1-2 chunks, store it C x F and read it transposed */
+    c[7] = conv3(4, 16, 16, 64, 64, 1);
     *n = sizeof c / sizeof c[0];
     return c;
 }

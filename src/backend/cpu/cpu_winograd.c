@@ -345,13 +345,14 @@ WG_INLINE void kernel_block(int m, const float *const *p, int fb, float *out, si
     }
 }
 
-/* U[e] rows [r0, r0 + WG_CB) (input channels), columns [q0, q0 + WG_CB) (filters) */
-static void kernel_rows(int m, const float *w, int c, int f, int r0, int q0, float *u) {
+/* U[e] rows [r0, r0 + WG_CB) (input channels), columns [q0, q0 + WG_CB) (filters); turn:
+ * of the kernel turned by 180 degrees */
+static void kernel_rows(int m, const float *w, int c, int f, int r0, int q0, int turn, float *u) {
     const size_t step = wg_plane((size_t)c * f);
     const int fb = KC_MIN(WG_CB, f - q0);
     for (int r = r0; r < KC_MIN(c, r0 + WG_CB); r++) {
         const float *p[9];
-        for (int k = 0; k < 9; k++) p[k] = w + ((size_t)k * c + r) * f + q0;
+        for (int k = 0; k < 9; k++) p[k] = w + ((size_t)(turn ? 8 - k : k) * c + r) * f + q0;
         WG_BY_M(m, kernel_block, p, fb, u + (size_t)r * f + q0, step);
     }
 }
@@ -378,21 +379,22 @@ static void kernel_rows_flipped(int m, const float *w, int c, int f, int r0, int
         }
 }
 
-/* U[e] (C, F) = G w G^T per (c, f); flip: the kernel turned by 180 degrees with C and F
- * swapped (U[e] (F, C), backward-data's), by blocks (kernel_rows, kernel_rows_flipped): the
+/* U[e] (C, F) = G w G^T per (c, f); flip 1: the kernel turned by 180 degrees with C and F
+ * swapped (U[e] (F, C), backward-data's); flip 2: the turned kernel's, stored (C, F) like the
+ * forward's; by blocks (kernel_rows, kernel_rows_flipped): the
  * transform runs along the filters (vectorised, contiguous reads of w). Reading w with a
  * stride of F floats instead, as this once did, cost 5 % of a ResNet50 training step (perf,
  * one thread); storing the flipped U one float at a time along F (a stride of C floats, the
  * E planes a power of two apart) thrashed the cache and doubled stage 5's backward-data. */
 static void filter_transform(int m, const float *w, int c, int f, int flip, float *u) {
-    const int b = flip ? WG_TB : WG_CB, rblocks = (c + b - 1) / b, qblocks = (f + b - 1) / b;
+    const int b = flip == 1 ? WG_TB : WG_CB, rblocks = (c + b - 1) / b, qblocks = (f + b - 1) / b;
     KC_CPU_PAR_FOR(kc__cpu_par((int64_t)c * f * 9), schedule(static),
     for (int blk = 0; blk < rblocks * qblocks; blk++) {
         const int q0 = blk % qblocks * b, r0 = blk / qblocks * b;
-        if (flip)
+        if (flip == 1)
             kernel_rows_flipped(m, w, c, f, r0, q0, u);
         else
-            kernel_rows(m, w, c, f, r0, q0, u);
+            kernel_rows(m, w, c, f, r0, q0, flip == 2, u);
     });
 }
 
@@ -564,6 +566,7 @@ typedef struct wg_split {
     int64_t total, tc, chunks;
     int nf, fb; /* column blocks and their width (nf 1: fb = f) */
     int threads;
+    int ut; /* U[e] stored transposed (f x c: the pass's output channels by its input's) */
 } wg_split;
 
 /* tc at most tc_max (the workspace's), in chunks of equal size whose count is a multiple of
@@ -625,8 +628,12 @@ static void run_unit(const wg_geom *g, int f, const wg_split *sp, const float *x
     float *mm = v + (size_t)ne * vstep;
     for (int64_t t = 0; t < tc; t++) input_tile(g, x, t0 + t, t, vstep, v);
     for (int e = 0; e < ne; e++) /* M[e] = V[e] U[e], columns [f0, f1) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f1 - f0, c, 1.0f, v + (size_t)e * vstep, c,
-                    u + (size_t)e * ustep + f0, f, 0.0f, mm + (size_t)e * mstep + f0, f);
+        if (sp->ut)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tc, f1 - f0, c, 1.0f, v + (size_t)e * vstep, c,
+                        u + (size_t)e * ustep + (size_t)f0 * c, c, 0.0f, mm + (size_t)e * mstep + f0, f);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tc, f1 - f0, c, 1.0f, v + (size_t)e * vstep, c,
+                        u + (size_t)e * ustep + f0, f, 0.0f, mm + (size_t)e * mstep + f0, f);
     for (int64_t t = 0; t < tc; t++) output_tile(g, mm, t0 + t, t, mstep, f, f0, f1, bias, relu, y, NULL);
 }
 
@@ -658,12 +665,24 @@ kc_status kc__cpu_winograd_forward(const kc_conv2d_desc *d, int m, const float *
     return KC_STATUS_OK;
 }
 
+/* Backward-data's U[e] is the turned kernel's transform, F x C. Stored so (kernel_rows_flipped:
+ * a transposed store, 16 x 16 blocks through the stack) it costs a pass over E C F floats
+ * written across; stored C x F instead (kernel_rows with the taps turned: the forward's
+ * vectorised rows), the GEMMs read it transposed, which OpenBLAS packs more slowly, once per
+ * chunk of tiles. So the C x F store where the tiles come in at most WG_UT_CHUNKS chunks
+ * (alternating in one process, 64 MiB read before each call, 2 threads: ResNet50's stage 5,
+ * 1 chunk, 1.22x faster, stage 4, 4 chunks, 1.02x; 1 thread, 1 chunk each: 1.28x and 1.13x;
+ * stages 2-3, more chunks, 0.72-0.80x: bench/RESULTS.md, "Backward-data's U"). The same
+ * products in the same order either way: the same bits. */
+#define WG_UT_CHUNKS 2
+
 kc_status kc__cpu_winograd_backward_data(const kc_conv2d_desc *d, int m, const float *dy, const float *w, float *dx,
                                          void *ws, size_t ws_bytes) {
     float *u = ws, *vm = u + u_floats(d, m);
-    filter_transform(m, w, d->c, d->f, 1, u); /* U[e] (F, C) */
     const wg_geom g = geom(m, d->n, d->oh, d->ow, d->f, d->h, d->w, 2 - d->pad_top, 2 - d->pad_left);
-    const wg_split sp = split(d, m, &g, d->c, ws_bytes);
+    wg_split sp = split(d, m, &g, d->c, ws_bytes);
+    sp.ut = sp.chunks <= WG_UT_CHUNKS;
+    filter_transform(m, w, d->c, d->f, sp.ut ? 2 : 1, u); /* U[e] (F, C), or stored (C, F) */
     winograd_run(&g, d->c, &sp, dy, u, NULL, 0, dx, vm, slot_floats(d, m));
     return KC_STATUS_OK;
 }
