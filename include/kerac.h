@@ -620,6 +620,11 @@ typedef struct kc_device_opts {
                                    * whose other sizes fit (kc_backend.cpu_gemm_small) runs on
                                    * register tiles read straight from the operands: the 1x1
                                    * convolutions' GEMMs */
+    /* fusion of a batch norm's normalisation into the Add that reads it */
+    int cpu_fuse_bn_add;          /* KC_FALSE: a training batch norm whose only consumer is an Add
+                                   * of two same-shape inputs writes its output, which the Add
+                                   * reads; default: the batch norm only takes its statistics and
+                                   * the Add's pass normalises as it reads (and applies its ReLU) */
 } kc_device_opts;
 
 /* The options from the environment, the only place kerac reads them: KERAC_DEVICE,
@@ -630,7 +635,8 @@ typedef struct kc_device_opts {
  * KERAC_CPU_WINOGRAD_TILE (auto, 2, 3 or 4: cpu_winograd_tile), KERAC_CPU_CONV_BLOCKED (0: off),
  * KERAC_CPU_HUGEPAGES (0: off), KERAC_CUDNN_GROUPED (0: off), KERAC_CPU_FUSE_BN_RELU (0: off),
  * KERAC_CPU_FOLD_PAD (0: off), KERAC_CPU_INFER_TILE (0: off), KERAC_CPU_GEMM_SPLIT (0: off),
- * KERAC_CPU_CONV_DX_ADD (0: off), KERAC_CPU_FUSE_ADD_RELU (0: off), KERAC_CPU_GEMM_SMALL (0: off); an unset
+ * KERAC_CPU_CONV_DX_ADD (0: off), KERAC_CPU_FUSE_ADD_RELU (0: off), KERAC_CPU_GEMM_SMALL (0: off),
+ * KERAC_CPU_FUSE_BN_ADD (0: off); an unset
  * variable leaves its zero default. The strings point into the environment: copy them
  * before changing it (kerac copies what it keeps). A size that does not parse is
  * KC_STATUS_INVALID_ARGUMENT naming the variable (*out then has every other field). A

@@ -41,8 +41,9 @@ extern "C" {
  *    cpu_gemm_split, infer_tile_bytes and fold_pad_depthwise at the end of kc_backend
  * 7: add_relu and conv2d_dx_adds at the end of kc_backend; kc_conv2d_desc.accumulate
  * 8: cpu_gemm_small at the end of kc_backend
- * 9: batchnorm_dx_in_place at the end of kc_backend */
-#define KC_BACKEND_ABI 9
+ * 9: batchnorm_dx_in_place at the end of kc_backend
+ * 10: bn_add_relu at the end of kc_backend (kc_bn_fold); batchnorm_forward_train with y NULL */
+#define KC_BACKEND_ABI 10
 /* staging slots of the input feed: batch k + 1 is copied while step k computes */
 #define KC_FEED_SLOTS 2
 
@@ -260,6 +261,15 @@ typedef struct kc_mem_info {
     size_t free_bytes, total_bytes;
 } kc_mem_info;
 
+/* One batch norm's per-channel affine map (bn_add_relu): (x - mean) * gamma * inv_std + beta,
+ * with inv_std given (training: the batch's, as batchnorm_forward_train saved it) or, where
+ * inv_std is NULL, 1 / sqrt(var + epsilon) (inference, or a frozen layer: the moving
+ * statistics); gamma NULL means 1, beta NULL 0. Each pointer to c floats. */
+typedef struct kc_bn_fold {
+    const float *mean, *inv_std, *var, *gamma, *beta;
+    float epsilon;
+} kc_bn_fold;
+
 typedef struct kc_backend kc_backend;
 
 struct kc_backend {
@@ -316,7 +326,8 @@ struct kc_backend {
     /* ---- batch normalization over all axes but the last (rows = N*H*W, c channels).
      * training: uses batch statistics, saves mean and inv_std (c each), updates the moving
      * statistics as Keras 3: moving = moving * momentum + batch * (1 - momentum), using the
-     * biased batch variance. */
+     * biased batch variance. y NULL: the statistics only (asked only of a backend that has
+     * bn_add_relu, which then normalises the layer's output as it reads it). */
     kc_status (*batchnorm_forward_train)(kc_backend *be, const float *x, float *y, int64_t rows, int c,
                                          const float *gamma, const float *beta, float *moving_mean,
                                          float *moving_var, float momentum, float epsilon,
@@ -624,6 +635,16 @@ struct kc_backend {
      * (src/model/plan.c, plan_share_bn), one buffer less, and the pass writes into the lines
      * it has just read. The CPU's; 0 on the others (the model keeps dx apart). */
     int batchnorm_dx_in_place;
+
+    /* ---- a batch norm's normalisation, the Add that reads it and the ReLU after it in one
+     * pass (src/model/fuse.c): y = A0(x0) + A1(x1), each Ak the batch norm fk describes or,
+     * where fk is NULL, xk itself; then with relu, max(y, 0), clipped at relu_max when it is
+     * above 0. x0, x1 and y are (rows, c); y may alias x0 or x1. The result is the same floats
+     * as batchnorm_forward_train or _infer, then add_relu (or add). NULL: the batch norm writes
+     * its output and the Add reads it. The CPU's, unless kc_device_opts.cpu_fuse_bn_add =
+     * KC_FALSE. */
+    kc_status (*bn_add_relu)(kc_backend *be, float *y, const float *x0, const kc_bn_fold *f0, const float *x1,
+                             const kc_bn_fold *f1, int64_t rows, int c, int relu, float relu_max);
 };
 /* the streams of timing_mark */
 #define KC_STREAM_COMPUTE 0

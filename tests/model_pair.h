@@ -52,6 +52,21 @@ static inline double mp_loss_of(kc_model *m, int batch, bool training) {
     return (double)s / batch;
 }
 
+/* Every weight of a and b (the moving statistics a forward updated too) within tol (0: the
+ * same floats). */
+static inline void mp_weights_within(kc_model *a, kc_model *b, double tol) {
+    for (int i = 0; i < kc_model_num_weights(a); i++) {
+        kc_weight_info wi;
+        assert_int_equal(kc_model_weight_info(a, i, &wi), KC_STATUS_OK);
+        float *va = malloc(sizeof(float) * (size_t)wi.size), *vb = malloc(sizeof(float) * (size_t)wi.size);
+        assert_int_equal(kc_model_get_weight(a, i, va, wi.size), KC_STATUS_OK);
+        assert_int_equal(kc_model_get_weight(b, i, vb, wi.size), KC_STATUS_OK);
+        const double d = mp_max_abs_diff(va, vb, wi.size);
+        if (!(d <= tol)) fail_msg("weight %d (%s of %s) differs by %g", i, wi.name, wi.layer, d);
+        free(va), free(vb);
+    }
+}
+
 /* Both prepared for training and fed: the loss, every gradient (not applied), the weights (the
  * moving statistics the forward updated). */
 static inline void mp_train_compare(kc_model *a, kc_model *b, int batch) {
@@ -64,15 +79,7 @@ static inline void mp_train_compare(kc_model *a, kc_model *b, int batch) {
     for (int64_t i = 0; i < b->n_trainable; i++) gmax = fmax(gmax, fabs(b->grads[i]));
     const double gd = mp_max_abs_diff(a->grads, b->grads, a->n_trainable);
     if (gd > 1e-5 * gmax) fail_msg("gradients differ by %g (largest %g)", gd, gmax);
-    for (int i = 0; i < kc_model_num_weights(a); i++) {
-        kc_weight_info wi;
-        assert_int_equal(kc_model_weight_info(a, i, &wi), KC_STATUS_OK);
-        float *va = malloc(sizeof(float) * (size_t)wi.size), *vb = malloc(sizeof(float) * (size_t)wi.size);
-        assert_int_equal(kc_model_get_weight(a, i, va, wi.size), KC_STATUS_OK);
-        assert_int_equal(kc_model_get_weight(b, i, vb, wi.size), KC_STATUS_OK);
-        assert_true(mp_max_abs_diff(va, vb, wi.size) <= 1e-6);
-        free(va), free(vb);
-    }
+    mp_weights_within(a, b, 1e-6);
 }
 
 /* Both prepared for training (the caller checks their plans in between), fed the same batch
@@ -93,6 +100,20 @@ static inline void mp_infer_compare(kc_model *a, kc_model *b, int batch, int64_t
     const double ia = mp_loss_of(a, batch, false), ib = mp_loss_of(b, batch, false);
     assert_true(fabs(ia - ib) <= 1e-6 * fabs(ib));
     assert_true(mp_max_abs_diff(kc__model_output_buffer(a), kc__model_output_buffer(b), n_out) <= 1e-6);
+}
+
+/* Both prepared for inference, fed the same batch (mp_feed), compared (mp_infer_compare), then
+ * destroyed. */
+static inline void mp_infer_compare_destroy(kc_model *a, kc_model *b, int batch, int64_t n_in, float lo, float span,
+                                            int64_t n_out) {
+    float *ta = malloc(sizeof(float) * (size_t)batch), *tb = malloc(sizeof(float) * (size_t)batch);
+    mp_feed(a, ta, batch, n_in, lo, span);
+    mp_feed(b, tb, batch, n_in, lo, span);
+    mp_infer_compare(a, b, batch, n_out);
+    a->batch_targets = b->batch_targets = NULL;
+    kc_model_destroy(a);
+    kc_model_destroy(b);
+    free(ta), free(tb);
 }
 
 #endif /* KC_TEST_MODEL_PAIR_H */

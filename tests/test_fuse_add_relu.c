@@ -131,13 +131,7 @@ static void test_blocks(void **state) {
                 mp_train_compare_destroy(a, b, B, B * HW * HW * 3, -1.0f, 2.0f);
                 continue;
             }
-            float ta[B], tb[B];
-            mp_feed(a, ta, B, B * HW * HW * 3, -1.0f, 2.0f);
-            mp_feed(b, tb, B, B * HW * HW * 3, -1.0f, 2.0f);
-            mp_infer_compare(a, b, B, B * 3);
-            a->batch_targets = b->batch_targets = NULL;
-            kc_model_destroy(a);
-            kc_model_destroy(b);
+            mp_infer_compare_destroy(a, b, B, B * HW * HW * 3, -1.0f, 2.0f, B * 3);
         }
     }
 }

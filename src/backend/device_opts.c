@@ -72,6 +72,7 @@ kc_status kc_device_opts_default(kc_device_opts *out) {
     out->cpu_gemm_split = env_flag("KERAC_CPU_GEMM_SPLIT");
     out->cpu_conv_dx_add = env_flag("KERAC_CPU_CONV_DX_ADD");
     out->cpu_fuse_add_relu = env_flag("KERAC_CPU_FUSE_ADD_RELU");
+    out->cpu_fuse_bn_add = env_flag("KERAC_CPU_FUSE_BN_ADD");
     out->cpu_gemm_small = env_flag("KERAC_CPU_GEMM_SMALL");
     /* every variable is read even when one is bad, so *out has every other field */
     kc_status s0 = env_cpu_isa(&out->cpu_isa);

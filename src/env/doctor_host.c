@@ -47,6 +47,7 @@ static const env_doc kerac_vars[] = {
     /* the convolutions' backward-data adding into a gradient in place */
     {"KERAC_CPU_CONV_DX_ADD", "0: a convolution's input gradient through a buffer of its own and an add pass on the CPU"},
     {"KERAC_CPU_FUSE_ADD_RELU", "0: an Add and the ReLU after it as two forward passes on the CPU"},
+    {"KERAC_CPU_FUSE_BN_ADD", "0: a training batch norm writes its output before the Add reads it, on the CPU"},
     {"KERAC_CPU_GEMM_SMALL", "0: GEMMs with a small dimension (1x1 convolutions) on OpenBLAS, not kerac's own tiles"},
     {"KERAC_CPU_BALANCE", "0: CPU threads take one equal share of each loop, not chunks as they come free"},
     {"KERAC_FASHION_MNIST_DIR", "the folder of the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)"},

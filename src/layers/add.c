@@ -10,9 +10,20 @@ static kc_status add_init(kc_layer *l, const void *opts) {
 static void add_get_opts(const kc_layer *l, void *opts) { *(kc_merge_opts *)opts = (kc_merge_opts){.name = l->name}; }
 
 static kc_status add_build(kc_layer *l) { return kc__merge_build(l, l->cfg); }
-/* With relu_after (src/model/fuse.c: two inputs of the output's shape) the ReLU after it too. */
+/* With relu_after (src/model/fuse.c: two inputs of the output's shape) the ReLU after it too.
+ * An input from a folded batch norm (a->fold[k], fuse.c) is that batch norm's input, normalised
+ * here as it is read (bn_add_relu). */
 static kc_status add_forward(kc_layer *l, const kc_fwd *a) {
     const kc__merge_cfg *c = l->cfg;
+    if (a->fold[0] || a->fold[1]) {
+        kc_bn_fold f[2];
+        int ch = 0;
+        for (int k = 0; k < 2; k++)
+            if (a->fold[k]) ch = kc__bn_fold_of(a->fold[k], a->fold_aux[k], a->training, &f[k]);
+        const int64_t n = (int64_t)a->batch * c->size;
+        return a->be->bn_add_relu(a->be, a->y, a->x[0], a->fold[0] ? &f[0] : NULL, a->x[1], a->fold[1] ? &f[1] : NULL,
+                                  n / ch, ch, l->relu_after, l->relu_max);
+    }
     if (l->relu_after) return a->be->add_relu(a->be, a->y, a->x[0], a->x[1], (int64_t)a->batch * c->size, l->relu_max);
     return kc__merge_forward(l, l->cfg, a);
 }

@@ -6,7 +6,9 @@
  * A frozen layer (trainable: false) runs in inference mode in training too, as Keras 3's
  * BatchNormalization does; its backward is then dx = dy * gamma / sqrt(moving_var + eps).
  * With relu_after (src/model/fuse.c) it also applies the ReLU that consumes it: y is the
- * ReLU's output and dy the gradient with respect to it. */
+ * ReLU's output and dy the gradient with respect to it. Folded into the Add that reads it
+ * (bn_folded, fuse.c), it only takes the batch statistics: the Add normalises its input as it
+ * adds (kc__bn_fold_of, add.c), and y is never written. */
 #include "batchnorm_sync.h"
 #include "layer.h"
 
@@ -99,10 +101,14 @@ static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
     const float *gamma = c->scale ? l->w[0].data : NULL;                 /* (C) */
     const float *beta = c->center ? l->w[c->scale ? 1 : 0].data : NULL;  /* (C) */
     float *mm = l->w[c->iw_mean].data, *mv = l->w[c->iw_var].data;      /* (C) each */
+    if (l->bn_folded && !(a->training && !l->frozen)) return KC_STATUS_OK; /* the Add applies the moving map */
     if (a->training && !l->frozen) {
         if (!a->aux) return kc__fail(KC_STATUS_INTERNAL, "%s: no buffer for the batch statistics", kc__layer_label(l));
         float *save_mean = a->aux, *save_inv_std = (float *)a->aux + c->c;
-        if (a->sync) { /* data-parallel, sync_batchnorm: the ranks' statistics together */
+        if (l->bn_folded && !a->sync) /* the statistics only (fuse.c never folds with relu_after) */
+            return a->be->batchnorm_forward_train(a->be, a->x[0], NULL, rows, c->c, gamma, beta, mm, mv,
+                                                  c->momentum, c->epsilon, save_mean, save_inv_std);
+        if (a->sync) { /* (folded: y unused; the Add normalises with the statistics saved here) */ /* data-parallel, sync_batchnorm: the ranks' statistics together */
             KC_TRY(kc__bn_sync_forward(a, &(kc__bn_sync_args){.rows = rows, .c = c->c, .gamma = gamma, .beta = beta,
                                                               .momentum = c->momentum, .epsilon = c->epsilon,
                                                               .moving_mean = mm, .moving_var = mv,
@@ -120,6 +126,18 @@ static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
         return a->be->batchnorm_relu_forward_infer(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->epsilon,
                                                    l->relu_max);
     return a->be->batchnorm_forward_infer(a->be, a->x[0], a->y, rows, c->c, gamma, beta, mm, mv, c->epsilon);
+}
+
+int kc__bn_fold_of(const kc_layer *bn, const void *aux, bool training, kc_bn_fold *f) {
+    const bn_cfg *c = bn->cfg;
+    const bool batch_stats = training && !bn->frozen;
+    *f = (kc_bn_fold){.mean = batch_stats ? aux : bn->w[c->iw_mean].data,
+                      .inv_std = batch_stats ? (const float *)aux + c->c : NULL,
+                      .var = batch_stats ? NULL : bn->w[c->iw_var].data,
+                      .gamma = c->scale ? bn->w[0].data : NULL,
+                      .beta = c->center ? bn->w[c->scale ? 1 : 0].data : NULL,
+                      .epsilon = c->epsilon};
+    return c->c;
 }
 
 /* Frozen: the forward was the inference one, an affine map per channel; its input gradient

@@ -58,6 +58,10 @@ typedef struct kc_fwd {
     /* issue 13: data-parallel with sync_batchnorm: the ranks' collective (else NULL) */
     const kc_collective *sync;
     kc__host_scratch *scratch; /* issue 13: the model's host scratch (with sync) */
+    /* an Add's input k from a folded batch norm (bn_folded): that batch norm (else NULL) and its
+     * aux; x[k] is then the batch norm's input */
+    const kc_layer *fold[KC_MAX_INPUTS];
+    const void *fold_aux[KC_MAX_INPUTS];
 } kc_fwd;
 
 /* Arguments of one backward call. dx[i] is NULL when input i needs no gradient.
@@ -177,6 +181,10 @@ struct kc_layer {
      * the ReLU's output; its backward does not read y); on the ReLU: fwd_absorbed, no forward of
      * its own, its y is the Add's memory, but it keeps its dy and its backward (the mask from y). */
     bool fwd_absorbed;
+    /* a training BatchNormalization folded into the Add that reads it (src/model/fuse.c):
+     * bn_folded, its forward only takes the batch statistics (its y is never written); the
+     * Add's forward reads the batch norm's input and normalises it as it adds (kc_fwd.fold) */
+    bool bn_folded;
     /* a ZeroPadding2D folded into the DepthwiseConv2D that reads it (src/model/fuse.c).
      * On the ZeroPadding2D: pad_folded (and absorbed: its y and dy are its input's memory, it has
      * no forward and no backward); on the depthwise convolution: fold_h, fold_w, the unpadded
@@ -370,6 +378,10 @@ typedef struct kc__merge_cfg {
     int64_t strides[KC_MAX_INPUTS][KC_BCAST_MAX_RANK]; /* each input's, 0 where broadcast; [0]: per example */
     bool same[KC_MAX_INPUTS];                         /* input i has the output's shape */
 } kc__merge_cfg;
+/* A folded BatchNormalization's map for the Add that reads it (batchnorm.c; bn_folded): its
+ * channels and, in *f, the batch's statistics from aux (training, not frozen) or the moving
+ * ones. */
+int kc__bn_fold_of(const kc_layer *bn, const void *aux, bool training, kc_bn_fold *f);
 kc_status kc__merge_build(kc_layer *l, kc__merge_cfg *c);
 kc_status kc__merge_forward(kc_layer *l, const kc__merge_cfg *c, const kc_fwd *a);
 kc_status kc__merge_backward(kc_layer *l, const kc__merge_cfg *c, const kc_bwd *a);

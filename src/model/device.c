@@ -108,6 +108,12 @@ const char *kc__placement_describe(kc_backend *be, const kc_layer *l, int batch,
         snprintf(kernel, sizeof kernel, "no kernel (the depthwise convolution after it pads as it reads)");
     else if (l->absorbed)
         snprintf(kernel, sizeof kernel, "no kernel (the batch norm before it applies it, one pass for both)");
+    else if (l->bn_folded && be) { /* fuse.c: the Add after it normalises */
+        char k2[640];
+        kernel_words(be, l, batch, ws_bytes ? ws_bytes : ws, k2, sizeof k2);
+        snprintf(kernel, sizeof kernel, "forward: the batch statistics only (the Add after it normalises as it "
+                 "reads, one pass for both); %s", k2);
+    }
     else if (!be)
         snprintf(kernel, sizeof kernel, "no backend yet");
     else if (l->fwd_absorbed) { /* an Add + ReLU (fuse.c): the Add computes it, its backward runs */

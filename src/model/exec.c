@@ -111,12 +111,21 @@ kc_status kc__model_forward(kc_model *m, int batch, bool training, uint64_t step
                     .aux = AT_OR_NULL(p->aux_off[i]), .ws = AT_OR_NULL(p->ws_off[i]),
                     .ws_bytes = p->ws_off[i] == KC_PLAN_NONE ? 0 : p->workspace_bytes,
                     .seed = kc__hash64(step_seed ^ l->seed)};
-        for (int k = 0; k < l->n_in; k++) a.x[k] = AT(p->y_off[l->in[k]]);
+        for (int k = 0; k < l->n_in; k++) {
+            const int src = l->in[k];
+            const kc_layer *bn = m->layers[src];
+            if (bn->bn_folded) { /* fuse.c: this Add reads the batch norm's input and normalises it */
+                a.fold[k] = bn, a.fold_aux[k] = AT_OR_NULL(p->aux_off[src]);
+                a.x[k] = AT(p->y_off[bn->in[0]]);
+            } else {
+                a.x[k] = AT(p->y_off[src]);
+            }
+        }
         prof_mark t0 = PROF_START(m);
         kc_status s = l->ops->forward(l, &a);
         if (timed(m)) prof_layer(m, t0, i, true);
         if (s != KC_STATUS_OK) return kc__wrap(s, "forward of layer '%s': ", l->name);
-        if (m->check_numerics) KC_TRY(kc__numerics_forward(m, i, batch, training, a.y));
+        if (m->check_numerics && !l->bn_folded) KC_TRY(kc__numerics_forward(m, i, batch, training, a.y));
     }
     if (timed(m)) KC_TRY(kc__devtime_flush(m));
     kc__trace_span(m, "forward", "pass", tf);

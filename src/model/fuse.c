@@ -24,7 +24,18 @@
  * unless kc_device_opts.cpu_fuse_add_relu = KC_FALSE, KERAC_CPU_FUSE_ADD_RELU=0): the ReLU has
  * no forward and its y is the Add's memory (fwd_absorbed), but it keeps its own dy and its
  * backward, which masks from y as before (an Add's backward reads no y; its gradient is the
- * masked one, which its inputs may share, src/model/plan.c). */
+ * masked one, which its inputs may share, src/model/plan.c).
+ *
+ * In a training plan, a BatchNormalization whose only consumer is such an Add (two inputs of
+ * its own shape; ResNet's 16 block ends, and the 4 projection shortcuts) is folded into it
+ * when the backend has bn_add_relu (the CPU's, unless kc_device_opts.cpu_fuse_bn_add =
+ * KC_FALSE, KERAC_CPU_FUSE_BN_ADD=0): the batch norm's forward only takes the batch statistics
+ * (bn_folded), and the Add reads the batch norm's input and normalises it as it adds (and
+ * applies its ReLU), so the batch norm's output is neither written nor read: two passes over
+ * the activations less. The backward is unchanged: the batch norm's reads x, not y, and the
+ * Add's reads neither. Training plans only: there the batch norm's input stays alive for its
+ * backward anyway, so the Add may read it later; not with synchronised statistics (their
+ * forward normalises in its own pass). */
 #include "model.h"
 
 /* Whether l is a layer of its own: not a shared layer's call, not sharing its weights. */
@@ -104,10 +115,25 @@ static void fuse_relus(kc_model *m, bool (*can_fuse)(const kc_model *, int), boo
     }
 }
 
-void kc__model_fuse(kc_model *m) {
+/* BatchNormalization -> Add, see the top of the file. */
+static void fold_bns(kc_model *m) {
+    const int out = kc__model_output(m);
+    for (int j = 1; j < m->n_layers; j++) {
+        if (!add_fusable(m, j)) continue;
+        for (int k = 0; k < 2; k++) {
+            const int i = m->layers[j]->in[k];
+            kc_layer *b = m->layers[i];
+            if (!bn_fusable(m, i) || b->relu_after || i == out || consumers(m, i) != 1) continue;
+            if (m->layers[j]->in[1 - k] == i) continue; /* Add(bn, bn): read twice */
+            b->bn_folded = true;
+        }
+    }
+}
+
+void kc__model_fuse(kc_model *m, bool training) {
     for (int i = 0; i < m->n_layers; i++) {
         kc_layer *l = m->layers[i];
-        l->relu_after = l->absorbed = l->pad_folded = l->fwd_absorbed = false;
+        l->relu_after = l->absorbed = l->pad_folded = l->fwd_absorbed = l->bn_folded = false;
         l->relu_max = 0.0f;
         l->fold_h = l->fold_w = l->fold_top = l->fold_left = 0;
     }
@@ -116,4 +142,5 @@ void kc__model_fuse(kc_model *m) {
     if (be && be->add_relu) fuse_relus(m, add_fusable, true);
     if (be && be->batchnorm_relu_forward_train && be->batchnorm_relu_forward_infer && be->batchnorm_relu_backward)
         fuse_relus(m, bn_fusable, false);
+    if (training && be && be->bn_add_relu && !m->sync_bn) fold_bns(m); /* after: a BN + ReLU is not folded */
 }

@@ -360,7 +360,7 @@ int64_t kc__plan_node_elems(const kc_model *m, int i, int batch) {
 
 kc_status kc__plan_build(kc_model *m, int batch, bool training, kc_plan *p) {
     kc__plan_free(p);
-    kc__model_fuse(m);
+    kc__model_fuse(m, training);
     planner q = {.m = m, .p = p, .L = m->n_layers, .out = kc__model_output(m), .batch = batch, .training = training};
     p->batch = batch;
     p->training = training;

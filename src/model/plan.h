@@ -46,7 +46,7 @@ kc_status kc__plan_build(struct kc_model *m, int batch, bool training, kc_plan *
 void kc__plan_free(kc_plan *p);
 /* mark each BatchNormalization + ReLU pair that runs as one pass (fuse.c; every
  * plan build does it first, from the graph and the backend). */
-void kc__model_fuse(struct kc_model *m);
+void kc__model_fuse(struct kc_model *m, bool training);
 /* the floats of node i's y (and dy) memory for a batch: its alias group's, which for a
  * folded ZeroPadding2D (fuse.c) is its unpadded input's, not its own output shape's. */
 int64_t kc__plan_node_elems(const struct kc_model *m, int i, int batch);

@@ -371,6 +371,9 @@ kc_status kc__cpu_dropout_backward(kc_backend *be, const float *dy, const uint8_
                                    int64_t n, float rate);
 kc_status kc__cpu_add(kc_backend *be, float *y, const float *a, const float *b, int64_t n);
 kc_status kc__cpu_add_relu(kc_backend *be, float *y, const float *a, const float *b, int64_t n, float relu_max);
+/* a batch norm's normalisation + Add (+ ReLU) in one pass (kerac_backend.h, bn_add_relu; cpu_norm.c) */
+kc_status kc__cpu_bn_add_relu(kc_backend *be, float *y, const float *x0, const kc_bn_fold *f0, const float *x1,
+                              const kc_bn_fold *f1, int64_t rows, int c, int relu, float relu_max);
 kc_status kc__cpu_axpy(kc_backend *be, float *y, const float *x, float alpha, int64_t n);
 kc_status kc__cpu_scale(kc_backend *be, float *y, float alpha, int64_t n);
 kc_status kc__cpu_copy_strided(kc_backend *be, float *dst, int dst_ld, int dst_off, const float *src,

@@ -403,6 +403,7 @@ kc_status kc_backend_cpu_create_ex(const kc_device_opts *opts, kc_backend **out)
     be->batchnorm_dx_in_place = 1; /* cpu_norm.c: the pass writes row r after every row's sums */
     if (opts && opts->cpu_conv_dx_add == KC_FALSE) be->conv2d_dx_adds = NULL; /* a buffer of its own, added in */
     if (opts && opts->cpu_fuse_add_relu == KC_FALSE) be->add_relu = NULL;     /* Add and ReLU apart */
+    if (opts && opts->cpu_fuse_bn_add == KC_FALSE) be->bn_add_relu = NULL;    /* batch norm and Add apart */
     *out = be;
     return KC_STATUS_OK;
 }

@@ -101,6 +101,7 @@
 #define kc__cpu_dropout_backward KC_CPU_RENAME(kc__cpu_dropout_backward)
 #define kc__cpu_add KC_CPU_RENAME(kc__cpu_add)
 #define kc__cpu_add_relu KC_CPU_RENAME(kc__cpu_add_relu)
+#define kc__cpu_bn_add_relu KC_CPU_RENAME(kc__cpu_bn_add_relu)
 #define kc__cpu_axpy KC_CPU_RENAME(kc__cpu_axpy)
 #define kc__cpu_scale KC_CPU_RENAME(kc__cpu_scale)
 #define kc__cpu_copy_strided KC_CPU_RENAME(kc__cpu_copy_strided)

@@ -257,7 +257,7 @@ static void bn_team(const bn_job *b, int t, int tn, const double **part, double 
         bn_coef(b, j, s1, s2);
     }
 #pragma omp barrier
-    bn_pass_balanced(b);
+    if (b->out) bn_pass_balanced(b); /* no output: the statistics only (bn_add_relu normalises) */
 }
 
 /* Runs a job on the team (one parallel region), or on this thread when it is small. */
@@ -295,7 +295,8 @@ static void bn_apply(const float *x, float *y, bn_cols k, const float *sub, cons
 static kc_status bn_forward_train(const float *x, float *y, int64_t rows, int c, const float *gamma,
                                   const float *beta, float *moving_mean, float *moving_var, float momentum,
                                   float epsilon, float *save_mean, float *save_inv_std, bn_relu rl) {
-    KC_TRY(bn_check("batchnorm_forward_train", x, y, rows, c));
+    /* y NULL (not with the ReLU): the statistics only, for bn_add_relu */
+    KC_TRY(bn_check("batchnorm_forward_train", x, y || rl.on ? y : x, rows, c));
     if (!save_mean || !save_inv_std)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_forward_train: NULL save_mean or save_inv_std");
     if (!(epsilon > 0.0f))
@@ -398,4 +399,77 @@ kc_status kc__cpu_batchnorm_relu_backward(kc_backend *be, const float *x, const 
                                           float *dbeta, float relu_max) {
     return bn_backward(x, y, dy, dx, rows, c, gamma, beta, save_mean, save_inv_std, dgamma, dbeta,
                        bn_relu_of(relu_max));
+}
+
+/* ---- a batch norm's normalisation, the Add that reads it and the ReLU after (bn_add_relu) */
+
+/* Input k's map over channels [c0, c0 + cb) in the forward's form v = (x - sub) * mul + add,
+ * with the same float operations as bn_coef (training) and bn_forward_infer (moving
+ * statistics), so v is the batch norm's own output; no map: sub 0, mul 1, add 0 is not used
+ * (the pass reads x as it is). */
+static void fold_coef(const kc_bn_fold *f, int c0, int cb, float *sub, float *mul, float *add) {
+    for (int j = 0; j < cb; j++) {
+        const int ch = c0 + j;
+        const float inv = f->inv_std ? f->inv_std[ch] : 1.0f / sqrtf(f->var[ch] + f->epsilon);
+        sub[j] = f->mean[ch];
+        mul[j] = (f->gamma ? f->gamma[ch] : 1.0f) * inv;
+        add[j] = f->beta ? f->beta[ch] : 0.0f;
+    }
+}
+
+typedef struct fold_job {
+    const float *x0, *x1;
+    float *y;
+    bn_cols k;
+    const float *s0, *m0, *a0, *s1, *m1, *a1; /* NULL s: that input as it is */
+    int relu;
+    float hi;
+} fold_job;
+
+/* Rows [r0, r1): y = A0(x0) + A1(x1), then the ReLU, as the batch norm's pass and add_relu. */
+static void fold_pass(const fold_job *b, int64_t r0, int64_t r1) {
+    const int cb = b->k.cb;
+    const float *s0 = b->s0, *m0 = b->m0, *a0 = b->a0, *s1 = b->s1, *m1 = b->m1, *a1 = b->a1;
+    const float hi = b->hi;
+    for (int64_t r = r0; r < r1; r++) {
+        const size_t at = (size_t)r * b->k.ld + b->k.c0;
+        const float *p = b->x0 + at, *q = b->x1 + at;
+        float *o = b->y + at;
+        for (int j = 0; j < cb; j++) {
+            const float u = s0 ? (p[j] - s0[j]) * m0[j] + a0[j] : p[j];
+            const float v = s1 ? (q[j] - s1[j]) * m1[j] + a1[j] : q[j];
+            const float w = u + v;
+            o[j] = !b->relu ? w : w > 0.0f ? (w < hi ? w : hi) : 0.0f;
+        }
+    }
+}
+
+kc_status kc__cpu_bn_add_relu(kc_backend *be, float *y, const float *x0, const kc_bn_fold *f0, const float *x1,
+                              const kc_bn_fold *f1, int64_t rows, int c, int relu, float relu_max) {
+    KC_TRY(bn_check("bn_add_relu", x0, y, rows, c));
+    if (!x1) return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu bn_add_relu: NULL second input");
+    const kc_bn_fold *f[2] = {f0, f1};
+    for (int i = 0; i < 2; i++)
+        if (f[i] && (!f[i]->mean || (!f[i]->inv_std && (!f[i]->var || !(f[i]->epsilon > 0.0f)))))
+            return kc__fail(KC_STATUS_INVALID_ARGUMENT,
+                            "cpu bn_add_relu: input %d's batch norm has no mean, or neither inv_std nor a variance "
+                            "with a positive epsilon",
+                            i);
+    if (relu && !(relu_max >= 0.0f))
+        return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu bn_add_relu: relu_max %g is negative", (double)relu_max);
+    const int bw = bn_block(c);
+    for (int c0 = 0; c0 < c; c0 += bw) {
+        const bn_cols k = {rows, c, c0, KC_MIN(bw, c - c0)};
+        float s0[BN_ONE_PASS], m0[BN_ONE_PASS], a0[BN_ONE_PASS], s1[BN_ONE_PASS], m1[BN_ONE_PASS], a1[BN_ONE_PASS];
+        if (f0) fold_coef(f0, c0, k.cb, s0, m0, a0);
+        if (f1) fold_coef(f1, c0, k.cb, s1, m1, a1);
+        const fold_job b = {.x0 = x0, .x1 = x1, .y = y, .k = k, .s0 = f0 ? s0 : NULL, .m0 = m0, .a0 = a0,
+                            .s1 = f1 ? s1 : NULL, .m1 = m1, .a1 = a1, .relu = relu,
+                            .hi = relu_max > 0.0f ? relu_max : INFINITY};
+        const int64_t chunk = kc__cpu_chunk(rows), chunks = (rows + chunk - 1) / chunk;
+        KC_CPU_PAR_FOR(kc__cpu_par(rows * k.cb), schedule(dynamic, 1), for (int64_t q = 0; q < chunks; q++) {
+            fold_pass(&b, q * chunk, KC_MIN(rows, (q + 1) * chunk));
+        });
+    }
+    return KC_STATUS_OK;
 }

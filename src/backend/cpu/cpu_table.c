@@ -71,6 +71,7 @@ void kc__cpu_fill_kernels(kc_backend *be) {
 
     be->add = kc__cpu_add;
     be->add_relu = kc__cpu_add_relu;
+    be->bn_add_relu = kc__cpu_bn_add_relu;
     be->axpy = kc__cpu_axpy;
     be->scale = kc__cpu_scale;
     be->copy_strided = kc__cpu_copy_strided;
