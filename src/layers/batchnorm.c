@@ -108,7 +108,8 @@ static kc_status bn_forward(kc_layer *l, const kc_fwd *a) {
         if (l->bn_folded && !a->sync) /* the statistics only (fuse.c never folds with relu_after) */
             return a->be->batchnorm_forward_train(a->be, a->x[0], NULL, rows, c->c, gamma, beta, mm, mv,
                                                   c->momentum, c->epsilon, save_mean, save_inv_std);
-        if (a->sync) { /* (folded: y unused; the Add normalises with the statistics saved here) */ /* data-parallel, sync_batchnorm: the ranks' statistics together */
+        if (a->sync) { /* data-parallel, sync_batchnorm: the ranks' statistics together (folded: y
+                        * is not read; the Add normalises with the statistics saved here) */
             KC_TRY(kc__bn_sync_forward(a, &(kc__bn_sync_args){.rows = rows, .c = c->c, .gamma = gamma, .beta = beta,
                                                               .momentum = c->momentum, .epsilon = c->epsilon,
                                                               .moving_mean = mm, .moving_var = mv,

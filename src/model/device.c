@@ -113,8 +113,7 @@ const char *kc__placement_describe(kc_backend *be, const kc_layer *l, int batch,
         kernel_words(be, l, batch, ws_bytes ? ws_bytes : ws, k2, sizeof k2);
         snprintf(kernel, sizeof kernel, "forward: the batch statistics only (the Add after it normalises as it "
                  "reads, one pass for both); %s", k2);
-    }
-    else if (!be)
+    } else if (!be)
         snprintf(kernel, sizeof kernel, "no backend yet");
     else if (l->fwd_absorbed) { /* an Add + ReLU (fuse.c): the Add computes it, its backward runs */
         char bwd[640];

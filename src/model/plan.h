@@ -44,8 +44,9 @@ struct kc_model;
  * backward and plans gradients). Layers must be built. */
 kc_status kc__plan_build(struct kc_model *m, int batch, bool training, kc_plan *p);
 void kc__plan_free(kc_plan *p);
-/* mark each BatchNormalization + ReLU pair that runs as one pass (fuse.c; every
- * plan build does it first, from the graph and the backend). */
+/* mark each BatchNormalization + ReLU pair that runs as one pass, and the other fusions of
+ * fuse.c (a training plan's batch norms folded into their Add among them; every plan build
+ * does it first, from the graph, the backend and whether the plan is for training). */
 void kc__model_fuse(struct kc_model *m, bool training);
 /* the floats of node i's y (and dy) memory for a batch: its alias group's, which for a
  * folded ZeroPadding2D (fuse.c) is its unpadded input's, not its own output shape's. */

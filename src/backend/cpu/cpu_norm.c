@@ -296,7 +296,7 @@ static kc_status bn_forward_train(const float *x, float *y, int64_t rows, int c,
                                   const float *beta, float *moving_mean, float *moving_var, float momentum,
                                   float epsilon, float *save_mean, float *save_inv_std, bn_relu rl) {
     /* y NULL (not with the ReLU): the statistics only, for bn_add_relu */
-    KC_TRY(bn_check("batchnorm_forward_train", x, y || rl.on ? y : x, rows, c));
+    KC_TRY(bn_check("batchnorm_forward_train", x, (y || rl.on) ? y : x, rows, c));
     if (!save_mean || !save_inv_std)
         return kc__fail(KC_STATUS_INVALID_ARGUMENT, "cpu batchnorm_forward_train: NULL save_mean or save_inv_std");
     if (!(epsilon > 0.0f))
@@ -405,8 +405,8 @@ kc_status kc__cpu_batchnorm_relu_backward(kc_backend *be, const float *x, const 
 
 /* Input k's map over channels [c0, c0 + cb) in the forward's form v = (x - sub) * mul + add,
  * with the same float operations as bn_coef (training) and bn_forward_infer (moving
- * statistics), so v is the batch norm's own output; no map: sub 0, mul 1, add 0 is not used
- * (the pass reads x as it is). */
+ * statistics), so v is the batch norm's own output bit for bit. An input without a map is
+ * read as it is (fold_job's NULL sub). */
 static void fold_coef(const kc_bn_fold *f, int c0, int cb, float *sub, float *mul, float *add) {
     for (int j = 0; j < cb; j++) {
         const int ch = c0 + j;
