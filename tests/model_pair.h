@@ -62,25 +62,29 @@ static inline void mp_weights_within(kc_model *a, kc_model *b, double tol) {
         assert_int_equal(kc_model_get_weight(a, i, va, wi.size), KC_STATUS_OK);
         assert_int_equal(kc_model_get_weight(b, i, vb, wi.size), KC_STATUS_OK);
         const double d = mp_max_abs_diff(va, vb, wi.size);
-        if (!(d <= tol)) fail_msg("weight %d (%s of %s) differs by %g", i, wi.name, wi.layer, d);
+        if (tol == 0.0 ? memcmp(va, vb, sizeof(float) * (size_t)wi.size) != 0 : !(d <= tol))
+            fail_msg("weight %d (%s of %s) differs by %g", i, wi.name, wi.layer, d);
         free(va), free(vb);
     }
 }
 
 /* Both prepared for training and fed: the loss, every gradient (not applied), the weights (the
- * moving statistics the forward updated). */
-static inline void mp_train_compare(kc_model *a, kc_model *b, int batch) {
+ * moving statistics the forward updated); exact: the same floats, else within rounding. */
+static inline void mp_train_check(kc_model *a, kc_model *b, int batch, bool exact) {
     const double la = mp_loss_of(a, batch, true), lb = mp_loss_of(b, batch, true);
     assert_int_equal(kc__model_backward_update(a, batch, batch, false), KC_STATUS_OK);
     assert_int_equal(kc__model_backward_update(b, batch, batch, false), KC_STATUS_OK);
-    if (!(fabs(la - lb) <= 1e-6 * fabs(lb))) fail_msg("loss %.9g against %.9g", la, lb);
+    if (exact ? la != lb : !(fabs(la - lb) <= 1e-6 * fabs(lb))) fail_msg("loss %.9g against %.9g", la, lb);
     assert_int_equal(a->n_trainable, b->n_trainable);
     double gmax = 1e-30;
     for (int64_t i = 0; i < b->n_trainable; i++) gmax = fmax(gmax, fabs(b->grads[i]));
     const double gd = mp_max_abs_diff(a->grads, b->grads, a->n_trainable);
-    if (gd > 1e-5 * gmax) fail_msg("gradients differ by %g (largest %g)", gd, gmax);
-    mp_weights_within(a, b, 1e-6);
+    if (exact ? memcmp(a->grads, b->grads, sizeof(float) * (size_t)a->n_trainable) != 0 : gd > 1e-5 * gmax)
+        fail_msg("gradients differ by %g (largest %g)", gd, gmax);
+    mp_weights_within(a, b, exact ? 0.0 : 1e-6);
 }
+
+static inline void mp_train_compare(kc_model *a, kc_model *b, int batch) { mp_train_check(a, b, batch, false); }
 
 /* Both prepared for training (the caller checks their plans in between), fed the same batch
  * (mp_feed), compared (mp_train_compare), then destroyed. */

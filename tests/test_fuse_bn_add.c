@@ -203,14 +203,7 @@ static void train_same(kc_model *a, kc_model *b) {
     float ta[B], tb[B];
     mp_feed(a, ta, B, B * HW * HW * 3, -1.0f, 2.0f);
     mp_feed(b, tb, B, B * HW * HW * 3, -1.0f, 2.0f);
-    const double la = mp_loss_of(a, B, true), lb = mp_loss_of(b, B, true);
-    assert_int_equal(kc__model_backward_update(a, B, B, false), KC_STATUS_OK);
-    assert_int_equal(kc__model_backward_update(b, B, B, false), KC_STATUS_OK);
-    if (la != lb) fail_msg("loss %.9g against %.9g", la, lb);
-    assert_int_equal(a->n_trainable, b->n_trainable);
-    if (memcmp(a->grads, b->grads, sizeof(float) * (size_t)a->n_trainable) != 0)
-        fail_msg("gradients differ by up to %g", mp_max_abs_diff(a->grads, b->grads, a->n_trainable));
-    mp_weights_within(a, b, 0.0);
+    mp_train_check(a, b, B, true);
     a->batch_targets = b->batch_targets = NULL;
 }
 
